@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages expertd needs (only the missing ones) and prepares
+# the build. Safe to run repeatedly; a no-op when everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  bazel-bootstrap bazel-rules-java bazel-platforms bazel-skylib   # offline Bazel 4
+  g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev liburing-dev libopenblas-dev
+  python3 python3-grpcio gnuplot-nox
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# The @cuda repository must point somewhere; a CPU-only machine gets an empty
+# stand-in and builds without --config=cuda.
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  ln -sfn /usr/local/cuda third_party/cuda_root
+else
+  rm -rf third_party/cuda_root && mkdir -p third_party/cuda_root/include
+fi
