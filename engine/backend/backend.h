@@ -1,0 +1,144 @@
+// Backend: the one interface between the model code and a compute device.
+//
+// Implementations: CpuBackend (engine/backend/cpu, the reference), and the
+// CUDA backend (issue 8). Everything above this interface (the forward pass,
+// the KV cache, expert offloading) is backend-agnostic.
+//
+// Memory. Device memory is allocated through the backend as DeviceBuffers
+// (RAII, move-only). On the CPU backend "device memory" is host memory; an
+// optional byte limit (CpuBackendOptions::device_memory_limit) makes it behave
+// like a fixed-size device so the expert cache can be tested under a budget:
+// an allocation past the limit is ResourceExhausted, never an abort.
+//
+// Ops. One virtual method per op, taking the op's params struct
+// (engine/backend/op_params.h documents every shape). Ops are enqueued in call
+// order on the backend's compute stream; on CPU they run synchronously. Data
+// produced by ops is visible to the host only after CopyToHost (which waits
+// for preceding ops) or Synchronize().
+//
+// Thread safety:
+// - Ops, Synchronize: called from ONE thread at a time (the engine thread).
+// - Allocate, DeviceBuffer destruction, CopyToDevice/CopyToHost and the
+//   memory queries are thread-safe: the expert-offload transfer threads call
+//   them concurrently with ops running on the engine thread.
+#ifndef EXPERTD_ENGINE_BACKEND_BACKEND_H_
+#define EXPERTD_ENGINE_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/backend/op_params.h"
+
+namespace expertd::engine {
+
+class Backend;
+
+// Where a buffer lives. kDevice is what ops read and write; kHostPinned is
+// host memory the device can copy from asynchronously (on CPU: plain host
+// memory, not counted against the device limit).
+enum class MemoryKind { kDevice, kHostPinned };
+
+// A block of backend memory. Frees itself (through its backend) when
+// destroyed; the backend must outlive it. Move-only. Alignment: 64 bytes.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  uint64_t size() const { return size_; }
+  MemoryKind kind() const { return kind_; }
+  bool empty() const { return data_ == nullptr; }
+  // Frees the memory now (no-op when empty).
+  void Reset();
+
+ private:
+  friend class Backend;
+  DeviceBuffer(Backend* owner, void* data, uint64_t size, MemoryKind kind)
+      : owner_(owner), data_(data), size_(size), kind_(kind) {}
+
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  uint64_t size_ = 0;
+  MemoryKind kind_ = MemoryKind::kDevice;
+};
+
+struct MemoryStats {
+  uint64_t device_bytes_in_use = 0;
+  uint64_t device_bytes_limit = 0;  // 0 = no limit
+  uint64_t device_bytes_peak = 0;
+  uint64_t host_pinned_bytes_in_use = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu", "cuda".
+  virtual std::string name() const = 0;
+  // Worker threads the backend's ops use (1 on GPU backends: host side).
+  virtual int num_threads() const = 0;
+
+  // ---- Memory -------------------------------------------------------------
+  // ResourceExhausted when past the device limit (or out of memory).
+  // The contents are unspecified.
+  virtual absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, MemoryKind kind = MemoryKind::kDevice) = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  // True when ops can read host memory directly (CPU): then the model may use
+  // memory-mapped checkpoint weights in place instead of copying them.
+  virtual bool host_memory_is_device_memory() const = 0;
+  // Blocking copies. dst/src are device pointers where the name says so.
+  virtual absl::Status CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) = 0;
+  // Waits for every op enqueued so far.
+  virtual absl::Status Synchronize() = 0;
+
+  // ---- Ops (see op_params.h) ----------------------------------------------
+  // Preconditions in each params struct are programmer errors if violated
+  // (checked by assertions in debug builds).
+  virtual void Embedding(const EmbeddingParams& p) = 0;
+  virtual void RmsNorm(const RmsNormParams& p) = 0;
+  virtual void Matmul(const MatmulParams& p) = 0;
+  virtual void Rope(const RopeParams& p) = 0;
+  virtual void KvAppend(const KvAppendParams& p) = 0;
+  virtual void Attention(const AttentionParams& p) = 0;
+  virtual void SoftmaxTopK(const SoftmaxTopKParams& p) = 0;
+  virtual void SwiGlu(const SwiGluParams& p) = 0;
+  virtual void AddRows(const AddRowsParams& p) = 0;
+  virtual void Clamp(const ClampParams& p) = 0;
+  virtual void GatherRows(const GatherRowsParams& p) = 0;
+  virtual void ScatterRows(const ScatterRowsParams& p) = 0;
+  virtual void MoeCombine(const MoeCombineParams& p) = 0;
+
+ protected:
+  // Wraps memory this backend allocated into a DeviceBuffer that will call
+  // Free(data, size, kind) when destroyed.
+  DeviceBuffer MakeBuffer(void* data, uint64_t size, MemoryKind kind) { return DeviceBuffer(this, data, size, kind); }
+  // Called by DeviceBuffer::Reset. Thread-safe.
+  virtual void Free(void* data, uint64_t size, MemoryKind kind) = 0;
+  friend class DeviceBuffer;
+};
+
+struct BackendOptions {
+  std::string name = "cpu";  // "cpu" | "cuda"
+  int threads = 0;           // CPU worker threads; 0 = hardware concurrency
+  uint64_t device_memory_limit = 0;  // bytes; 0 = unlimited (CPU) / all (GPU)
+};
+
+// Creates the named backend. InvalidArgument for an unknown name;
+// Unimplemented for a backend not built into this binary (e.g. "cuda" before
+// issue 8, or without --config=cuda).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+}  // namespace expertd::engine
+
+#endif  // EXPERTD_ENGINE_BACKEND_BACKEND_H_

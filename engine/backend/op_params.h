@@ -1,0 +1,229 @@
+// Parameters of every op a Backend implements, one struct per op.
+//
+// Conventions (all ops):
+// - Every pointer is DEVICE memory of the backend that runs the op (on the CPU
+//   backend that is host memory). The caller owns all buffers, workspace
+//   included; ops never allocate.
+// - Activations are fp32, row-major; `*_stride` is the distance in elements
+//   between consecutive rows (>= the row's width), so an op can read a column
+//   slice of a wider buffer (e.g. q, k, v inside one qkv projection).
+// - Weights are WeightRef: fp32, bf16 or fp16, Hugging Face layout (a Linear
+//   weight is [out_features, in_features]).
+// - Shapes in comments use the field names: x [rows, dim] means rows*dim
+//   elements at x, row r starting at x + r*x_stride.
+// - Output buffers may alias inputs only where a comment says so.
+// - BATCH INVARIANCE: every op computes each output row with an arithmetic
+//   sequence that depends only on that row's inputs (never on `rows`, on the
+//   other rows, or on the thread count), so a token's results are bitwise the
+//   same whatever else is in the batch. Every backend must keep this.
+#ifndef EXPERTD_ENGINE_BACKEND_OP_PARAMS_H_
+#define EXPERTD_ENGINE_BACKEND_OP_PARAMS_H_
+
+#include <cstdint>
+
+#include "models/config/model_config.h"
+
+namespace expertd::engine {
+
+using DType = models::DType;
+
+// A weight tensor in device memory, [rows, cols] row-major (a 1-D tensor has
+// rows == 1). Non-owning.
+struct WeightRef {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  bool empty() const { return data == nullptr; }
+  uint64_t nbytes() const { return static_cast<uint64_t>(rows * cols) * models::DTypeSize(dtype); }
+};
+
+// out[t, :] = table[ids[t], :]  (converted to fp32).
+struct EmbeddingParams {
+  const int32_t* ids = nullptr;  // [rows], each in [0, table.rows)
+  int64_t rows = 0;
+  WeightRef table;               // [vocab, dim]
+  float* out = nullptr;          // [rows, dim], contiguous
+};
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight  (HF RMSNorm).
+// Per-head q/k norm: rows = tokens * heads, dim = head_dim. Whole-projection
+// norm (OLMoE): rows = tokens, dim = heads * head_dim. `out` may equal `x`
+// (with equal strides).
+struct RmsNormParams {
+  const float* x = nullptr;  // [rows, dim]
+  int64_t x_stride = 0;
+  float* out = nullptr;      // [rows, dim]
+  int64_t out_stride = 0;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  WeightRef weight;          // [dim] (rows == 1, cols == dim)
+  float eps = 1e-6f;
+};
+
+// y[m, n] (+)= x[m, k] . w[n, k]^T + bias[n].
+// The reduction over k for one (row, column) is the same sequence of fp32
+// operations for every m and every row: batch-invariant by contract.
+struct MatmulParams {
+  const float* x = nullptr;  // [m, k]
+  int64_t x_stride = 0;
+  WeightRef w;               // [n, k]
+  WeightRef bias;            // [n] or empty
+  float* y = nullptr;        // [m, n]; must not alias x
+  int64_t y_stride = 0;
+  int64_t m = 0;
+  bool accumulate = false;   // y += result instead of y = result
+};
+
+// Rotary position embedding, rotate-half (GPT-NeoX / HF Llama) layout, in
+// place on x[t, h, 0:rotary_dim]:
+//   a = x[i], b = x[i + rotary_dim/2], angle = positions[t] * inv_freq[i]
+//   x[i] = (a*cos - b*sin) * attention_factor
+//   x[i + rotary_dim/2] = (b*cos + a*sin) * attention_factor
+// cos/sin are computed from the fp32 angle (as HF does). inv_freq already
+// carries the scaling variant (linear, llama3, yarn: see model/rope.h).
+struct RopeParams {
+  float* x = nullptr;                // [rows, heads, head_dim]
+  int64_t row_stride = 0;            // elements between tokens
+  int64_t rows = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;            // even, <= head_dim
+  const int32_t* positions = nullptr;  // [rows]
+  const float* inv_freq = nullptr;   // [rotary_dim / 2]
+  float attention_factor = 1.0f;     // yarn's mscale; 1 otherwise
+};
+
+// Writes new tokens' keys and values into a block (paged) KV cache.
+// Cache layout (one layer): [num_slots, kv_heads, head_dim] where
+// slot = block_id * block_size + offset_in_block.
+struct KvAppendParams {
+  const float* k = nullptr;  // [rows, kv_heads, head_dim]
+  int64_t k_stride = 0;
+  const float* v = nullptr;  // [rows, kv_heads, head_dim]
+  int64_t v_stride = 0;
+  int64_t rows = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  const int64_t* slots = nullptr;  // [rows] destination slot of each row
+  float* k_cache = nullptr;        // [num_slots, kv_heads, head_dim]
+  float* v_cache = nullptr;
+};
+
+// Causal grouped-query attention over the block KV cache (prefill chunks and
+// decode alike). Query row t belongs to sequence seq[t] at position pos[t] and
+// attends keys 0..pos[t] of that sequence (already appended to the cache):
+//   s_j = (q . k_j) * scale;  p = softmax(s);  out = sum_j p_j v_j
+// Query head h uses kv head h / (heads / kv_heads). Keys are visited in
+// position order with a two-pass softmax, so a row's result does not depend
+// on the batch or on how its sequence's prompt was chunked. (Score scratch is
+// the implementation's own: per-thread buffers on CPU, shared memory on GPU.)
+struct AttentionParams {
+  const float* q = nullptr;       // [rows, heads, head_dim]
+  int64_t q_stride = 0;
+  float* out = nullptr;           // [rows, heads, head_dim]; must not alias q
+  int64_t out_stride = 0;
+  int64_t rows = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;             // usually 1/sqrt(head_dim)
+  const int32_t* seq = nullptr;   // [rows] index into block_tables
+  const int32_t* pos = nullptr;   // [rows] absolute position of the query
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int64_t max_blocks_per_seq = 0;
+  int64_t block_size = 0;         // tokens per block
+  const float* k_cache = nullptr; // [num_slots, kv_heads, head_dim]
+  const float* v_cache = nullptr;
+};
+
+// Router for softmax-scored MoE (Mixtral, Qwen2/3-MoE, OLMoE):
+//   p = softmax(logits[r, :]); (w, ids) = top_k(p) in descending weight, ties
+//   to the lower expert id (torch.topk order); if renormalize: w /= sum(w).
+struct SoftmaxTopKParams {
+  const float* logits = nullptr;  // [rows, num_experts]
+  int64_t rows = 0;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  bool renormalize = false;
+  int32_t* ids = nullptr;         // [rows, top_k] rank order
+  float* weights = nullptr;       // [rows, top_k]
+};
+
+// out[r, i] = silu(gate[r, i]) * up[r, i]. out may alias gate or up.
+struct SwiGluParams {
+  const float* gate = nullptr;  // [rows, dim]
+  int64_t gate_stride = 0;
+  const float* up = nullptr;    // [rows, dim]
+  int64_t up_stride = 0;
+  float* out = nullptr;         // [rows, dim]
+  int64_t out_stride = 0;
+  int64_t rows = 0;
+  int64_t dim = 0;
+};
+
+// y[r, :] += f(scale[r]) * x[r, :], f = identity or sigmoid; scale == nullptr
+// means f(.) = 1 (a plain residual add). y must not alias x.
+enum class RowScale { kIdentity, kSigmoid };
+struct AddRowsParams {
+  float* y = nullptr;           // [rows, dim]
+  int64_t y_stride = 0;
+  const float* x = nullptr;     // [rows, dim]
+  int64_t x_stride = 0;
+  const float* scale = nullptr; // [rows] (element r at scale[r*scale_stride])
+  int64_t scale_stride = 1;
+  RowScale scale_fn = RowScale::kIdentity;
+  int64_t rows = 0;
+  int64_t dim = 0;
+};
+
+// x[i] = clamp(x[i], -limit, limit) over rows x dim (OLMoE clip_qkv).
+struct ClampParams {
+  float* x = nullptr;  // [rows, dim]
+  int64_t stride = 0;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  float limit = 0.0f;
+};
+
+// dst[i, :] = src[index[i], :]  (expert dispatch: gather a token's row).
+struct GatherRowsParams {
+  const float* src = nullptr;      // [*, dim]
+  int64_t src_stride = 0;
+  const int32_t* index = nullptr;  // [rows]
+  float* dst = nullptr;            // [rows, dim], contiguous
+  int64_t rows = 0;
+  int64_t dim = 0;
+};
+
+// dst[index[i], :] = src[i, :]  (expert results back to per-token slots).
+// Each destination row is written by at most one i.
+struct ScatterRowsParams {
+  const float* src = nullptr;      // [rows, dim], contiguous
+  const int32_t* index = nullptr;  // [rows]
+  float* dst = nullptr;            // [*, dim], contiguous
+  int64_t rows = 0;
+  int64_t dim = 0;
+};
+
+// MoE combine: out[t, :] (+)= sum_j weights[t, j] * slots[t * top_k + j, :],
+// adding the terms in ascending order of ids[t, j] (the order Hugging Face's
+// per-expert loop adds them), each term computed as (w * y) then added. The
+// order is fixed by the token's own routing, so the result does not depend on
+// the order the experts were computed in, nor on the batch.
+struct MoeCombineParams {
+  const float* slots = nullptr;    // [rows * top_k, dim], contiguous
+  const float* weights = nullptr;  // [rows, top_k]
+  const int32_t* ids = nullptr;    // [rows, top_k]
+  float* out = nullptr;            // [rows, dim]
+  int64_t out_stride = 0;
+  int64_t rows = 0;
+  int64_t top_k = 0;
+  int64_t dim = 0;
+  bool accumulate = false;         // out += sum instead of out = sum
+};
+
+}  // namespace expertd::engine
+
+#endif  // EXPERTD_ENGINE_BACKEND_OP_PARAMS_H_
