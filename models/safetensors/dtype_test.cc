@@ -1,0 +1,97 @@
+#include "models/safetensors/dtype.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace expertd::models {
+namespace {
+
+// The F16C instructions (baseline flag -mf16c) are an exact oracle for IEEE half.
+uint16_t HardwareF32ToF16(float f) {
+  return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set1_ps(f), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+float HardwareF16ToF32(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)))); }
+
+bool IsNanBits16Half(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
+
+TEST(DTypeTest, F16ToF32MatchesHardwareForEveryValue) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float ours = F16ToF32(static_cast<uint16_t>(h));
+    float hw = HardwareF16ToF32(static_cast<uint16_t>(h));
+    if (IsNanBits16Half(static_cast<uint16_t>(h))) {
+      EXPECT_TRUE(std::isnan(ours)) << h;
+    } else {
+      EXPECT_EQ(FloatBits(ours), FloatBits(hw)) << "half bits " << h;
+    }
+  }
+}
+
+TEST(DTypeTest, F32ToF16MatchesHardwareOnManyFloats) {
+  // A deterministic sweep of bit patterns covering every exponent, plus
+  // exact halfway points between neighbouring halves.
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 2000000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    float f = BitsToFloat(static_cast<uint32_t>(x));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(F32ToF16(f), HardwareF32ToF16(f)) << "float bits " << FloatBits(f);
+  }
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    float lo = F16ToF32(static_cast<uint16_t>(h)), hi = F16ToF32(static_cast<uint16_t>(h + 1));
+    float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);
+    ASSERT_EQ(F32ToF16(mid), HardwareF32ToF16(mid)) << h;
+    ASSERT_EQ(F32ToF16(-mid), HardwareF32ToF16(-mid)) << h;
+  }
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);  // rounds up to Inf
+  EXPECT_EQ(F32ToF16(65519.0f), 0x7bff);
+  EXPECT_TRUE(IsNanBits16Half(F32ToF16(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(DTypeTest, BF16RoundTripsEveryValue) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = BF16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(f))));
+    } else {
+      EXPECT_EQ(F32ToBF16(f), h);
+    }
+  }
+}
+
+TEST(DTypeTest, BF16RoundsToNearestEven) {
+  EXPECT_EQ(F32ToBF16(1.0f), 0x3f80);
+  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f808000u)), 0x3f80);  // tie -> even (down)
+  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f818000u)), 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f808001u)), 0x3f81);  // above tie -> up
+  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f807fffu)), 0x3f80);  // below tie -> down
+  EXPECT_EQ(F32ToBF16(BitsToFloat(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to Inf
+  EXPECT_EQ(F32ToBF16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(F32ToBF16(-0.0f), 0x8000);
+  uint16_t nan = F32ToBF16(BitsToFloat(0x7f800001u));  // signalling NaN with low payload
+  EXPECT_TRUE(std::isnan(BF16ToF32(nan)));
+}
+
+TEST(DTypeTest, BulkConversionsAgreeWithScalar) {
+  std::vector<float> src = {0.0f, -1.5f, 3.14159f, 1e-6f, -65504.0f, 1e30f};
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    std::vector<uint8_t> bytes(src.size() * DTypeSize(dt) + 1);
+    ConvertFromF32(dt, src.data(), bytes.data() + 1, src.size());  // deliberately unaligned
+    std::vector<float> back(src.size());
+    ConvertToF32(dt, bytes.data() + 1, back.data(), src.size());
+    for (size_t i = 0; i < src.size(); ++i) {
+      float expect = dt == DType::kF32   ? src[i]
+                     : dt == DType::kF16 ? F16ToF32(F32ToF16(src[i]))
+                                         : BF16ToF32(F32ToBF16(src[i]));
+      EXPECT_EQ(FloatBits(back[i]), FloatBits(expect)) << DTypeName(dt) << " " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace expertd::models
