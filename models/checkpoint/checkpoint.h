@@ -35,7 +35,10 @@ struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  const void* data = nullptr;  // owned by the Checkpoint's mapping
+  // Owned by the Checkpoint. Points into the file mapping, aligned to the
+  // dtype size; a tensor stored misaligned in its file (legal but rare) is
+  // copied once into an aligned buffer the Checkpoint owns.
+  const void* data = nullptr;
   uint64_t nbytes = 0;
   std::string file;            // which safetensors file it came from
   uint64_t file_offset = 0;    // absolute byte offset of data in that file
@@ -43,10 +46,22 @@ struct TensorView {
   int64_t numel() const;
 };
 
+struct CheckpointOptions {
+  // If non-empty, read the weights from this one safetensors file (a name
+  // relative to DIR, e.g. "model.bf16.safetensors") instead of
+  // model.safetensors / the shard index.
+  std::string weights_file;
+};
+
 class Checkpoint {
  public:
   // Opens DIR: config.json (+ generation_config.json) and its safetensors.
+  // When both model.safetensors and model.safetensors.index.json exist, the
+  // single file wins (as in transformers). Errors: NotFound for a missing
+  // config / weights file, InvalidArgument for anything malformed, each naming
+  // the file (and tensor).
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir, const CheckpointOptions& options);
 
   ~Checkpoint();
 
@@ -61,10 +76,13 @@ class Checkpoint {
   absl::StatusOr<TensorView> GetWithShape(absl::string_view name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> Names() const;  // sorted
   uint64_t total_bytes() const;            // sum of all tensors' nbytes
+  // Paths of the safetensors files backing the tensors, sorted.
+  std::vector<std::string> files() const;
 
   // Checks that every tensor the architecture needs (per the config) is present
   // with the right shape and a supported dtype, and that there are no unused
-  // extra tensors except ones listed as optional (e.g. pre-gate weights).
+  // extra tensors except ones listed as optional (e.g. pre-gate weights; see
+  // expected_tensors.h). Errors name the directory and the tensors.
   absl::Status ValidateAgainstConfig() const;
 
  private:

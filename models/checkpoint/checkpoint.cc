@@ -1,0 +1,225 @@
+#include "models/checkpoint/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "models/checkpoint/expected_tensors.h"
+#include "models/checkpoint/shard_index.h"
+#include "models/safetensors/safetensors_reader.h"
+
+namespace expertd::models {
+namespace {
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+// At most `limit` names, then "... and N more".
+std::string NameList(const std::vector<std::string>& names, size_t limit = 8) {
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(limit, names.size()));
+  std::string s = absl::StrJoin(shown, ", ");
+  if (names.size() > limit) absl::StrAppend(&s, ", ... and ", names.size() - limit, " more");
+  return s;
+}
+
+}  // namespace
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+struct Checkpoint::Impl {
+  std::string dir;
+  ModelConfig config;
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, TensorView, std::less<>> tensors;
+  std::vector<std::unique_ptr<uint64_t[]>> aligned_copies;  // for misaligned tensors
+  uint64_t total_bytes = 0;
+
+  // Registers every tensor of `file`. If `expected` is given (sharded), each
+  // tensor must be mapped to this shard by the index.
+  absl::Status AddFile(std::unique_ptr<SafetensorsFile> file, const ShardIndex* index, const std::string& shard_name);
+  // Opens every shard model.safetensors.index.json names and cross-checks it.
+  absl::Status OpenSharded();
+};
+
+absl::Status Checkpoint::Impl::AddFile(std::unique_ptr<SafetensorsFile> file, const ShardIndex* index,
+                                       const std::string& shard_name) {
+  for (const SafetensorsEntry& e : file->tensors()) {
+    if (index != nullptr) {
+      auto it = index->weight_map.find(e.name);
+      if (it == index->weight_map.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(file->path(), ": tensor '", e.name, "' is not listed in ",
+                                                       kShardIndexFile));
+      }
+      if (it->second != shard_name) {
+        return absl::InvalidArgumentError(absl::StrCat(file->path(), ": tensor '", e.name, "' is mapped to shard '",
+                                                       it->second, "' by ", kShardIndexFile,
+                                                       " (duplicate across shards?)"));
+      }
+    }
+    auto prev = tensors.find(e.name);
+    if (prev != tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", e.name, "' appears in both ", prev->second.file,
+                                                     " and ", file->path()));
+    }
+    TensorView v;
+    v.name = e.name;
+    v.dtype = e.dtype;
+    v.shape = e.shape;
+    v.nbytes = e.nbytes();
+    v.file = file->path();
+    v.file_offset = file->FileOffset(e);
+    v.data = file->Data(e);
+    if (reinterpret_cast<uintptr_t>(v.data) % DTypeSize(e.dtype) != 0) {
+      aligned_copies.emplace_back(new uint64_t[(v.nbytes + 7) / 8]);
+      std::memcpy(aligned_copies.back().get(), v.data, v.nbytes);
+      v.data = aligned_copies.back().get();
+    }
+    total_bytes += v.nbytes;
+    tensors.emplace(e.name, std::move(v));
+  }
+  files.push_back(std::move(file));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  return Open(dir, CheckpointOptions{});
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir, const CheckpointOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  ASSIGN_OR_RETURN(impl->config, LoadModelConfig(dir + "/config.json"));
+  RETURN_IF_ERROR(ApplyGenerationConfig(dir + "/generation_config.json", &impl->config));
+
+  const std::string single = dir + "/" + (options.weights_file.empty() ? "model.safetensors" : options.weights_file);
+  if (!options.weights_file.empty() || FileExists(single)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single));
+    RETURN_IF_ERROR(impl->AddFile(std::move(file), nullptr, ""));
+  } else if (FileExists(dir + "/" + kShardIndexFile)) {
+    RETURN_IF_ERROR(impl->OpenSharded());
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": no model.safetensors or ", kShardIndexFile, " (is this a Hugging Face model directory?)"));
+  }
+  return std::unique_ptr<Checkpoint>(new Checkpoint(std::move(impl)));
+}
+
+absl::Status Checkpoint::Impl::OpenSharded() {
+  const std::string index_path = dir + "/" + kShardIndexFile;
+  ASSIGN_OR_RETURN(std::string text, ReadText(index_path));
+  ASSIGN_OR_RETURN(ShardIndex index, ParseShardIndex(text, index_path));
+  for (const std::string& shard : index.shards) {
+    auto file = SafetensorsFile::Open(dir + "/" + shard);
+    if (!file.ok()) {
+      return absl::Status(file.status().code(),
+                          absl::StrCat(index_path, " names shard '", shard, "': ", file.status().message()));
+    }
+    RETURN_IF_ERROR(AddFile(std::move(file).value(), &index, shard));
+  }
+  for (const auto& [name, shard] : index.weight_map) {
+    if (tensors.find(name) == tensors.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": tensor '", name, "' is mapped to shard '", shard, "' but that shard lacks it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::~Checkpoint() = default;
+
+const std::string& Checkpoint::dir() const { return impl_->dir; }
+const ModelConfig& Checkpoint::config() const { return impl_->config; }
+
+bool Checkpoint::Has(absl::string_view name) const { return impl_->tensors.find(name) != impl_->tensors.end(); }
+
+absl::StatusOr<TensorView> Checkpoint::Get(absl::string_view name) const {
+  auto it = impl_->tensors.find(name);
+  if (it == impl_->tensors.end()) {
+    return absl::NotFoundError(absl::StrCat(impl_->dir, ": checkpoint has no tensor '", name, "'"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<TensorView> Checkpoint::GetWithShape(absl::string_view name, const std::vector<int64_t>& shape) const {
+  ASSIGN_OR_RETURN(TensorView v, Get(name));
+  if (v.shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(v.file, ": tensor '", name, "' has shape ", ShapeString(v.shape),
+                                                   ", expected ", ShapeString(shape)));
+  }
+  return v;
+}
+
+std::vector<std::string> Checkpoint::Names() const {
+  std::vector<std::string> names;
+  names.reserve(impl_->tensors.size());
+  for (const auto& [name, v] : impl_->tensors) names.push_back(name);
+  return names;
+}
+
+uint64_t Checkpoint::total_bytes() const { return impl_->total_bytes; }
+
+std::vector<std::string> Checkpoint::files() const {
+  std::vector<std::string> paths;
+  for (const auto& f : impl_->files) paths.push_back(f->path());
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+absl::Status Checkpoint::ValidateAgainstConfig() const {
+  const ModelConfig& c = impl_->config;
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  std::map<std::string, const ExpectedTensor*> wanted;
+  std::vector<std::string> missing;
+  for (const ExpectedTensor& t : expected) {
+    wanted[t.name] = &t;
+    auto it = impl_->tensors.find(t.name);
+    if (it == impl_->tensors.end()) {
+      missing.push_back(t.name);
+    } else if (it->second.shape != t.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(it->second.file, ": tensor '", t.name, "' has shape ",
+                                                     ShapeString(it->second.shape), " but ", ArchitectureName(c.architecture),
+                                                     " config.json implies ", ShapeString(t.shape)));
+    }
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->dir, ": checkpoint lacks ", missing.size(),
+                                                   " tensor(s) that config.json (", ArchitectureName(c.architecture),
+                                                   ") requires: ", NameList(missing)));
+  }
+  std::vector<std::string> unknown;
+  for (const auto& [name, v] : impl_->tensors) {
+    if (wanted.count(name) == 0 && !IsOptionalTensor(c, name)) unknown.push_back(name);
+  }
+  if (!unknown.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->dir, ": checkpoint has ", unknown.size(),
+                                                   " tensor(s) that ", ArchitectureName(c.architecture),
+                                                   " does not use: ", NameList(unknown)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace expertd::models
