@@ -1,0 +1,133 @@
+#include "server/daemon.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "models/config/model_config.h"
+
+namespace expertd::server {
+namespace {
+
+constexpr const char* kServiceNames[] = {"", "expertd.v1.InferenceService", "expertd.v1.AdminService"};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const ServerOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert));
+  ASSIGN_OR_RETURN(std::string key, ReadFile(o.tls_key));
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+Daemon::Daemon(ServerOptions options)
+    : state_(std::move(options)), inference_service_(&state_), admin_service_(&state_) {}
+
+Daemon::~Daemon() {
+  Shutdown();
+  if (loader_.joinable()) loader_.join();
+}
+
+absl::Status Daemon::Start() {
+  const ServerOptions& o = state_.options();
+  // Fail fast on a directory that cannot be a model, before listening.
+  auto config = models::LoadModelConfig(o.model_dir + "/config.json");
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat("model directory '", o.model_dir, "': ", config.status().message()));
+  }
+
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MakeCredentials(o));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, creds, &port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_message_bytes));
+  // Long prefills send no DATA frames: let clients keep the connection alive.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.RegisterService(&inference_service_);
+  builder.RegisterService(&admin_service_);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
+  }
+  SetHealth(false);
+  EXPERTD_LOG(Info, "listening")
+      .With("address", o.listen)
+      .With("port", port_)
+      .With("tls", !o.tls_cert.empty())
+      .With("admin_api", !o.admin_token.empty());
+
+  loader_ = std::thread([this] {
+    absl::Status s = LoadModel();
+    load_status_ = s;
+    load_done_.Notify();
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::LoadModel() {
+  const ServerOptions& o = state_.options();
+  const absl::Time start = absl::Now();
+  EXPERTD_LOG(Info, "loading model").With("model_dir", o.model_dir);
+  auto model = std::make_shared<LoadedModel>();
+  model->name = o.model_name;
+  model->dir = o.model_dir;
+  ASSIGN_OR_RETURN(model->config, models::LoadModelConfig(o.model_dir + "/config.json"));
+  RETURN_IF_ERROR(models::ApplyGenerationConfig(o.model_dir + "/generation_config.json", &model->config));
+  if (state_.draining()) return absl::CancelledError("shutdown requested while loading");
+  const models::ModelConfig& c = model->config;
+  state_.SetModel(std::move(model));
+  SetHealth(true);
+  EXPERTD_LOG(Info, "model ready")
+      .With("model", o.model_name)
+      .With("architecture", models::ArchitectureName(c.architecture))
+      .With("layers", c.num_hidden_layers)
+      .With("experts", c.num_experts)
+      .With("top_k", c.num_experts_per_tok)
+      .With("load_seconds", absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::load_status() const {
+  if (!load_done_.HasBeenNotified()) return absl::UnavailableError("still loading");
+  return load_status_;
+}
+
+void Daemon::SetHealth(bool serving) {
+  if (server_ == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  for (const char* name : kServiceNames) health->SetServingStatus(name, serving);
+}
+
+void Daemon::Shutdown() {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  const double grace = state_.options().shutdown_grace_seconds;
+  EXPERTD_LOG(Info, "draining").With("grace_seconds", grace);
+  state_.BeginDrain();
+  SetHealth(false);
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+  server_->Wait();
+  EXPERTD_LOG(Info, "stopped");
+}
+
+}  // namespace expertd::server
