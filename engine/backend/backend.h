@@ -134,10 +134,7 @@ struct BackendOptions {
   uint64_t device_memory_limit = 0;  // bytes; 0 = unlimited (CPU) / all (GPU)
 };
 
-// Creates the named backend. InvalidArgument for an unknown name;
-// Unimplemented for a backend not built into this binary (e.g. "cuda" before
-// issue 8, or without --config=cuda).
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+// CreateBackend(options): engine/backend/backend_factory.h.
 
 }  // namespace expertd::engine
 

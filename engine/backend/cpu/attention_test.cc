@@ -1,0 +1,122 @@
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/reference_ops.h"
+#include "gtest/gtest.h"
+
+namespace expertd::engine::cpu {
+namespace {
+
+using reference::RandomVector;
+
+// Two sequences in a shuffled block pool, filled through KvAppend.
+struct PagedCache {
+  static constexpr int64_t kBlock = 4, kBlocks = 12, kMaxBlocks = 6;
+  int64_t kv_heads, head_dim;
+  std::vector<float> k, v;              // [kBlocks * kBlock, kv_heads, head_dim]
+  std::vector<int32_t> tables;          // [2, kMaxBlocks]
+  std::vector<std::vector<float>> keys, values;  // per sequence, [len, kv_heads*head_dim]
+
+  PagedCache(int64_t kvh, int64_t hd, std::vector<int64_t> lens, std::mt19937* rng) : kv_heads(kvh), head_dim(hd) {
+    const int64_t w = kv_heads * head_dim;
+    k.assign(kBlocks * kBlock * w, NAN);
+    v.assign(kBlocks * kBlock * w, NAN);
+    tables = {7, 2, 9, 0, 11, 5, 3, 8, 1, 10, 4, 6};
+    for (int s = 0; s < 2; ++s) {
+      keys.push_back(RandomVector(lens[s] * w, rng));
+      values.push_back(RandomVector(lens[s] * w, rng));
+      std::vector<int64_t> slots;
+      for (int64_t j = 0; j < lens[s]; ++j) slots.push_back(tables[s * kMaxBlocks + j / kBlock] * kBlock + j % kBlock);
+      KvAppendParams a;
+      a.k = keys[s].data();
+      a.k_stride = w;
+      a.v = values[s].data();
+      a.v_stride = w;
+      a.rows = lens[s];
+      a.kv_heads = kv_heads;
+      a.head_dim = head_dim;
+      a.slots = slots.data();
+      a.k_cache = k.data();
+      a.v_cache = v.data();
+      KvAppend(a, nullptr);
+    }
+  }
+};
+
+std::vector<float> RunAttention(const PagedCache& c, const std::vector<float>& q, const std::vector<int32_t>& seq,
+                                const std::vector<int32_t>& pos, int64_t heads, ThreadPool* pool) {
+  const int64_t rows = seq.size();
+  std::vector<float> out(rows * heads * c.head_dim);
+  AttentionParams p;
+  p.q = q.data();
+  p.q_stride = heads * c.head_dim;
+  p.out = out.data();
+  p.out_stride = heads * c.head_dim;
+  p.rows = rows;
+  p.heads = heads;
+  p.kv_heads = c.kv_heads;
+  p.head_dim = c.head_dim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.seq = seq.data();
+  p.pos = pos.data();
+  p.block_tables = c.tables.data();
+  p.max_blocks_per_seq = PagedCache::kMaxBlocks;
+  p.block_size = PagedCache::kBlock;
+  p.k_cache = c.k.data();
+  p.v_cache = c.v.data();
+  Attention(p, pool);
+  return out;
+}
+
+TEST(AttentionTest, MatchesNaiveCausalGqa) {
+  std::mt19937 rng(11);
+  const int64_t heads = 4, kv_heads = 2, hd = 12;
+  PagedCache cache(kv_heads, hd, {9, 21}, &rng);
+  std::vector<int32_t> seq = {0, 0, 1, 1, 1}, pos = {0, 8, 3, 17, 20};
+  std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
+  ThreadPool pool(3);
+  std::vector<float> out = RunAttention(cache, q, seq, pos, heads, &pool);
+  std::vector<double> ref(out.size());
+  for (size_t t = 0; t < seq.size(); ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / (heads / kv_heads);
+      const float* qh = q.data() + (t * heads + h) * hd;
+      const auto& K = cache.keys[seq[t]];
+      const auto& V = cache.values[seq[t]];
+      std::vector<double> s(pos[t] + 1);
+      double mx = -1e300, sum = 0;
+      for (int j = 0; j <= pos[t]; ++j) {
+        double d = 0;
+        for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * K[(j * kv_heads + g) * hd + i];
+        s[j] = d / std::sqrt(static_cast<double>(hd));
+        mx = std::max(mx, s[j]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < hd; ++i) {
+        double o = 0;
+        for (int j = 0; j <= pos[t]; ++j) o += s[j] / sum * V[(j * kv_heads + g) * hd + i];
+        ref[(t * heads + h) * hd + i] = o;
+      }
+    }
+  }
+  EXPECT_LT(reference::RelError(out, ref), 1e-5);
+}
+
+TEST(AttentionTest, RowIsBitwiseIndependentOfBatch) {
+  std::mt19937 rng(5);
+  const int64_t heads = 4, kv_heads = 1, hd = 20;
+  PagedCache cache(kv_heads, hd, {13, 22}, &rng);
+  std::vector<float> qrow = RandomVector(heads * hd, &rng);
+  std::vector<float> alone = RunAttention(cache, qrow, {1}, {16}, heads, nullptr);
+  std::vector<float> q = RandomVector(4 * heads * hd, &rng);
+  std::memcpy(q.data() + 2 * heads * hd, qrow.data(), qrow.size() * sizeof(float));
+  ThreadPool pool(2);
+  std::vector<float> batch = RunAttention(cache, q, {0, 1, 1, 0}, {12, 3, 16, 5}, heads, &pool);
+  EXPECT_EQ(0, std::memcmp(batch.data() + 2 * heads * hd, alone.data(), alone.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace expertd::engine::cpu

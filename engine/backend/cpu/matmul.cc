@@ -1,0 +1,169 @@
+// y[m, n] (+)= x[m, k] . w[n, k]^T + bias: the CPU GEMM/GEMV.
+//
+// Register tiles of R rows x C columns share each weight load between rows
+// (and each activation load between columns). Whatever R and C, element
+// (r, c) is computed by the same sequence: one 8-lane accumulator, FMA over k
+// in steps of 8 (a zero-padded tail last), HorizontalSum, + bias, (+ y). So a
+// row's result is bitwise independent of m, of its position in the tile and
+// of the thread split (threads take disjoint (row-group, column-chunk) units).
+//
+// bf16 weights: 8 x u16 -> zero-extend to u32 -> shift left 16 -> fp32 (exact),
+// then FMA; fp16 via F16C. Decode (m = 1) uses 1 x 8 tiles: 8 independent
+// FMA chains streaming 8 weight rows, which keeps a core memory-bound.
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+
+#include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/simd.h"
+
+namespace expertd::engine::cpu {
+namespace {
+
+struct F32W {
+  static __m256 Load8(const void* w, int64_t i) { return LoadF32x8(static_cast<const float*>(w) + i); }
+};
+struct Bf16W {
+  static __m256 Load8(const void* w, int64_t i) { return LoadBf16x8(static_cast<const uint16_t*>(w) + i); }
+};
+struct F16W {
+  static __m256 Load8(const void* w, int64_t i) { return LoadF16x8(static_cast<const uint16_t*>(w) + i); }
+};
+
+template <typename W, int R, int C>
+inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float out[R][C]) {
+  __m256 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  }
+  const float* x[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) x[r] = p.x + (r0 + r) * p.x_stride;
+  const void* w = p.w.data;
+  int64_t kk = 0;
+  for (; kk + 8 <= k; kk += 8) {
+    __m256 xv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) xv[r] = LoadF32x8(x[r] + kk);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m256 wv = W::Load8(w, (c0 + c) * k + kk);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  if (kk < k) {
+    const int64_t tail = k - kk;
+    for (int c = 0; c < C; ++c) {
+      __m256 wv = LoadTail(w, p.w.dtype, (c0 + c) * k + kk, tail);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(LoadTailF32(x[r] + kk, tail), wv, acc[r][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) out[r][c] = HorizontalSum(acc[r][c]);
+  }
+}
+
+// Finishes and stores one tile's results: + bias, (+ y).
+template <int R, int C>
+inline void Store(const MatmulParams& p, int64_t r0, int64_t c0, const float out[R][C]) {
+  for (int r = 0; r < R; ++r) {
+    float* y = p.y + (r0 + r) * p.y_stride + c0;
+    for (int c = 0; c < C; ++c) {
+      float v = out[r][c];
+      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+      y[c] = p.accumulate ? y[c] + v : v;
+    }
+  }
+}
+
+// Rows [r0, r0 + R) x columns [c0, c1): full C-wide tiles, then 1-wide ones.
+template <typename W, int R, int C>
+void RowBlock(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, int64_t c1) {
+  int64_t c = c0;
+  for (; c + C <= c1; c += C) {
+    float out[R][C];
+    Tile<W, R, C>(p, k, r0, c, out);
+    Store<R, C>(p, r0, c, out);
+  }
+  for (; c < c1; ++c) {
+    float out[R][1];
+    Tile<W, R, 1>(p, k, r0, c, out);
+    Store<R, 1>(p, r0, c, out);
+  }
+}
+
+// Rows [r0, r1) x columns [c0, c1), in column panels so a panel's weights
+// stay in cache while every row block passes over them.
+template <typename W>
+void Unit(const MatmulParams& p, int64_t k, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  constexpr int64_t kPanel = 32;
+  for (int64_t pc = c0; pc < c1; pc += kPanel) {
+    const int64_t pe = std::min(c1, pc + kPanel);
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) RowBlock<W, 4, 2>(p, k, r, pc, pe);
+    switch (r1 - r) {
+      case 3:
+        RowBlock<W, 3, 3>(p, k, r, pc, pe);
+        break;
+      case 2:
+        RowBlock<W, 2, 4>(p, k, r, pc, pe);
+        break;
+      case 1:
+        RowBlock<W, 1, 8>(p, k, r, pc, pe);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+template <typename W>
+void Run(const MatmulParams& p, ThreadPool* pool) {
+  const int64_t m = p.m, n = p.w.rows, k = p.w.cols;
+  const int threads = pool == nullptr ? 1 : pool->num_threads();
+  // Units: row groups x column chunks. Column chunks are multiples of 8 and
+  // small enough that every thread gets several (load balance).
+  constexpr int64_t kRowGroup = 64;
+  const int64_t row_groups = (m + kRowGroup - 1) / kRowGroup;
+  int64_t chunk = n;
+  if (threads > 1) {
+    int64_t want = (n + threads * 4 - 1) / (threads * 4);
+    chunk = std::max<int64_t>(16, (want + 7) / 8 * 8);
+  }
+  const int64_t col_chunks = (n + chunk - 1) / chunk;
+  const int64_t units = row_groups * col_chunks;
+  // Tiny products are not worth waking threads for.
+  const int64_t grain = m * n * k < (1 << 16) ? units : 1;
+  ParallelFor(pool, units, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t rg = u / col_chunks, cc = u % col_chunks;
+      const int64_t r0 = rg * kRowGroup, r1 = std::min(m, r0 + kRowGroup);
+      const int64_t c0 = cc * chunk, c1 = std::min(n, c0 + chunk);
+      Unit<W>(p, k, r0, r1, c0, c1);
+    }
+  });
+}
+
+}  // namespace
+
+void Matmul(const MatmulParams& p, ThreadPool* pool) {
+  assert(p.x != nullptr && p.y != nullptr && p.w.data != nullptr);
+  assert(p.x_stride >= p.w.cols && p.y_stride >= p.w.rows);
+  assert(p.bias.empty() || p.bias.rows * p.bias.cols == p.w.rows);
+  if (p.m <= 0 || p.w.rows <= 0) return;
+  switch (p.w.dtype) {
+    case DType::kF32:
+      return Run<F32W>(p, pool);
+    case DType::kBF16:
+      return Run<Bf16W>(p, pool);
+    case DType::kF16:
+      return Run<F16W>(p, pool);
+  }
+}
+
+}  // namespace expertd::engine::cpu

@@ -1,0 +1,66 @@
+// ThreadPool: a fixed set of workers for the CPU backend's data-parallel ops.
+//
+// ParallelFor splits [0, n) into at most num_threads() contiguous ranges and
+// runs them concurrently (the calling thread takes the first range). Ops use
+// it only to split OUTPUT elements between threads, never a reduction, so
+// results do not depend on the thread count.
+//
+// Thread safety: ParallelFor may be called by one thread at a time (the
+// engine thread); it is not reentrant (fn must not call ParallelFor).
+#ifndef EXPERTD_ENGINE_BACKEND_CPU_THREAD_POOL_H_
+#define EXPERTD_ENGINE_BACKEND_CPU_THREAD_POOL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace expertd::engine {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 counts the calling thread: 1 means no workers.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint ranges covering [0, n), each range at
+  // least `grain` long (except when n < grain), and returns when all are done.
+  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void WorkerLoop(int index);
+  void RunRange(int part);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  // The current job (valid while pending_ > 0); written under mu_.
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  int parts_ = 0;
+  uint64_t generation_ = 0;
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+};
+
+// A ThreadPool-or-inline helper: runs fn(0, n) inline when pool is null.
+inline void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (pool == nullptr) {
+    fn(0, n);
+  } else {
+    pool->ParallelFor(n, grain, fn);
+  }
+}
+
+}  // namespace expertd::engine
+
+#endif  // EXPERTD_ENGINE_BACKEND_CPU_THREAD_POOL_H_

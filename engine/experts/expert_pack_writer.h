@@ -1,0 +1,46 @@
+// Builds an expert pack (expert_pack_format.h) from a source of expert
+// tensors, atomically: the file is written under a temporary name in the
+// destination directory, fsync'ed, then renamed over `path`, so readers never
+// see a half-written pack and a crash leaves at most a stray temp file.
+#ifndef EXPERTD_ENGINE_EXPERTS_EXPERT_PACK_WRITER_H_
+#define EXPERTD_ENGINE_EXPERTS_EXPERT_PACK_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/experts/expert_pack_format.h"
+
+namespace expertd::engine {
+
+// A host tensor [rows, cols] the writer copies from.
+struct PackSourceTensor {
+  models::DType dtype = models::DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;  // rows * cols * DTypeSize(dtype) bytes
+};
+
+struct PackSourceExpert {
+  PackSourceTensor gate, up, down;
+};
+
+// Returns one expert's tensors; the memory must stay valid until the next
+// call. Called once per expert, in entry order, from the writing thread.
+using PackSource = std::function<absl::StatusOr<PackSourceExpert>(ExpertKey key)>;
+
+// Writes the pack for `layout`. Creates missing parent directories. Errors:
+// InvalidArgument when a source tensor does not match the layout (naming the
+// expert), PermissionDenied / Internal for file system failures (naming the
+// path and errno text).
+absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout, uint64_t source_fingerprint,
+                             const PackSource& source);
+
+// mkdir -p. OK if it already exists.
+absl::Status MakeDirs(const std::string& dir);
+
+}  // namespace expertd::engine
+
+#endif  // EXPERTD_ENGINE_EXPERTS_EXPERT_PACK_WRITER_H_
