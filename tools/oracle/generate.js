@@ -119,10 +119,12 @@ async function main() {
       for (const add of [false, true]) {
         const enc = await tok.encode(text, null, { addSpecialTokens: add });
         const ids = enc.getIds();
-        lines.push(JSON.stringify({
-          case: i, add_special_tokens: add, ids,
+        const line = { case: i };
+        if (i >= corpus.length) line.text = text;  // per-tokenizer inputs are not in corpus.jsonl
+        lines.push(JSON.stringify(Object.assign(line, {
+          add_special_tokens: add, ids,
           decoded: await tok.decode(ids, false), decoded_skip: await tok.decode(ids, true),
-        }));
+        })));
       }
     }
     // Random id sequences: every id in range, biased to byte tokens and added tokens.
