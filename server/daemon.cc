@@ -10,6 +10,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "models/config/model_config.h"
+#include "server/model_runtime.h"
 
 namespace expertd::server {
 namespace {
@@ -89,8 +90,9 @@ absl::Status Daemon::LoadModel() {
   auto model = std::make_shared<LoadedModel>();
   model->name = o.model_name;
   model->dir = o.model_dir;
-  ASSIGN_OR_RETURN(model->config, models::LoadModelConfig(o.model_dir + "/config.json"));
-  RETURN_IF_ERROR(models::ApplyGenerationConfig(o.model_dir + "/generation_config.json", &model->config));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, /*listener=*/nullptr));
+  model->config = runtime->config();
+  model->runtime = std::move(runtime);
   if (state_.draining()) return absl::CancelledError("shutdown requested while loading");
   const models::ModelConfig& c = model->config;
   state_.SetModel(std::move(model));
@@ -124,8 +126,14 @@ void Daemon::Shutdown() {
   EXPERTD_LOG(Info, "draining").With("grace_seconds", grace);
   state_.BeginDrain();
   SetHealth(false);
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+  // In-flight generations get the grace period; whatever still runs then ends
+  // with finish_reason CANCELLED, and the RPC layer gets a short final flush.
+  if (loader_.joinable()) loader_.join();
+  std::shared_ptr<const LoadedModel> model = state_.model();
+  if (model != nullptr && model->runtime != nullptr) {
+    model->runtime->scheduler()->Drain(absl::Milliseconds(static_cast<int64_t>(grace * 1000)));
+  }
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
   EXPERTD_LOG(Info, "stopped");
 }

@@ -125,6 +125,13 @@ absl::Status ApplyPrompt(const v1::GenerateRequest& req, const ValidationLimits&
       if (!tokenize) return absl::UnimplementedError("text prompts need the model's tokenizer.json");
       ASSIGN_OR_RETURN(r->prompt, tokenize(req.text(), req.has_add_special_tokens() ? req.add_special_tokens() : true));
       if (r->prompt.empty()) return FieldError("text", "the prompt tokenizes to no tokens");
+      for (int32_t id : r->prompt) {
+        if (id < 0 || id >= limits.vocab_size) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the model's tokenizer produced id ", id, ", outside the model's vocabulary (size ", limits.vocab_size,
+              "): tokenizer.json does not match config.json"));
+        }
+      }
       break;
     }
     case v1::GenerateRequest::kTokenIds: {

@@ -1,18 +1,19 @@
 #include "server/inference_service.h"
 
+#include <atomic>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/generate_reactors.h"
 #include "server/grpc_status.h"
 #include "server/model_info.h"
+#include "server/model_runtime.h"
 #include "server/reactors.h"
 #include "server/version.h"
 
 namespace expertd::server {
 namespace {
-
-grpc::Status NotBuiltYet(const char* rpc, const char* missing) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      std::string(rpc) + ": not available in this build: " + missing);
-}
 
 void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
   int64_t ns = absl::ToInt64Nanoseconds(d);
@@ -20,38 +21,101 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
   out->set_nanos(static_cast<int32_t>(ns % 1000000000));
 }
 
+std::string NextRequestId() {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat("req-", counter.fetch_add(1) + 1);
+}
+
+uint64_t RandomSeed() {
+  static absl::Mutex mu(absl::kConstInit);
+  static absl::BitGen* gen = new absl::BitGen();
+  absl::MutexLock lock(&mu);
+  return absl::Uniform<uint64_t>(*gen);
+}
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
+  auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+// The model (or why there is none yet), the runtime, and a validated request.
+struct Prepared {
+  std::shared_ptr<const LoadedModel> model;
+  GenerationRequest request;
+};
+
+absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx,
+                                 const v1::GenerateRequest& req) {
+  Prepared p;
+  absl::Status accepting = state->CheckAcceptingRequests();
+  if (!accepting.ok()) return accepting;
+  p.model = state->model();
+  ModelRuntime* rt = p.model->runtime.get();
+  auto validated = ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), NextRequestId());
+  if (!validated.ok()) return validated.status();
+  p.request = *std::move(validated);
+  p.request.arrival = absl::Now();
+  p.request.deadline = DeadlineOf(ctx);
+  return p;
+}
+
 }  // namespace
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
                                                                                const v1::GenerateRequest* request) {
-  absl::Status accepting = state_->CheckAcceptingRequests();
-  if (!accepting.ok()) return new FinishedWriteReactor<v1::GenerateResponse>(ToGrpcStatus(accepting));
-  return new FinishedWriteReactor<v1::GenerateResponse>(
-      NotBuiltYet("Generate", "the MoE inference engine (CPU backend) is not built yet"));
+  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
+  if (!p.ok()) return new FinishedWriteReactor<v1::GenerateResponse>(ToGrpcStatus(p.status()));
+  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request));
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
                                                               const v1::GenerateRequest* request,
                                                               v1::GenerateUnaryResponse* response) {
-  absl::Status accepting = state_->CheckAcceptingRequests();
-  if (!accepting.ok()) return FinishUnary(ctx, ToGrpcStatus(accepting));
-  return FinishUnary(ctx, NotBuiltYet("GenerateUnary", "the MoE inference engine (CPU backend) is not built yet"));
+  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
+  if (!p.ok()) return FinishUnary(ctx, ToGrpcStatus(p.status()));
+  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), response);
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerContext* ctx,
                                                          const v1::TokenizeRequest* request,
                                                          v1::TokenizeResponse* response) {
-  absl::Status accepting = state_->CheckAcceptingRequests();
-  if (!accepting.ok()) return FinishUnary(ctx, ToGrpcStatus(accepting));
-  return FinishUnary(ctx, NotBuiltYet("Tokenize", "the tokenizer.json reader is not built yet"));
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model == nullptr) return FinishUnary(ctx, ToGrpcStatus(state_->CheckAcceptingRequests()));
+  const models::Tokenizer* tok = model->runtime->tokenizer();
+  if (tok == nullptr) {
+    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "Tokenize: the model directory has no tokenizer.json"));
+  }
+  auto ids = tok->Encode(request->text(), request->has_add_special_tokens() ? request->add_special_tokens() : true);
+  if (!ids.ok()) return FinishUnary(ctx, ToGrpcStatus(ids.status()));
+  for (int32_t id : *ids) response->add_token_ids(static_cast<uint32_t>(id));
+  return FinishUnary(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Detokenize(grpc::CallbackServerContext* ctx,
                                                            const v1::DetokenizeRequest* request,
                                                            v1::DetokenizeResponse* response) {
-  absl::Status accepting = state_->CheckAcceptingRequests();
-  if (!accepting.ok()) return FinishUnary(ctx, ToGrpcStatus(accepting));
-  return FinishUnary(ctx, NotBuiltYet("Detokenize", "the tokenizer.json reader is not built yet"));
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model == nullptr) return FinishUnary(ctx, ToGrpcStatus(state_->CheckAcceptingRequests()));
+  const models::Tokenizer* tok = model->runtime->tokenizer();
+  if (tok == nullptr) {
+    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "Detokenize: the model directory has no tokenizer.json"));
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(request->token_ids_size());
+  for (uint32_t id : request->token_ids()) {
+    if (id > static_cast<uint32_t>(INT32_MAX) || !tok->IsValidId(static_cast<int32_t>(id))) {
+      return FinishUnary(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                           absl::StrCat("token_ids: ", id, " is not in the tokenizer's vocabulary")));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  auto text = tok->Decode(ids, request->has_skip_special_tokens() ? request->skip_special_tokens() : true);
+  if (!text.ok()) return FinishUnary(ctx, ToGrpcStatus(text.status()));
+  response->set_text(*std::move(text));
+  return FinishUnary(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GetModelInfo(grpc::CallbackServerContext* ctx,
@@ -74,6 +138,13 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServ
   response->set_draining(state_->draining());
   response->set_max_batch_tokens(state_->options().max_batch_tokens);
   response->set_max_queue_length(state_->options().max_queue_length);
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model != nullptr && model->runtime != nullptr) {
+    SchedulerStats stats = model->runtime->scheduler()->stats();
+    response->set_running_requests(stats.running);
+    response->set_waiting_requests(stats.waiting);
+    response->set_kv_cache_usage(stats.kv_cache_usage);
+  }
   return FinishUnary(ctx, grpc::Status::OK);
 }
 

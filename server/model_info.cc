@@ -1,6 +1,7 @@
 #include "server/model_info.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/model_runtime.h"
 
 namespace expertd::server {
 namespace {
@@ -44,12 +45,20 @@ void FillModelInfo(const LoadedModel& model, const ServerOptions& options, v1::M
   if (c.bos_token_id >= 0) info->set_bos_token_id(c.bos_token_id);
   if (c.pad_token_id >= 0) info->set_pad_token_id(c.pad_token_id);
   info->set_router(DescribeRouter(c));
+  if (model.runtime != nullptr && model.runtime->tokenizer() != nullptr) {
+    for (const models::SpecialToken& t : model.runtime->tokenizer()->special_tokens()) {
+      v1::SpecialToken* st = info->add_special_tokens();
+      st->set_id(static_cast<uint32_t>(t.id));
+      st->set_content(t.content);
+    }
+  }
 
   v1::MemoryPlacement* p = info->mutable_placement();
   const uint64_t dtype_bytes = models::DTypeSize(c.torch_dtype);
   const uint64_t expert_bytes = static_cast<uint64_t>(c.TotalExpertParams()) * dtype_bytes;
-  p->set_backend(options.backend == "cuda" ? "cuda" : "cpu");
-  p->add_devices(options.backend == "cuda" ? "cuda:0" : "cpu");
+  const std::string backend = model.runtime != nullptr ? model.runtime->backend_name() : options.backend;
+  p->set_backend(backend);
+  p->add_devices(backend == "cuda" ? "cuda:0" : "cpu");
   p->set_dense_weight_bytes((static_cast<uint64_t>(c.TotalParams()) - c.TotalExpertParams()) * dtype_bytes);
   p->set_expert_weight_bytes(expert_bytes);
   const bool resident = options.expert_cache_bytes == 0 && options.expert_cache_percent == 0;

@@ -16,12 +16,15 @@
 
 namespace expertd::server {
 
+class ModelRuntime;
+
 // Everything known about the served model once loading finished. Immutable;
 // replaced as a whole (shared_ptr) when a new checkpoint is activated.
 struct LoadedModel {
   std::string name;
   std::string dir;
   models::ModelConfig config;
+  std::shared_ptr<ModelRuntime> runtime;  // engine, tokenizer, scheduler
 };
 
 class ServingState {
