@@ -122,7 +122,7 @@ absl::Status ApplyPrompt(const v1::GenerateRequest& req, const ValidationLimits&
     case v1::GenerateRequest::kText: {
       if (req.text().empty()) return FieldError("text", "the prompt is empty");
       if (!IsValidUtf8(req.text())) return FieldError("text", "the prompt is not valid UTF-8");
-      if (!tokenize) return absl::UnimplementedError("text prompts need the model's tokenizer.json");
+      if (!tokenize) return absl::FailedPreconditionError("text: this model has no tokenizer.json; send token_ids");
       ASSIGN_OR_RETURN(r->prompt, tokenize(req.text(), req.has_add_special_tokens() ? req.add_special_tokens() : true));
       if (r->prompt.empty()) return FieldError("text", "the prompt tokenizes to no tokens");
       for (int32_t id : r->prompt) {
