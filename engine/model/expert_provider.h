@@ -14,6 +14,7 @@
 //     [attention]
 //     OnRouterInput({L, normed hidden states, next MoE layer's router})
 //     if L is an MoE layer:
+//       OnTokenRouting(L, ids, top_k)  // per-token choices (routing traces)
 //       OnRouting(L, experts)          // distinct experts this step, ascending
 //       OrderForCompute(L, &order)     // provider may reorder (hits first)
 //       for e in order: Acquire(L, e) -> compute e's tokens -> Release(L, e)
@@ -87,6 +88,17 @@ class ExpertProvider {
   // Hook for speculative prefetch; called for every decoder layer (dense ones
   // too). Must not block for long: start asynchronous work and return.
   virtual void OnRouterInput(const RouterInput& input) { (void)input; }
+
+  // ISSUE 7 ADDITION: the per-token choices behind the next OnRouting call:
+  // `ids` is [rows, top_k] row-major, each row in the router's rank order
+  // (host memory, valid only during the call). The expert store records them
+  // in routing traces (--routing_trace); please call it right before
+  // OnRouting with the same routing the engine computes.
+  virtual void OnTokenRouting(int layer, absl::Span<const int32_t> ids, int top_k) {
+    (void)layer;
+    (void)ids;
+    (void)top_k;
+  }
 
   // The distinct experts (ascending ids) that layer's router chose for this
   // step's tokens, before any Acquire of that layer: start loading misses.

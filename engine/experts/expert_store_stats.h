@@ -1,0 +1,80 @@
+// Counters of the expert store, as a plain snapshot (the server exports them
+// to the stats RPC and /metrics). All counts are cumulative since creation.
+#ifndef EXPERTD_ENGINE_EXPERTS_EXPERT_STORE_STATS_H_
+#define EXPERTD_ENGINE_EXPERTS_EXPERT_STORE_STATS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace expertd::engine {
+
+struct ExpertLayerCounters {
+  int32_t layer = -1;  // decoder layer; -1 in the totals
+
+  // Demands: one per (step, distinct expert the layer's router chose).
+  int64_t requests = 0;
+  int64_t hits = 0;           // resident on the device, not thanks to a prefetch
+  int64_t prefetch_hits = 0;  // resident or in flight thanks to a prefetch
+  int64_t misses = 0;         // loaded on demand
+  int64_t host_hits = 0;      // device loads served by the host tier
+  int64_t disk_reads = 0;     // device loads that read the pack
+
+  // Prefetch (loads started before the layer's routing was known).
+  int64_t prefetch_issued = 0;
+  int64_t prefetch_used = 0;    // demanded by the layer they were issued for
+  int64_t prefetch_wasted = 0;  // not demanded (or evicted before)
+  // Prediction quality, residency aside: predicted ids vs the router's.
+  int64_t predicted = 0;          // predicted experts
+  int64_t predicted_correct = 0;  // ... that the router then chose
+  int64_t predicted_requests = 0; // requests of steps where a prediction was made
+
+  int64_t evictions = 0;          // device cache
+  uint64_t bytes_disk_to_host = 0;   // pack reads (into host tier or staging)
+  uint64_t bytes_host_to_device = 0; // copies into the device cache
+  int64_t stall_ns = 0;              // time Acquire waited for weights
+
+  double hit_rate() const { return requests ? double(hits + prefetch_hits) / requests : 0; }
+  double prediction_precision() const { return predicted ? double(predicted_correct) / predicted : 0; }
+  double prediction_recall() const { return predicted_requests ? double(predicted_correct) / predicted_requests : 0; }
+  double prefetch_precision() const { return prefetch_issued ? double(prefetch_used) / prefetch_issued : 0; }
+  void Add(const ExpertLayerCounters& o);
+};
+
+struct ExpertStoreStats {
+  std::vector<ExpertLayerCounters> layers;  // one per MoE layer, ascending
+  ExpertLayerCounters total;
+  int64_t steps = 0;
+  int64_t device_slots = 0;      // experts the device cache holds
+  int64_t host_slots = 0;        // experts the host tier holds
+  int64_t device_resident = 0;   // experts on the device now
+  int64_t host_resident = 0;
+  uint64_t slot_bytes = 0;       // bytes per expert slot (4 KiB multiple)
+  uint64_t expert_bytes = 0;     // payload bytes per expert
+  int64_t static_pins = 0;       // hot experts pinned now
+  std::string policy, prefetch, pack_path;
+  bool direct_io = false;
+};
+
+inline void ExpertLayerCounters::Add(const ExpertLayerCounters& o) {
+  requests += o.requests;
+  hits += o.hits;
+  prefetch_hits += o.prefetch_hits;
+  misses += o.misses;
+  host_hits += o.host_hits;
+  disk_reads += o.disk_reads;
+  prefetch_issued += o.prefetch_issued;
+  prefetch_used += o.prefetch_used;
+  prefetch_wasted += o.prefetch_wasted;
+  predicted += o.predicted;
+  predicted_correct += o.predicted_correct;
+  predicted_requests += o.predicted_requests;
+  evictions += o.evictions;
+  bytes_disk_to_host += o.bytes_disk_to_host;
+  bytes_host_to_device += o.bytes_host_to_device;
+  stall_ns += o.stall_ns;
+}
+
+}  // namespace expertd::engine
+
+#endif  // EXPERTD_ENGINE_EXPERTS_EXPERT_STORE_STATS_H_

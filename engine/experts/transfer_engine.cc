@@ -1,0 +1,92 @@
+#include "engine/experts/transfer_engine.h"
+
+#include <cassert>
+
+namespace expertd::engine {
+
+absl::Status TransferCompletion::Wait() const {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+  return status_;
+}
+
+bool TransferCompletion::done() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+void TransferCompletion::Finish(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(status);
+  done_ = true;
+}
+
+TransferEngine::TransferEngine(int num_threads) {
+  assert(num_threads >= 1);
+  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+TransferEngine::~TransferEngine() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (auto& t : threads_) t.join();
+}
+
+std::shared_ptr<TransferCompletion> TransferEngine::Submit(Priority priority, Job job) {
+  auto task = std::make_shared<Task>();
+  task->job = std::move(job);
+  task->completion = std::make_shared<TransferCompletion>();
+  absl::MutexLock lock(&mu_);
+  queues_[priority].push_back(task);
+  return task->completion;
+}
+
+void TransferEngine::Promote(const std::shared_ptr<TransferCompletion>& completion) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& task : queues_[kPrefetch]) {
+    if (task->completion == completion && !task->claimed.load()) {
+      // The prefetch queue keeps a copy; whoever pops it second skips it.
+      queues_[kDemand].push_back(task);
+      return;
+    }
+  }
+}
+
+size_t TransferEngine::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queues_[kDemand].size() + queues_[kPrefetch].size();
+}
+
+std::shared_ptr<TransferEngine::Task> TransferEngine::Next() {
+  for (auto& q : queues_) {
+    while (!q.empty()) {
+      std::shared_ptr<Task> task = std::move(q.front());
+      q.pop_front();
+      if (!task->claimed.exchange(true)) return task;
+    }
+  }
+  return nullptr;
+}
+
+void TransferEngine::WorkerLoop() {
+  for (;;) {
+    std::shared_ptr<Task> task;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !queues_[kDemand].empty() || !queues_[kPrefetch].empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      task = Next();
+      if (task == nullptr) {
+        if (stopping_) return;
+        continue;
+      }
+    }
+    task->completion->Finish(task->job());
+  }
+}
+
+}  // namespace expertd::engine

@@ -1,0 +1,113 @@
+#include "engine/model/model.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/model/router.h"
+#include "models/checkpoint/tensor_names.h"
+
+namespace expertd::engine {
+
+absl::Status CheckSupported(const models::ModelConfig& c) {
+  const std::string arch = models::ArchitectureName(c.architecture);
+  if (c.architecture == models::Architecture::kDeepseekV3 || c.uses_mla() ||
+      c.router_scoring != models::RouterScoring::kSoftmax) {
+    return absl::UnimplementedError(absl::StrCat(
+        arch, " is not supported yet: multi-head latent attention and sigmoid grouped routing are a later issue"));
+  }
+  if (c.num_experts <= 0 || c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts ||
+      c.num_experts_per_tok > 64) {
+    return absl::UnimplementedError(absl::StrCat(arch, ": unsupported expert count ", c.num_experts, " / top-k ",
+                                                 c.num_experts_per_tok));
+  }
+  if (c.head_dim % 2 != 0) return absl::UnimplementedError(absl::StrCat(arch, ": odd head_dim ", c.head_dim));
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return absl::UnimplementedError(absl::StrCat(arch, ": num_attention_heads not a multiple of num_key_value_heads"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(Backend* backend, const WeightSource* source) {
+  RETURN_IF_ERROR(CheckSupported(source->config()));
+  std::unique_ptr<Model> model(new Model(backend, source));
+  RETURN_IF_ERROR(model->Load());
+  return model;
+}
+
+absl::Status Model::Load() {
+  const models::ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  rope_ = ComputeRopeTable(c.rope_scaling, c.rope_theta, c.head_dim);
+  const uint64_t freq_bytes = rope_.inv_freq.size() * sizeof(float);
+  ASSIGN_OR_RETURN(inv_freq_, backend_->Allocate(freq_bytes));
+  RETURN_IF_ERROR(backend_->CopyToDevice(inv_freq_.data(), rope_.inv_freq.data(), freq_bytes));
+  const DeviceRope rope{inv_freq_.as<float>(), rope_.rotary_dim, rope_.attention_factor};
+
+  ASSIGN_OR_RETURN(embed_, store_.Load(models::EmbedTokensName(), c.vocab_size, h));
+  ASSIGN_OR_RETURN(final_norm_, store_.Load(models::FinalNormName(), 1, h));
+  ASSIGN_OR_RETURN(lm_head_, store_.Load(models::LmHeadName(c), c.vocab_size, h));
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    Layer l;
+    ASSIGN_OR_RETURN(l.input_norm, store_.Load(models::InputNormName(layer), 1, h));
+    ASSIGN_OR_RETURN(l.post_norm, store_.Load(models::PostAttentionNormName(layer), 1, h));
+    ASSIGN_OR_RETURN(l.attention, CreateGqaAttention(&store_, c, layer, rope));
+    if (c.is_moe_layer[layer]) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Router> router, CreateSoftmaxTopKRouter(&store_, c, layer));
+      ASSIGN_OR_RETURN(l.ffn, CreateMoeBlock(&store_, c, layer, std::move(router)));
+    } else {
+      ASSIGN_OR_RETURN(l.ffn, CreateDenseMlp(&store_, c, layer));
+    }
+    layers_.push_back(std::move(l));
+  }
+  return absl::OkStatus();
+}
+
+RouterInput Model::MakeRouterInput(int layer, const float* x, int64_t rows) const {
+  RouterInput in;
+  in.layer = layer;
+  in.hidden = x;
+  in.rows = rows;
+  in.hidden_size = config_.hidden_size;
+  for (size_t next = layer + 1; next < layers_.size(); ++next) {
+    if (Router* r = layers_[next].ffn->router()) {
+      in.next_moe_layer = static_cast<int>(next);
+      in.next_router = r->gate_weight();
+      break;
+    }
+  }
+  return in;
+}
+
+absl::Status Model::Forward(const StepBatch& batch, Workspace* ws, KvCache* kv, ExpertProvider* experts,
+                            std::vector<RowRouting>* routing) {
+  Backend* be = backend_;
+  const int64_t rows = batch.rows, h = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  float* hidden = ws->f(Buf::kHidden);
+  float* normed = ws->f(Buf::kNormed);
+  be->Embedding(EmbeddingParams{ws->i32(Buf::kTokenIds), rows, embed_, hidden});
+  if (routing != nullptr) routing->assign(layers_.size(), RowRouting{});
+  LayerContext ctx{be, ws, &batch, kv, experts, 0};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    ctx.layer = static_cast<int>(i);
+    be->RmsNorm(RmsNormParams{hidden, h, normed, h, rows, h, l.input_norm, eps});
+    l.attention->Forward(ctx, normed, hidden);
+    be->RmsNorm(RmsNormParams{hidden, h, normed, h, rows, h, l.post_norm, eps});
+    experts->OnRouterInput(MakeRouterInput(ctx.layer, normed, rows));
+    RETURN_IF_ERROR(l.ffn->Forward(ctx, normed, hidden, routing ? &(*routing)[i] : nullptr));
+  }
+  float* last = ws->f(Buf::kLogitHidden);
+  be->GatherRows(GatherRowsParams{hidden, h, ws->i32(Buf::kLogitIndex), last, batch.logit_rows, h});
+  be->RmsNorm(RmsNormParams{last, h, last, h, batch.logit_rows, h, final_norm_, eps});
+  MatmulParams head;
+  head.x = last;
+  head.x_stride = h;
+  head.w = lm_head_;
+  head.y = ws->f(Buf::kLogits);
+  head.y_stride = config_.vocab_size;
+  head.m = batch.logit_rows;
+  be->Matmul(head);
+  return absl::OkStatus();
+}
+
+}  // namespace expertd::engine

@@ -1,0 +1,158 @@
+// A sparse MoE block, dropless: only the experts a token selected run, on
+// exactly the rows that selected them.
+//
+//   route:    ids, w = router(x)                 [rows, top_k]
+//   group:    rows of each chosen expert (host; counting sort by expert id)
+//   compute:  for each expert, in the provider's order:
+//               Acquire -> gather its rows -> SwiGLU FFN -> scatter to the
+//               rows' (token, rank) slots -> Release
+//   combine:  out[t] = sum_j w[t, j] * slot[t, j]  (ascending expert id)
+//   shared:   out += sigmoid(x Wsg^T) * shared_mlp(x)   (Qwen2-MoE)
+//   residual += out
+// The slots make the result independent of the compute order (and thus of
+// the expert cache), and the combine order matches Hugging Face's loop.
+#include <numeric>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "engine/model/feed_forward.h"
+#include "models/checkpoint/tensor_names.h"
+
+namespace expertd::engine {
+namespace {
+
+// The step's rows grouped by expert.
+struct Dispatch {
+  std::vector<int32_t> experts;       // distinct, ascending
+  std::vector<int64_t> offset;        // [num_experts + 1] into the index arrays
+  std::vector<int32_t> gather_index;  // [rows * top_k] token row
+  std::vector<int32_t> slot_index;    // [rows * top_k] token * top_k + rank
+};
+
+Dispatch GroupByExpert(const std::vector<int32_t>& ids, int64_t rows, int64_t top_k, int64_t num_experts) {
+  Dispatch d;
+  d.offset.assign(num_experts + 1, 0);
+  for (int32_t e : ids) d.offset[e + 1]++;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (d.offset[e + 1] > 0) d.experts.push_back(static_cast<int32_t>(e));
+    d.offset[e + 1] += d.offset[e];
+  }
+  d.gather_index.resize(ids.size());
+  d.slot_index.resize(ids.size());
+  std::vector<int64_t> fill(d.offset.begin(), d.offset.end() - 1);
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t j = 0; j < top_k; ++j) {
+      const int32_t e = ids[t * top_k + j];
+      d.gather_index[fill[e]] = static_cast<int32_t>(t);
+      d.slot_index[fill[e]] = static_cast<int32_t>(t * top_k + j);
+      ++fill[e];
+    }
+  }
+  return d;
+}
+
+class MoeBlock final : public FeedForward {
+ public:
+  MoeBlock(std::unique_ptr<Router> router, int64_t num_experts, int64_t hidden)
+      : router_(std::move(router)), num_experts_(num_experts), hidden_(hidden) {}
+
+  absl::Status LoadShared(WeightStore* store, const models::ModelConfig& c, int layer) {
+    using models::ExpertProj;
+    const int64_t s = c.shared_expert_intermediate_size;
+    if (s == 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(shared_.gate, store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kGate), s, hidden_));
+    ASSIGN_OR_RETURN(shared_.up, store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kUp), s, hidden_));
+    ASSIGN_OR_RETURN(shared_.down, store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kDown), hidden_, s));
+    if (c.shared_expert_gated) {
+      ASSIGN_OR_RETURN(shared_gate_, store->Load(models::SharedExpertGateName(layer), 1, hidden_));
+    }
+    return absl::OkStatus();
+  }
+
+  Router* router() override { return router_.get(); }
+
+  absl::Status Forward(const LayerContext& ctx, const float* x, float* residual, RowRouting* routing) override {
+    Backend* be = ctx.backend;
+    Workspace* ws = ctx.ws;
+    const int64_t rows = ctx.batch->rows, k = router_->top_k();
+    int32_t* ids = ws->i32(Buf::kTopkIds);
+    float* weights = ws->f(Buf::kTopkWeights);
+    router_->Route(ctx, x, ids, weights);
+    std::vector<int32_t> host_ids(rows * k);
+    RETURN_IF_ERROR(be->CopyToHost(host_ids.data(), ids, host_ids.size() * sizeof(int32_t)));
+    if (routing != nullptr) {
+      routing->top_k = k;
+      routing->ids = host_ids;
+      routing->weights.resize(rows * k);
+      RETURN_IF_ERROR(be->CopyToHost(routing->weights.data(), weights, routing->weights.size() * sizeof(float)));
+    }
+    Dispatch d = GroupByExpert(host_ids, rows, k, num_experts_);
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), d.gather_index.data(), d.gather_index.size() * 4));
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), d.slot_index.data(), d.slot_index.size() * 4));
+    RETURN_IF_ERROR(RunExperts(ctx, x, d));
+    float* out = ws->f(Buf::kFfnOut);
+    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), weights, ids, out, hidden_, rows, k, hidden_, false});
+    if (!shared_.gate.empty()) AddShared(ctx, x, out);
+    be->AddRows(AddRowsParams{residual, hidden_, out, hidden_, nullptr, 1, RowScale::kIdentity, rows, hidden_});
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status RunExperts(const LayerContext& ctx, const float* x, const Dispatch& d) {
+    Backend* be = ctx.backend;
+    Workspace* ws = ctx.ws;
+    ExpertProvider* provider = ctx.experts;
+    provider->OnRouting(ctx.layer, d.experts);
+    std::vector<int32_t> order = d.experts;
+    provider->OrderForCompute(ctx.layer, &order);
+    for (int32_t e : order) {
+      ASSIGN_OR_RETURN(ExpertWeights w, provider->Acquire(ctx.layer, e));
+      const int64_t off = d.offset[e], n = d.offset[e + 1] - d.offset[e];
+      float* in = ws->f(Buf::kExpertIn);
+      float* out = ws->f(Buf::kExpertOut);
+      be->GatherRows(GatherRowsParams{x, hidden_, ws->i32(Buf::kGatherIndex) + off, in, n, hidden_});
+      RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, in, n, out, /*accumulate=*/false);
+      be->ScatterRows(ScatterRowsParams{out, ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots), n, hidden_});
+      provider->Release(ctx.layer, e);
+    }
+    return absl::OkStatus();
+  }
+
+  void AddShared(const LayerContext& ctx, const float* x, float* out) {
+    Backend* be = ctx.backend;
+    Workspace* ws = ctx.ws;
+    const int64_t rows = ctx.batch->rows;
+    float* shared = ws->f(Buf::kExpertOut);
+    RunMlp(be, ws, shared_, x, rows, shared, /*accumulate=*/false);
+    float* gate = nullptr;
+    if (!shared_gate_.empty()) {
+      gate = ws->f(Buf::kSharedGate);
+      MatmulParams g;
+      g.x = x;
+      g.x_stride = hidden_;
+      g.w = shared_gate_;
+      g.y = gate;
+      g.y_stride = 1;
+      g.m = rows;
+      be->Matmul(g);
+    }
+    be->AddRows(AddRowsParams{out, hidden_, shared, hidden_, gate, 1, RowScale::kSigmoid, rows, hidden_});
+  }
+
+  const std::unique_ptr<Router> router_;
+  const int64_t num_experts_, hidden_;
+  MlpWeights shared_;
+  WeightRef shared_gate_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(WeightStore* store, const models::ModelConfig& config,
+                                                            int layer, std::unique_ptr<Router> router) {
+  auto block = std::make_unique<MoeBlock>(std::move(router), config.num_experts, config.hidden_size);
+  RETURN_IF_ERROR(block->LoadShared(store, config, layer));
+  return std::unique_ptr<FeedForward>(std::move(block));
+}
+
+}  // namespace expertd::engine
+

@@ -1,0 +1,99 @@
+#include "engine/model/workspace.h"
+
+#include <algorithm>
+
+#include "base/status_macros.h"
+
+namespace expertd::engine {
+
+ModelDims ModelDims::From(const models::ModelConfig& c) {
+  ModelDims d;
+  d.hidden = c.hidden_size;
+  d.q_width = c.num_attention_heads * c.head_dim;
+  d.k_width = c.num_key_value_heads * c.head_dim;
+  d.v_width = c.num_key_value_heads * c.head_dim;
+  d.experts = std::max<int64_t>(1, c.num_experts);
+  d.top_k = std::max<int64_t>(1, c.num_experts_per_tok);
+  d.max_intermediate = std::max({c.moe_intermediate_size, c.shared_expert_intermediate_size, c.intermediate_size});
+  d.vocab = c.vocab_size;
+  return d;
+}
+
+uint64_t Workspace::BytesFor(Buf b, const WorkspaceDims& w) const {
+  const int64_t t = w.tokens, r = w.logit_rows;
+  const ModelDims& m = dims_;
+  int64_t elems = 0;
+  switch (b) {
+    case Buf::kHidden:
+    case Buf::kNormed:
+    case Buf::kFfnOut:
+    case Buf::kExpertIn:
+    case Buf::kExpertOut:
+      elems = t * m.hidden;
+      break;
+    case Buf::kQ:
+    case Buf::kAttn:
+      elems = t * m.q_width;
+      break;
+    case Buf::kK:
+      elems = t * m.k_width;
+      break;
+    case Buf::kV:
+      elems = t * m.v_width;
+      break;
+    case Buf::kRouterLogits:
+      elems = t * m.experts;
+      break;
+    case Buf::kTopkIds:
+    case Buf::kTopkWeights:
+    case Buf::kGatherIndex:
+    case Buf::kSlotIndex:
+      elems = t * m.top_k;
+      break;
+    case Buf::kSlots:
+      elems = t * m.top_k * m.hidden;
+      break;
+    case Buf::kGate:
+    case Buf::kUp:
+      elems = t * m.max_intermediate;
+      break;
+    case Buf::kSharedGate:
+    case Buf::kTokenIds:
+    case Buf::kPositions:
+    case Buf::kSeqIndex:
+      elems = t;
+      break;
+    case Buf::kSlotMap:
+      elems = t * 2;  // int64
+      break;
+    case Buf::kBlockTables:
+      elems = w.block_table_entries;
+      break;
+    case Buf::kLogitIndex:
+      elems = r;
+      break;
+    case Buf::kLogitHidden:
+      elems = r * m.hidden;
+      break;
+    case Buf::kLogits:
+      elems = r * m.vocab;
+      break;
+    case Buf::kCount:
+      break;
+  }
+  return static_cast<uint64_t>(std::max<int64_t>(1, elems)) * 4;
+}
+
+absl::Status Workspace::Prepare(const WorkspaceDims& d) {
+  for (int i = 0; i < static_cast<int>(Buf::kCount); ++i) {
+    const uint64_t need = BytesFor(static_cast<Buf>(i), d);
+    DeviceBuffer& buf = buffers_[i];
+    if (buf.size() >= need) continue;
+    const uint64_t grown = std::max<uint64_t>(need, buf.size() + buf.size() / 2);
+    buf.Reset();  // free first so a device budget is not double-counted
+    ASSIGN_OR_RETURN(buf, backend_->Allocate(grown));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace expertd::engine
