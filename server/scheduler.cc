@@ -141,7 +141,11 @@ void Scheduler::Loop() {
   while (WaitForWork()) {
     ReapCancelled();
     Admit();
-    if (!running_.empty()) RunStep();
+    if (running_.empty()) {
+      PublishStats();
+    } else {
+      RunStep();
+    }
   }
   FinishAll(FinishReason::kCancelled, absl::OkStatus());
 }
@@ -176,10 +180,15 @@ void Scheduler::ReapCancelled() {
       ++i;
       continue;
     }
+    std::unique_ptr<Sequence> seq = std::move(running_[i]);
+    running_.erase(running_.begin() + i);
+    {
+      absl::MutexLock lock(&mu_);
+      stats_.running = static_cast<int64_t>(running_.size());
+    }
     GenerationUpdate u;
     u.status = v;
-    Finish(running_[i].get(), std::move(u));
-    running_.erase(running_.begin() + i);
+    Finish(seq.get(), std::move(u));
   }
 }
 
@@ -273,20 +282,21 @@ void Scheduler::RunStep() {
   }
   int64_t step_tokens = 0;
   for (const auto& c : step.chunks) step_tokens += static_cast<int64_t>(c.tokens.size());
-  engine::KvCacheStats kv = engine_->kv_cache_stats();
-  SchedulerStats snapshot;
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.running = static_cast<int64_t>(running_.size());
-    stats_.waiting = static_cast<int64_t>(waiting_.size());
-    stats_.kv_blocks_total = kv.blocks_total;
-    stats_.kv_blocks_free = kv.blocks_free;
-    stats_.kv_cache_usage =
-        kv.blocks_total > 0 ? static_cast<double>(kv.blocks_total - kv.blocks_free) / kv.blocks_total : 0.0;
-    stats_.steps = steps_;
-    snapshot = stats_;
-  }
+  SchedulerStats snapshot = PublishStats();
   if (listener_ != nullptr) listener_->OnStep(snapshot, step_tokens);
+}
+
+SchedulerStats Scheduler::PublishStats() {
+  engine::KvCacheStats kv = engine_->kv_cache_stats();
+  absl::MutexLock lock(&mu_);
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  stats_.kv_blocks_total = kv.blocks_total;
+  stats_.kv_blocks_free = kv.blocks_free;
+  stats_.kv_cache_usage =
+      kv.blocks_total > 0 ? static_cast<double>(kv.blocks_total - kv.blocks_free) / kv.blocks_total : 0.0;
+  stats_.steps = steps_;
+  return stats_;
 }
 
 void Scheduler::HandleLogits(Sequence* s, const float* logits, absl::Time now) {

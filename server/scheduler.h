@@ -123,6 +123,7 @@ class Scheduler {
   void HandleLogits(Sequence* seq, const float* logits, absl::Time now);
   void Finish(Sequence* seq, GenerationUpdate update);
   void FinishAll(FinishReason reason, const absl::Status& status);
+  SchedulerStats PublishStats();  // refreshes stats_ from the engine; returns a copy
   int64_t BlocksFor(int64_t tokens) const;
 
   engine::Engine* const engine_;

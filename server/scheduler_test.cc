@@ -15,9 +15,20 @@ namespace {
 // Collects one request's updates.
 class Collector : public GenerationObserver {
  public:
+  // Optional behaviour on the scheduler thread: cancel `handle` once this
+  // many updates arrived; sleep in every update (a slow client).
+  void CancelAfter(int updates, std::shared_ptr<RequestHandle> handle) {
+    absl::MutexLock lock(&mu_);
+    cancel_after_ = updates;
+    handle_ = std::move(handle);
+  }
+  void SleepPerUpdate(absl::Duration d) { sleep_ = d; }
+
   void OnUpdate(GenerationUpdate u) override {
+    absl::SleepFor(sleep_);
     absl::MutexLock lock(&mu_);
     ++updates_;
+    if (handle_ != nullptr && updates_ >= cancel_after_) handle_->Cancel();
     tokens_.insert(tokens_.end(), u.token_ids.begin(), u.token_ids.end());
     if (u.finished) {
       final_ = u;
@@ -40,6 +51,9 @@ class Collector : public GenerationObserver {
 
  private:
   absl::Mutex mu_;
+  int cancel_after_ = 0;
+  std::shared_ptr<RequestHandle> handle_;
+  absl::Duration sleep_;
   std::vector<int32_t> tokens_;
   int updates_ = 0;
   GenerationUpdate final_;
@@ -183,12 +197,10 @@ TEST_F(SchedulerTest, EosEndsUnlessIgnored) {
 TEST_F(SchedulerTest, CancelFreesKvWithinAStep) {
   MakeScheduler({});
   auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(2));  // keeps the run long enough to cancel
   auto h = scheduler_->Submit(Request(Prompt(20, 3), 200, 0.8f, 5), c);
   ASSERT_TRUE(h.ok());
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (c->updates() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  (*h)->Cancel();
-  scheduler_->Notify();
+  c->CancelAfter(3, *h);
   const GenerationUpdate& f = c->Wait();
   EXPECT_EQ(f.status.code(), absl::StatusCode::kCancelled);
   EXPECT_LT(c->tokens().size(), 200u);
@@ -197,13 +209,27 @@ TEST_F(SchedulerTest, CancelFreesKvWithinAStep) {
   EXPECT_EQ(scheduler_->stats().running, 0);
 }
 
-TEST_F(SchedulerTest, DeadlineExpires) {
+TEST_F(SchedulerTest, DeadlineExpiresWhileRunning) {
   MakeScheduler({});
   GenerationRequest r = Request(Prompt(10, 4), 200, 0.8f, 5);
-  r.deadline = absl::Now() + absl::Milliseconds(30);
+  r.deadline = absl::Now() + absl::Milliseconds(50);
+  auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(5));  // 200 tokens would take >= 1 s
+  ASSERT_TRUE(scheduler_->Submit(r, c).ok());
+  EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GT(c->tokens().size(), 0u);
+  EXPECT_LT(c->tokens().size(), 200u);
+  EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
+}
+
+TEST_F(SchedulerTest, DeadlinePassedWhileQueued) {
+  MakeScheduler({});
+  GenerationRequest r = Request(Prompt(10, 4), 20, 0.8f, 5);
+  r.deadline = absl::Now() - absl::Milliseconds(1);
   auto c = std::make_shared<Collector>();
   ASSERT_TRUE(scheduler_->Submit(r, c).ok());
   EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(c->tokens().empty());
 }
 
 TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
@@ -243,10 +269,11 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
 TEST_F(SchedulerTest, DrainEndsRunningWithCancelledReason) {
   MakeScheduler({});
   auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(5));
   ASSERT_TRUE(scheduler_->Submit(Request(Prompt(10, 5), 220, 0.8f, 5), c).ok());
   absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (c->updates() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  scheduler_->Drain(absl::Milliseconds(1));
+  scheduler_->Drain(absl::Milliseconds(20));
   ASSERT_TRUE(c->done());
   EXPECT_TRUE(c->Wait().status.ok());
   EXPECT_EQ(c->Wait().finish_reason, FinishReason::kCancelled);
