@@ -89,6 +89,7 @@ class MoeBlock final : public FeedForward {
     Dispatch d = GroupByExpert(host_ids, rows, k, num_experts_);
     RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), d.gather_index.data(), d.gather_index.size() * 4));
     RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), d.slot_index.data(), d.slot_index.size() * 4));
+    ctx.experts->OnTokenRouting(ctx.layer, host_ids, static_cast<int>(k));
     RETURN_IF_ERROR(RunExperts(ctx, x, d));
     float* out = ws->f(Buf::kFfnOut);
     be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), weights, ids, out, hidden_, rows, k, hidden_, false});

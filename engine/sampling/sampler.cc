@@ -1,145 +1,144 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
-#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
 
 namespace expertd::engine {
 namespace {
 
-// Index of the largest value; lowest index on ties.
-int32_t ArgMax(absl::Span<const float> v) {
+absl::Status Range(const char* field, double v, double lo, double hi, bool lo_open = false) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v));
+}
+
+int32_t GreedyArgmax(const std::vector<float>& l) {
   int32_t best = 0;
-  for (int32_t i = 1; i < static_cast<int32_t>(v.size()); ++i) {
-    if (v[i] > v[best]) best = i;
+  for (size_t i = 1; i < l.size(); ++i) {
+    if (l[i] > l[best]) best = static_cast<int32_t>(i);
   }
   return best;
 }
 
-double LogSumExp(absl::Span<const float> v) {
-  float m = *std::max_element(v.begin(), v.end());
-  if (!std::isfinite(m)) return m;
-  double sum = 0;
-  for (float x : v) sum += std::exp(static_cast<double>(x) - m);
-  return m + std::log(sum);
-}
-
 }  // namespace
 
-uint64_t SamplingRng::NextU64() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+absl::Status ValidateSamplingParams(const SamplingParams& p) {
+  absl::Status st;
+  st.Update(Range("temperature", p.temperature, 0, 100));
+  st.Update(Range("top_k", p.top_k, 0, 1 << 30));
+  st.Update(Range("top_p", p.top_p, 0, 1, /*lo_open=*/true));
+  st.Update(Range("min_p", p.min_p, 0, 1));
+  st.Update(Range("repetition_penalty", p.repetition_penalty, 0, 100, /*lo_open=*/true));
+  st.Update(Range("presence_penalty", p.presence_penalty, -2, 2));
+  st.Update(Range("frequency_penalty", p.frequency_penalty, -2, 2));
+  st.Update(Range("top_logprobs", p.top_logprobs, 0, 20));
+  return st;
 }
 
-double SamplingRng::NextUniform() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
+Sampler::Sampler(const SamplingParams& params, absl::Span<const int32_t> prompt)
+    : params_(params), rng_(params.seed), seen_(prompt.begin(), prompt.end()) {}
 
-float LogSoftmaxAt(absl::Span<const float> logits, int32_t id) {
-  return static_cast<float>(logits[id] - LogSumExp(logits));
-}
-
-std::vector<std::pair<int32_t, float>> TopLogprobs(absl::Span<const float> logits, int n) {
-  std::vector<std::pair<int32_t, float>> out;
-  if (n <= 0 || logits.empty()) return out;
-  n = std::min<int>(n, static_cast<int>(logits.size()));
-  std::vector<int32_t> idx(logits.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
-  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), better);
-  const double lse = LogSumExp(logits);
-  for (int i = 0; i < n; ++i) out.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));
-  return out;
-}
-
-void Sampler::ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt,
-                             absl::Span<const int32_t> output) {
-  const int32_t vocab = static_cast<int32_t>(work_.size());
-  if (p.repetition_penalty != 1.0f) {
-    // Each distinct token once (HF gathers, penalises and scatters).
-    counts_.assign(vocab, 0);
-    auto mark = [&](int32_t t) {
-      if (t >= 0 && t < vocab && counts_[t]++ == 0) {
-        float& x = work_[t];
-        x = x > 0 ? x / p.repetition_penalty : x * p.repetition_penalty;
-      }
-    };
-    for (int32_t t : prompt) mark(t);
-    for (int32_t t : output) mark(t);
-  }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    counts_.assign(vocab, 0);
-    for (int32_t t : output) {
-      if (t >= 0 && t < vocab) ++counts_[t];
-    }
-    for (int32_t t = 0; t < vocab; ++t) {
-      if (counts_[t] > 0) work_[t] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(counts_[t]);
+std::vector<float> Sampler::Penalized(absl::Span<const float> logits) const {
+  std::vector<float> l(logits.begin(), logits.end());
+  const int32_t vocab = static_cast<int32_t>(l.size());
+  if (params_.repetition_penalty != 1.0) {
+    const float p = static_cast<float>(params_.repetition_penalty);
+    for (int32_t t : seen_) {
+      if (t >= 0 && t < vocab) l[t] = l[t] > 0 ? l[t] / p : l[t] * p;
     }
   }
+  if (params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) {
+    for (const auto& [t, n] : counts_) {
+      if (t < 0 || t >= vocab) continue;
+      l[t] = static_cast<float>(l[t] - params_.frequency_penalty * n - params_.presence_penalty);
+    }
+  }
+  return l;
 }
 
-SampledToken Sampler::Sample(absl::Span<const float> logits, const SamplingParams& p,
-                             absl::Span<const int32_t> prompt, absl::Span<const int32_t> output, int top_logprobs,
-                             SamplingRng* rng) {
-  assert(!logits.empty());
-  work_.assign(logits.begin(), logits.end());
-  ApplyPenalties(p, prompt, output);
-
-  SampledToken result;
-  if (p.temperature <= 0.0f) {
-    result.id = ArgMax(work_);
-  } else {
-    const int32_t vocab = static_cast<int32_t>(work_.size());
-    for (float& x : work_) x /= p.temperature;
-    // Candidates sorted most likely first (lowest id on ties): deterministic.
-    order_.resize(vocab);
-    for (int32_t i = 0; i < vocab; ++i) order_[i] = i;
-    auto better = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
-    int32_t keep = vocab;
-    if (p.top_k > 0 && p.top_k < vocab) {
-      keep = p.top_k;
-      std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), better);
-    } else {
-      std::sort(order_.begin(), order_.end(), better);
-    }
-    // Softmax over the kept candidates (double for a stable cumulative sum).
-    const double m = work_[order_[0]];
-    std::vector<double> probs(keep);
-    double total = 0;
-    for (int32_t i = 0; i < keep; ++i) total += probs[i] = std::exp(static_cast<double>(work_[order_[i]]) - m);
-    for (double& q : probs) q /= total;
-    if (p.top_p < 1.0f) {
-      double cum = 0;
-      int32_t n = 0;
-      while (n < keep) {
-        cum += probs[n++];
-        if (cum >= p.top_p) break;
-      }
-      keep = std::max<int32_t>(n, 1);
-    }
-    if (p.min_p > 0.0f) {
-      const double floor = p.min_p * probs[0];
-      int32_t n = 1;
-      while (n < keep && probs[n] >= floor) ++n;
-      keep = n;
-    }
-    double mass = 0;
-    for (int32_t i = 0; i < keep; ++i) mass += probs[i];
-    const double u = rng->NextUniform() * mass;
+Distribution Sampler::Filtered(absl::Span<const float> logits) const {
+  std::vector<float> l = Penalized(logits);
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto before = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  size_t keep = order.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) keep = params_.top_k;
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), before);
+  order.resize(keep);
+  // Softmax of l / T over the survivors, in double.
+  Distribution d;
+  const double t = params_.temperature;
+  const double mx = l[order[0]] / t;
+  double z = 0;
+  for (int32_t id : order) {
+    d.ids.push_back(id);
+    d.probs.push_back(std::exp(l[id] / t - mx));
+    z += d.probs.back();
+  }
+  for (double& p : d.probs) p /= z;
+  size_t n = d.ids.size();
+  if (params_.top_p < 1.0) {
     double cum = 0;
-    result.id = order_[keep - 1];
-    for (int32_t i = 0; i < keep; ++i) {
-      cum += probs[i];
-      if (u < cum) {
-        result.id = order_[i];
+    for (size_t i = 0; i < n; ++i) {
+      cum += d.probs[i];
+      if (cum >= params_.top_p) {
+        n = i + 1;
         break;
       }
     }
   }
-  result.logprob = LogSoftmaxAt(logits, result.id);
-  result.top = TopLogprobs(logits, top_logprobs);
-  return result;
+  if (params_.min_p > 0.0) {
+    const double threshold = params_.min_p * d.probs[0];
+    size_t i = 1;
+    while (i < n && d.probs[i] >= threshold) ++i;
+    n = i;
+  }
+  d.ids.resize(n);
+  d.probs.resize(n);
+  double mass = std::accumulate(d.probs.begin(), d.probs.end(), 0.0);
+  for (double& p : d.probs) p /= mass;
+  return d;
+}
+
+SampleResult Sampler::Sample(absl::Span<const float> logits) {
+  SampleResult r;
+  if (params_.temperature == 0.0) {
+    r.token = GreedyArgmax(Penalized(logits));
+  } else {
+    Distribution d = Filtered(logits);
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+    double cum = 0;
+    r.token = d.ids.back();
+    for (size_t i = 0; i < d.ids.size(); ++i) {
+      cum += d.probs[i];
+      if (u < cum) {
+        r.token = d.ids[i];
+        break;
+      }
+    }
+  }
+  if (params_.logprobs || params_.top_logprobs > 0) {
+    double mx = *std::max_element(logits.begin(), logits.end());
+    double z = 0;
+    for (float v : logits) z += std::exp(v - mx);
+    const double log_z = mx + std::log(z);
+    r.logprob = static_cast<float>(logits[r.token] - log_z);
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    const size_t n = std::min<size_t>(params_.top_logprobs, order.size());
+    std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (size_t i = 0; i < n; ++i) r.top.push_back({order[i], static_cast<float>(logits[order[i]] - log_z)});
+  }
+  generated_.push_back(r.token);
+  seen_.insert(r.token);
+  counts_[r.token]++;
+  return r;
 }
 
 }  // namespace expertd::engine

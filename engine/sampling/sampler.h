@@ -1,80 +1,97 @@
-// Token sampling from one sequence's logits: greedy, temperature, top-k,
-// top-p, min-p, repetition / presence / frequency penalties, seeded RNG, and
-// log-probabilities with top-n alternatives.
+// Sampler: turns one sequence's next-token logits into a token.
 //
-// Order of operations (documented in docs/api.md):
-//   1. repetition penalty (Hugging Face): every distinct token of prompt and
-//      output has its logit divided by p when positive, multiplied when not;
-//   2. presence / frequency penalties (OpenAI), over the output only:
-//      logit -= presence * [count > 0] + frequency * count;
-//   3. temperature 0: argmax (lowest id on ties) and stop here;
-//   4. logits / temperature, top-k, softmax, top-p (smallest set of most
-//      likely tokens whose mass reaches top_p), min-p (drop p < min_p * p_max),
-//      renormalise, draw with the request's own RNG.
-// Reported logprobs are the model's raw distribution (log-softmax of the
-// logits before any of the above), as vLLM reports by default.
+// One Sampler per request; it keeps the request's RNG and token history, so
+// a request's output depends only on its own logits and seed (and the
+// engine's logits are batch-invariant): the same request gives the same
+// tokens whatever else the server is running.
 //
-// Determinism: a request's RNG is consumed exactly once per sampled token, so
-// the same seed gives the same tokens whatever else is batched with it.
-// Thread-compatible: one Sampler per thread (it keeps scratch buffers).
+// Pipeline, in this order (Hugging Face's logits processors, then warpers):
+//   1. repetition_penalty (HF semantics, over prompt + generated tokens):
+//      a logit l of a seen token becomes l / p if l > 0, else l * p.
+//   2. presence / frequency penalties (OpenAI semantics, generated tokens
+//      only): l -= frequency_penalty * count + presence_penalty * (count > 0).
+//   3. temperature == 0 -> greedy: the highest logit, lowest id on ties.
+//      Otherwise l /= temperature, then
+//   4. top_k (keep the k highest; ties to the lower id), top_p (keep the
+//      smallest prefix of the descending distribution whose mass reaches
+//      top_p), min_p (keep tokens with p >= min_p * p_max);
+//   5. sample from the renormalised survivors with one uniform draw from the
+//      request's RNG (std::mt19937_64 seeded with `seed`).
+// Log-probabilities (optional) are those of the MODEL distribution
+// (log_softmax of the raw logits, before penalties and temperature), as
+// OpenAI's API reports them; top_logprobs gives the n most likely tokens.
+//
+// Thread safety: a Sampler is used by one thread at a time.
 #ifndef EXPERTD_ENGINE_SAMPLING_SAMPLER_H_
 #define EXPERTD_ENGINE_SAMPLING_SAMPLER_H_
 
 #include <cstdint>
-#include <utility>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 
 namespace expertd::engine {
 
 struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy
-  int32_t top_k = 0;         // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  float min_p = 0.0f;        // 0 = off
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
+  double temperature = 1.0;         // 0 = greedy; [0, 100]
+  int32_t top_k = 0;                // 0 = off
+  double top_p = 1.0;               // (0, 1]; 1 = off
+  double min_p = 0.0;               // [0, 1]; 0 = off
+  double repetition_penalty = 1.0;  // (0, 100]; 1 = off
+  double presence_penalty = 0.0;    // [-2, 2]
+  double frequency_penalty = 0.0;   // [-2, 2]
+  uint64_t seed = 0;
+  bool logprobs = false;            // report the chosen token's logprob
+  int32_t top_logprobs = 0;         // [0, 20] alternatives to report
 };
 
-// SplitMix64: tiny, fast, and the stream depends only on the seed.
-class SamplingRng {
- public:
-  explicit SamplingRng(uint64_t seed) : state_(seed) {}
-  uint64_t NextU64();
-  double NextUniform();  // [0, 1)
+// InvalidArgument naming the first out-of-range field.
+absl::Status ValidateSamplingParams(const SamplingParams& params);
 
- private:
-  uint64_t state_;
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
 };
 
-struct SampledToken {
-  int32_t id = 0;
-  float logprob = 0;  // raw model log-probability of `id`
-  std::vector<std::pair<int32_t, float>> top;  // top-n (id, logprob), most likely first
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0.0f;             // when params.logprobs
+  std::vector<TokenLogprob> top;    // params.top_logprobs entries, most likely first
+};
+
+// The candidates that survive steps 1-4 with their renormalised
+// probabilities, most likely first (exposed for tests and for debugging).
+struct Distribution {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
 };
 
 class Sampler {
  public:
-  // logits: [vocab]. prompt/output: the sequence so far (for penalties).
-  // top_logprobs: how many alternatives to report (0 = none).
-  SampledToken Sample(absl::Span<const float> logits, const SamplingParams& params, absl::Span<const int32_t> prompt,
-                      absl::Span<const int32_t> output, int top_logprobs, SamplingRng* rng);
+  // REQUIRES: ValidateSamplingParams(params).ok().
+  Sampler(const SamplingParams& params, absl::Span<const int32_t> prompt);
+
+  // Samples the next token from `logits` [vocab] and records it as generated.
+  SampleResult Sample(absl::Span<const float> logits);
+
+  // Steps 1-2 on a copy of the logits.
+  std::vector<float> Penalized(absl::Span<const float> logits) const;
+  // Steps 1-4 (temperature > 0).
+  Distribution Filtered(absl::Span<const float> logits) const;
+
+  const std::vector<int32_t>& generated() const { return generated_; }
 
  private:
-  void ApplyPenalties(const SamplingParams& params, absl::Span<const int32_t> prompt,
-                      absl::Span<const int32_t> output);
-
-  std::vector<float> work_;
-  std::vector<int32_t> order_;
-  std::vector<int32_t> counts_;
+  const SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::unordered_set<int32_t> seen_;             // prompt + generated
+  std::unordered_map<int32_t, int32_t> counts_;  // generated only
+  std::vector<int32_t> generated_;
 };
-
-// log-softmax of `logits` at `id`, and the top-n entries (most likely first,
-// lowest id on ties).
-float LogSoftmaxAt(absl::Span<const float> logits, int32_t id);
-std::vector<std::pair<int32_t, float>> TopLogprobs(absl::Span<const float> logits, int n);
 
 }  // namespace expertd::engine
 

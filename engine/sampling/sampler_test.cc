@@ -1,124 +1,137 @@
 #include "engine/sampling/sampler.h"
 
 #include <cmath>
-#include <map>
+#include <vector>
 
 #include "gtest/gtest.h"
 
 namespace expertd::engine {
 namespace {
 
-SampledToken Draw(const std::vector<float>& logits, const SamplingParams& p, uint64_t seed = 1,
-                  std::vector<int32_t> prompt = {}, std::vector<int32_t> output = {}, int top = 0) {
-  Sampler s;
-  SamplingRng rng(seed);
-  return s.Sample(logits, p, prompt, output, top, &rng);
-}
-
-TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTies) {
+SamplingParams Params(double temperature = 1.0) {
   SamplingParams p;
-  p.temperature = 0;
-  EXPECT_EQ(Draw({0.1f, 3.0f, 2.0f}, p).id, 1);
-  EXPECT_EQ(Draw({5.0f, 1.0f, 5.0f}, p).id, 0);
+  p.temperature = temperature;
+  return p;
 }
 
-TEST(SamplerTest, RepetitionPenaltyHfSemantics) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.repetition_penalty = 2.0f;
-  // token 0: 3.0 -> 1.5 (seen); token 1: 2.0 stays; so 1 wins.
-  EXPECT_EQ(Draw({3.0f, 2.0f, -1.0f}, p, 1, {0}, {}).id, 1);
-  // A seen negative logit gets more negative, never positive.
-  EXPECT_EQ(Draw({-1.0f, -1.5f}, p, 1, {0}, {}).id, 1);  // -1*2=-2 < -1.5
-  // Seen twice counts once: 3.0/2 = 1.5 > 1.4.
-  EXPECT_EQ(Draw({3.0f, 1.4f}, p, 1, {0, 0}, {0}).id, 0);
+// Logits whose softmax is exactly proportional to `probs`.
+std::vector<float> LogitsFor(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
 }
 
-TEST(SamplerTest, PresenceAndFrequencyPenaltiesUseOutputOnly) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.frequency_penalty = 1.0f;
-  // token 0 appears 3 times in output: 5 - 3 = 2 < 2.5.
-  EXPECT_EQ(Draw({5.0f, 2.5f}, p, 1, {}, {0, 0, 0}).id, 1);
-  // In the prompt only: no penalty.
-  EXPECT_EQ(Draw({5.0f, 2.5f}, p, 1, {0, 0, 0}, {}).id, 0);
-  SamplingParams q;
-  q.temperature = 0;
-  q.presence_penalty = 2.0f;
-  EXPECT_EQ(Draw({5.0f, 3.5f}, q, 1, {}, {0}).id, 1);
+TEST(SamplerTest, GreedyTakesTheMaxAndTheLowestIdOnTies) {
+  Sampler s(Params(0.0), {});
+  EXPECT_EQ(s.Sample(std::vector<float>{1, 3, 3, 2}).token, 1);
+  EXPECT_EQ(s.Sample(std::vector<float>{-5, -1, -7}).token, 1);
 }
 
-TEST(SamplerTest, TopKOneIsGreedy) {
-  SamplingParams p;
-  p.top_k = 1;
-  for (uint64_t seed = 0; seed < 50; ++seed) EXPECT_EQ(Draw({1.0f, 2.0f, 0.5f}, p, seed).id, 1);
+TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  SamplingParams p = Params(0.0);
+  p.repetition_penalty = 2.0;
+  Sampler s(p, {0, 1, 1});
+  EXPECT_EQ(s.Penalized(std::vector<float>{3, -1, 2.5f}), (std::vector<float>{1.5f, -2, 2.5f}));
+  EXPECT_EQ(s.Sample(std::vector<float>{3, -1, 2.5f}).token, 2);
+  // The generated token is now penalised too.
+  EXPECT_EQ(s.Penalized(std::vector<float>{3, -1, 2.5f}), (std::vector<float>{1.5f, -2, 1.25f}));
 }
 
-TEST(SamplerTest, TopPKeepsSmallestSetReachingMass) {
-  // probs ~ [0.665, 0.245, 0.090]: top_p 0.6 keeps only token 0.
-  SamplingParams p;
-  p.top_p = 0.6f;
-  std::vector<float> logits = {2.0f, 1.0f, 0.0f};
-  for (uint64_t seed = 0; seed < 50; ++seed) EXPECT_EQ(Draw(logits, p, seed).id, 0);
-  // top_p 0.8 keeps 0 and 1 but never 2.
-  p.top_p = 0.8f;
-  std::map<int, int> seen;
-  for (uint64_t seed = 0; seed < 400; ++seed) seen[Draw(logits, p, seed).id]++;
-  EXPECT_GT(seen[0], 0);
-  EXPECT_GT(seen[1], 0);
-  EXPECT_EQ(seen.count(2), 0u);
+TEST(SamplerTest, PresenceAndFrequencyPenaliseGeneratedTokensOnly) {
+  SamplingParams p = Params(0.0);
+  p.presence_penalty = 0.5;
+  p.frequency_penalty = 0.25;
+  Sampler s(p, {2});  // prompt tokens are not penalised
+  EXPECT_EQ(s.Sample(std::vector<float>{4, 1, 0}).token, 0);
+  EXPECT_EQ(s.Sample(std::vector<float>{4, 1, 0}).token, 0);  // 4 - 0.75 = 3.25 still wins
+  EXPECT_EQ(s.Penalized(std::vector<float>{4, 1, 0}), (std::vector<float>{3.0f, 1, 0}));  // 4 - 2*0.25 - 0.5
 }
 
-TEST(SamplerTest, MinPDropsUnlikelyTokens) {
-  SamplingParams p;
-  p.min_p = 0.5f;  // keeps tokens with p >= 0.5 * p_max
-  std::vector<float> logits = {2.0f, 1.9f, -3.0f};
-  std::map<int, int> seen;
-  for (uint64_t seed = 0; seed < 400; ++seed) seen[Draw(logits, p, seed).id]++;
-  EXPECT_GT(seen[0], 0);
-  EXPECT_GT(seen[1], 0);
-  EXPECT_EQ(seen.count(2), 0u);
+TEST(SamplerTest, TopKTopPAndMinPKeepTheDocumentedCandidates) {
+  const std::vector<float> logits = LogitsFor({0.1, 0.5, 0.2, 0.15, 0.05});
+  SamplingParams p = Params();
+  Distribution all = Sampler(p, {}).Filtered(logits);
+  EXPECT_EQ(all.ids, (std::vector<int32_t>{1, 2, 3, 0, 4}));
+  EXPECT_NEAR(all.probs[0], 0.5, 1e-6);
+  p.top_k = 2;
+  Distribution k2 = Sampler(p, {}).Filtered(logits);
+  EXPECT_EQ(k2.ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_NEAR(k2.probs[0], 0.5 / 0.7, 1e-6);
+  p.top_k = 0;
+  p.top_p = 0.8;  // 0.5 + 0.2 = 0.7 < 0.8 -> include 0.15 (reaches 0.85)
+  EXPECT_EQ(Sampler(p, {}).Filtered(logits).ids, (std::vector<int32_t>{1, 2, 3}));
+  p.top_p = 0.7;  // reached exactly by the first two (within rounding: allow both)
+  const size_t n = Sampler(p, {}).Filtered(logits).ids.size();
+  EXPECT_TRUE(n == 2 || n == 3);
+  p.top_p = 1.0;
+  p.min_p = 0.29;  // threshold 0.145: keeps 0.5, 0.2, 0.15
+  EXPECT_EQ(Sampler(p, {}).Filtered(logits).ids, (std::vector<int32_t>{1, 2, 3}));
+  p.min_p = 0.31;  // threshold 0.155: drops 0.15
+  EXPECT_EQ(Sampler(p, {}).Filtered(logits).ids, (std::vector<int32_t>{1, 2}));
 }
 
-TEST(SamplerTest, DistributionFollowsSoftmax) {
-  SamplingParams p;  // temperature 1, no filters
-  std::vector<float> logits = {0.0f, std::log(3.0f)};  // probs 0.25 / 0.75
-  int ones = 0;
-  const int n = 20000;
-  for (int i = 0; i < n; ++i) ones += Draw(logits, p, 1000 + i).id;
-  EXPECT_NEAR(ones / static_cast<double>(n), 0.75, 0.02);
+TEST(SamplerTest, TemperatureSharpensTheDistribution) {
+  SamplingParams p = Params(0.5);
+  Distribution d = Sampler(p, {}).Filtered(LogitsFor({0.25, 0.75}));
+  EXPECT_EQ(d.ids, (std::vector<int32_t>{1, 0}));
+  EXPECT_NEAR(d.probs[0], 0.9, 1e-6);  // 0.75^2 / (0.75^2 + 0.25^2)
 }
 
-TEST(SamplerTest, SameSeedSameStream) {
-  SamplingParams p;
-  std::vector<float> logits(64);
-  for (int i = 0; i < 64; ++i) logits[i] = std::sin(i * 0.7f);
-  Sampler a, b;
-  SamplingRng ra(42), rb(42), rc(43);
-  std::vector<int32_t> sa, sb, sc;
-  Sampler c;
-  for (int i = 0; i < 32; ++i) {
-    sa.push_back(a.Sample(logits, p, {}, sa, 0, &ra).id);
-    sb.push_back(b.Sample(logits, p, {}, sb, 0, &rb).id);
-    sc.push_back(c.Sample(logits, p, {}, sc, 0, &rc).id);
+TEST(SamplerTest, SeededSamplingIsReproducibleAndFollowsTheDistribution) {
+  const std::vector<float> logits = LogitsFor({0.6, 0.3, 0.1});
+  SamplingParams p = Params();
+  p.seed = 1234;
+  Sampler a(p, {}), b(p, {});
+  std::vector<int> counts(3, 0);
+  std::vector<int32_t> seq_a, seq_b;
+  for (int i = 0; i < 3000; ++i) {
+    seq_a.push_back(a.Sample(logits).token);
+    seq_b.push_back(b.Sample(logits).token);
+    counts[seq_a.back()]++;
   }
-  EXPECT_EQ(sa, sb);
-  EXPECT_NE(sa, sc);
+  EXPECT_EQ(seq_a, seq_b);
+  EXPECT_NEAR(counts[0] / 3000.0, 0.6, 0.04);
+  EXPECT_NEAR(counts[1] / 3000.0, 0.3, 0.04);
+  EXPECT_NEAR(counts[2] / 3000.0, 0.1, 0.03);
+  p.seed = 99;
+  Sampler c(p, {});
+  std::vector<int32_t> seq_c;
+  for (int i = 0; i < 3000; ++i) seq_c.push_back(c.Sample(logits).token);
+  EXPECT_NE(seq_a, seq_c);
 }
 
-TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
+TEST(SamplerTest, LogprobsAreTheModelDistributionWithTopAlternatives) {
+  SamplingParams p = Params(0.0);
+  p.logprobs = true;
+  p.top_logprobs = 2;
+  p.repetition_penalty = 3.0;  // does not affect reported logprobs
+  Sampler s(p, {0});
+  SampleResult r = s.Sample(LogitsFor({0.5, 0.3, 0.2}));
+  EXPECT_EQ(r.token, 1);  // 0 is penalised: log(0.5) * 3 < log(0.3)
+  EXPECT_NEAR(r.logprob, std::log(0.3), 1e-6);
+  ASSERT_EQ(r.top.size(), 2u);
+  EXPECT_EQ(r.top[0].token, 0);
+  EXPECT_NEAR(r.top[0].logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(r.top[1].token, 1);
+}
+
+TEST(SamplerTest, ValidationNamesTheField) {
   SamplingParams p;
-  p.temperature = 0;
-  p.repetition_penalty = 5.0f;  // must not change reported logprobs
-  std::vector<float> logits = {1.0f, 2.0f, 3.0f};
-  SampledToken t = Draw(logits, p, 1, {2}, {}, 2);
-  double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
-  EXPECT_EQ(t.id, 1);  // 3/5 = 0.6 < 2
-  EXPECT_NEAR(t.logprob, 2.0 - lse, 1e-6);
-  ASSERT_EQ(t.top.size(), 2u);
-  EXPECT_EQ(t.top[0].first, 2);
-  EXPECT_NEAR(t.top[0].second, 3.0 - lse, 1e-6);
-  EXPECT_EQ(t.top[1].first, 1);
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+  p.top_p = 0.0;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("top_p"), std::string::npos);
+  p = SamplingParams{};
+  p.temperature = -1;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("temperature"), std::string::npos);
+  p = SamplingParams{};
+  p.presence_penalty = 2.5;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("presence_penalty"), std::string::npos);
+  p = SamplingParams{};
+  p.top_logprobs = 21;
+  EXPECT_FALSE(ValidateSamplingParams(p).ok());
+  p = SamplingParams{};
+  p.repetition_penalty = NAN;
+  EXPECT_FALSE(ValidateSamplingParams(p).ok());
 }
 
 }  // namespace

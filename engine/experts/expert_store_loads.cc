@@ -1,0 +1,140 @@
+// The load path of ExpertStore, run on transfer workers:
+//   host tier hit  -> copy host slot -> device slot
+//   miss           -> read the pack into a host slot (or a staging buffer, or
+//                     straight into the device slot when the backend's device
+//                     memory is host memory and there is no host tier)
+//                  -> copy -> device slot
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/experts/expert_store.h"
+
+namespace expertd::engine {
+
+void ExpertStore::SyncHostPin(ExpertKey key, HostEntry* e) {
+  const bool want = !e->ready || e->users > 0;
+  if (want == e->pinned) return;
+  if (want) {
+    host_policy_->Pin(key);
+  } else {
+    host_policy_->Unpin(key);
+  }
+  e->pinned = want;
+}
+
+int32_t ExpertStore::TakeHostSlot() {
+  if (free_host_slots_.empty()) {
+    std::optional<ExpertKey> victim = host_policy_->Victim();
+    if (!victim.has_value()) return -1;
+    auto it = host_.find(*victim);
+    host_policy_->Erase(*victim);
+    free_host_slots_.push_back(it->second.slot);
+    host_.erase(it);
+  }
+  const int32_t slot = free_host_slots_.back();
+  free_host_slots_.pop_back();
+  return slot;
+}
+
+ExpertStore::Staging ExpertStore::BeginLoad(ExpertKey key, int32_t device_slot) {
+  absl::MutexLock lock(&mu_);
+  Staging st;
+  ExpertLayerCounters& c = Counters(key.layer);
+  auto it = host_.find(key);
+  if (it != host_.end() && it->second.ready) {
+    ++it->second.users;
+    SyncHostPin(key, &it->second);
+    host_policy_->Touch(key);
+    ++c.host_hits;
+    st.host_hit = true;
+    st.ptr = HostSlot(it->second.slot);
+    return st;
+  }
+  ++c.disk_reads;
+  if (host_slots_ == 0 && backend_->host_memory_is_device_memory()) {
+    st.direct = true;
+    st.ptr = DeviceSlot(device_slot);
+    return st;
+  }
+  if (it == host_.end() && host_slots_ > 0) {
+    const int32_t slot = TakeHostSlot();
+    if (slot >= 0) {
+      HostEntry& h = host_[key];
+      h.slot = slot;
+      h.users = 1;
+      host_policy_->Insert(key);
+      host_policy_->Touch(key);
+      SyncHostPin(key, &h);
+      st.host_slot = slot;
+      st.ptr = HostSlot(slot);
+      return st;
+    }
+  }
+  // A staging buffer: there is one per worker, so one is always free.
+  st.staging = free_staging_.back();
+  free_staging_.pop_back();
+  if (staging_ptrs_[st.staging] == nullptr) {
+    auto buf = backend_->Allocate(slot_bytes_ + kPackAlignment, MemoryKind::kHostPinned);
+    if (!buf.ok()) {
+      free_staging_.push_back(st.staging);
+      st.staging = -1;
+      st.ptr = nullptr;  // LoadJob reports the allocation failure
+      return st;
+    }
+    staging_buffers_[st.staging] = std::move(*buf);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(staging_buffers_[st.staging].data());
+    staging_ptrs_[st.staging] = reinterpret_cast<uint8_t*>(AlignUp(p, kPackAlignment));
+  }
+  st.ptr = staging_ptrs_[st.staging];
+  return st;
+}
+
+void ExpertStore::FinishLoad(ExpertKey key, const Staging& st, const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  ExpertLayerCounters& c = Counters(key.layer);
+  if (status.ok()) {
+    if (!st.host_hit) c.bytes_disk_to_host += slot_bytes_;
+    if (!st.direct) c.bytes_host_to_device += reader_->layout().expert_bytes;
+  }
+  if (st.host_hit || st.host_slot >= 0) {
+    auto it = host_.find(key);
+    HostEntry& h = it->second;
+    --h.users;
+    if (st.host_slot >= 0 && status.ok()) h.ready = true;
+    if (st.host_slot >= 0 && !status.ok()) {
+      h.ready = true;  // unpin, then drop the half-read slot
+      SyncHostPin(key, &h);
+      host_policy_->Erase(key);
+      free_host_slots_.push_back(h.slot);
+      host_.erase(it);
+    } else {
+      SyncHostPin(key, &h);
+    }
+  }
+  if (st.staging >= 0) free_staging_.push_back(st.staging);
+  auto it = device_.find(key);
+  if (it != device_.end()) {
+    it->second.ready = true;
+    if (status.ok()) {
+      SyncPin(key, &it->second);
+    } else {
+      Evict(key);  // whoever waits gets `status`; a later demand retries
+    }
+  }
+  ++loads_finished_;
+}
+
+absl::Status ExpertStore::LoadJob(ExpertKey key, int32_t device_slot) {
+  const Staging st = BeginLoad(key, device_slot);
+  absl::Status s;
+  if (st.ptr == nullptr) {
+    s = absl::ResourceExhaustedError(absl::StrCat("cannot allocate a staging buffer of ", slot_bytes_, " bytes"));
+  }
+  if (s.ok() && !st.host_hit) s = reader_->ReadExpert(key, st.ptr);
+  if (s.ok() && !st.direct) {
+    s = backend_->CopyToDevice(DeviceSlot(device_slot), st.ptr, reader_->layout().expert_bytes);
+  }
+  FinishLoad(key, st, s);
+  return s;
+}
+
+}  // namespace expertd::engine

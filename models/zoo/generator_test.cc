@@ -1,0 +1,192 @@
+#include "models/zoo/generator.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "models/checkpoint/checkpoint.h"
+#include "models/checkpoint/tensor_names.h"
+#include "models/zoo/zoo_spec.h"
+#include "models/zoo/zoo_tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace expertd::models::zoo {
+namespace {
+
+std::string TmpDir(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+ZooSpec Tiny(Architecture arch, uint64_t seed = 0) {
+  ZooSpec s = *PresetSpec("tiny", arch);
+  s.seed = seed;
+  return s;
+}
+
+std::unique_ptr<Checkpoint> OpenValid(const std::string& dir) {
+  auto ckpt = Checkpoint::Open(dir);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  if (!ckpt.ok()) return nullptr;
+  absl::Status v = (*ckpt)->ValidateAgainstConfig();
+  EXPECT_TRUE(v.ok()) << v;
+  return std::move(ckpt).value();
+}
+
+TEST(GeneratorTest, EveryArchitectureOpensAndValidates) {
+  for (Architecture arch : {Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe,
+                            Architecture::kOlmoe}) {
+    const std::string dir = TmpDir(std::string("arch_") + ZooArchName(arch));
+    ASSERT_TRUE(GenerateModel(Tiny(arch), dir).ok());
+    auto ckpt = OpenValid(dir);
+    ASSERT_NE(ckpt, nullptr);
+    const ModelConfig& c = ckpt->config();
+    EXPECT_EQ(c.architecture, arch);
+    EXPECT_EQ(c.model_type, ZooArchName(arch));
+    EXPECT_EQ(c.vocab_size, 512);
+    EXPECT_EQ(c.hidden_size, 64);
+    EXPECT_EQ(c.num_experts, 8);
+    EXPECT_EQ(c.moe_intermediate_size, 64);
+    EXPECT_EQ(c.bos_token_id, kZooBosId);
+    EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{kZooEosId});
+    EXPECT_EQ(c.torch_dtype, DType::kF32);
+    EXPECT_EQ(ckpt->Get(RouterName(c, 1))->dtype, DType::kF32);
+    // The tokenizer's vocabulary is the model's.
+    nlohmann::json tok = nlohmann::json::parse(ReadAll(dir + "/tokenizer.json"), nullptr, false);
+    ASSERT_FALSE(tok.is_discarded());
+    EXPECT_EQ(static_cast<int64_t>(tok["model"]["vocab"].size()), c.vocab_size);
+    EXPECT_TRUE(Exists(dir + "/tokenizer_config.json"));
+    EXPECT_TRUE(Exists(dir + "/generation_config.json"));
+  }
+}
+
+TEST(GeneratorTest, SameSeedIsByteIdenticalDifferentSeedIsNot) {
+  const std::string a = TmpDir("seed_a"), b = TmpDir("seed_b"), c = TmpDir("seed_c");
+  ASSERT_TRUE(GenerateModel(Tiny(Architecture::kQwen2Moe, 5), a).ok());
+  ASSERT_TRUE(GenerateModel(Tiny(Architecture::kQwen2Moe, 5), b).ok());
+  ASSERT_TRUE(GenerateModel(Tiny(Architecture::kQwen2Moe, 6), c).ok());
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                        "model.safetensors"}) {
+    EXPECT_EQ(ReadAll(a + "/" + f), ReadAll(b + "/" + f)) << f;
+  }
+  EXPECT_NE(ReadAll(a + "/model.safetensors"), ReadAll(c + "/model.safetensors"));
+  EXPECT_EQ(ReadAll(a + "/tokenizer.json"), ReadAll(c + "/tokenizer.json"));
+}
+
+TEST(GeneratorTest, WeightsFollowTheInitRecipe) {
+  const std::string dir = TmpDir("recipe");
+  ASSERT_TRUE(GenerateModel(Tiny(Architecture::kOlmoe), dir).ok());
+  auto ckpt = OpenValid(dir);
+  ASSERT_NE(ckpt, nullptr);
+  TensorView norm = *ckpt->Get(FinalNormName());
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(static_cast<const float*>(norm.data)[i], 1.0f);
+  TensorView w = *ckpt->Get(AttentionName(0, AttnTensor::kQProj));
+  double sq = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) sq += std::pow(static_cast<const float*>(w.data)[i], 2);
+  EXPECT_NEAR(std::sqrt(sq / w.numel()), 1.0 / 8.0, 0.01);  // 1/sqrt(fan_in = 64)
+}
+
+TEST(GeneratorTest, ShardedOutputHoldsTheSameTensors) {
+  const std::string single = TmpDir("one_file"), sharded = TmpDir("three_shards");
+  ZooSpec s = Tiny(Architecture::kMixtral, 3);
+  s.dtype = DType::kBF16;
+  ASSERT_TRUE(GenerateModel(s, single).ok());
+  s.shards = 3;
+  ASSERT_TRUE(GenerateModel(s, sharded).ok());
+  EXPECT_FALSE(Exists(sharded + "/model.safetensors"));
+  auto a = OpenValid(single), b = OpenValid(sharded);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->files().size(), 3u);
+  ASSERT_EQ(a->Names(), b->Names());
+  for (const std::string& name : a->Names()) {
+    TensorView x = *a->Get(name), y = *b->Get(name);
+    ASSERT_EQ(x.dtype, DType::kBF16);
+    ASSERT_EQ(std::memcmp(x.data, y.data, x.nbytes), 0) << name;
+  }
+  // Regenerating as a single file removes the stale index.
+  s.shards = 1;
+  ASSERT_TRUE(GenerateModel(s, sharded).ok());
+  EXPECT_FALSE(Exists(sharded + "/model.safetensors.index.json"));
+  EXPECT_EQ(ReadAll(sharded + "/model.safetensors"), ReadAll(single + "/model.safetensors"));
+}
+
+TEST(GeneratorTest, VariantsValidate) {
+  ZooSpec dense = Tiny(Architecture::kQwen3Moe);
+  dense.layers = 3;
+  dense.mlp_only_layers = {1};
+  dense.head_dim = 32;  // qwen3 may decouple head_dim from hidden / heads
+  dense.tie_word_embeddings = true;
+  ASSERT_TRUE(GenerateModel(dense, TmpDir("dense")).ok());
+  auto ckpt = OpenValid(TmpDir("dense"));
+  ASSERT_NE(ckpt, nullptr);
+  EXPECT_EQ(ckpt->config().is_moe_layer, (std::vector<bool>{true, false, true}));
+  EXPECT_FALSE(ckpt->Has("lm_head.weight"));
+  EXPECT_EQ(ckpt->Get(AttentionName(0, AttnTensor::kQProj))->shape, (std::vector<int64_t>{128, 64}));
+}
+
+TEST(GeneratorTest, DefaultPresetIsTheServingModel) {
+  const std::string dir = TmpDir("default");
+  ASSERT_TRUE(GenerateModel(*PresetSpec("default", Architecture::kQwen3Moe), dir).ok());
+  auto ckpt = OpenValid(dir);
+  ASSERT_NE(ckpt, nullptr);
+  const ModelConfig& c = ckpt->config();
+  EXPECT_EQ(c.hidden_size, 256);
+  EXPECT_EQ(c.num_hidden_layers, 4);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.num_experts_per_tok, 4);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.vocab_size, 2048);
+  EXPECT_EQ(ckpt->Get(EmbedTokensName())->dtype, DType::kBF16);
+  EXPECT_LT(ckpt->total_bytes(), 40u << 20);
+}
+
+TEST(GeneratorTest, BadSpecsAreRejectedBeforeWriting) {
+  ZooSpec s = Tiny(Architecture::kMixtral);
+  s.top_k = 9;
+  EXPECT_EQ(GenerateModel(s, TmpDir("bad1")).code(), absl::StatusCode::kInvalidArgument);
+  s = Tiny(Architecture::kMixtral);
+  s.head_dim = 32;  // only qwen3_moe
+  EXPECT_FALSE(GenerateModel(s, TmpDir("bad2")).ok());
+  s = Tiny(Architecture::kOlmoe);
+  s.kv_heads = 3;
+  EXPECT_FALSE(GenerateModel(s, TmpDir("bad3")).ok());
+  s = Tiny(Architecture::kOlmoe);
+  s.vocab = 100;
+  EXPECT_FALSE(GenerateModel(s, TmpDir("bad4")).ok());
+  EXPECT_FALSE(Exists(TmpDir("bad1")));
+  EXPECT_FALSE(PresetSpec("huge", Architecture::kOlmoe).ok());
+  EXPECT_FALSE(ParseZooArch("llama").ok());
+  EXPECT_EQ(*ParseZooArch("qwen2_moe"), Architecture::kQwen2Moe);
+}
+
+TEST(ZooSpecTest, ConfigJsonUsesEachArchitecturesFieldNames) {
+  nlohmann::json m = nlohmann::json::parse(ConfigJson(Tiny(Architecture::kMixtral)));
+  EXPECT_EQ(m["num_local_experts"], 8);
+  EXPECT_FALSE(m.contains("num_experts"));
+  EXPECT_EQ(m["intermediate_size"], 64);
+  nlohmann::json q2 = nlohmann::json::parse(ConfigJson(Tiny(Architecture::kQwen2Moe)));
+  EXPECT_EQ(q2["num_experts"], 8);
+  EXPECT_EQ(q2["moe_intermediate_size"], 64);
+  EXPECT_EQ(q2["shared_expert_intermediate_size"], 128);
+  nlohmann::json q3 = nlohmann::json::parse(ConfigJson(Tiny(Architecture::kQwen3Moe)));
+  EXPECT_EQ(q3["head_dim"], 16);
+  EXPECT_FALSE(q3.contains("shared_expert_intermediate_size"));
+  nlohmann::json o = nlohmann::json::parse(ConfigJson(Tiny(Architecture::kOlmoe)));
+  EXPECT_EQ(o["model_type"], "olmoe");
+  EXPECT_TRUE(o["clip_qkv"].is_null());
+  EXPECT_EQ(o["architectures"][0], "OlmoeForCausalLM");
+}
+
+}  // namespace
+}  // namespace expertd::models::zoo

@@ -1,0 +1,70 @@
+// ZooSpec: the shape of a model the zoo generates, its presets, and the
+// Hugging Face config.json / generation_config.json it is described by.
+//
+// config.json uses exactly transformers' field names for each architecture
+// (MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig, OlmoeConfig), so the
+// directory loads in transformers as well as in expertd.
+//
+// Presets (any architecture; the zoo's default architecture is qwen3_moe):
+//   tiny           hidden 64, 2 layers, 8 experts top-2 of width 64, 4 heads /
+//                  2 kv, vocab 512, f32 -- unit tests.
+//   default        hidden 256, 4 layers, 16 experts top-4 of width 256, 8 heads
+//                  / 2 kv (head_dim 32), vocab 2048, bf16 -- what `serve`
+//                  runs out of the box on a CPU (~29 MB).
+//   olmoe_1b7b_4l  OLMoE-1B-7B's layer shapes: hidden 2048, 64 experts top-8
+//                  of width 1024, 16 heads / 16 kv, 4 layers, vocab 2048, bf16
+//                  (~3.3 GB) -- benchmarks.
+#ifndef EXPERTD_MODELS_ZOO_ZOO_SPEC_H_
+#define EXPERTD_MODELS_ZOO_ZOO_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/config/model_config.h"
+
+namespace expertd::models::zoo {
+
+struct ZooSpec {
+  Architecture arch = Architecture::kQwen3Moe;
+  int64_t hidden = 256;
+  int64_t layers = 4;
+  int64_t experts = 16;
+  int64_t top_k = 4;
+  int64_t moe_intermediate = 256;     // routed expert width
+  int64_t intermediate = 0;           // Qwen dense-layer MLP width; 0 = 2 * moe_intermediate
+  int64_t shared_intermediate = 0;    // Qwen2-MoE shared expert width; 0 = 2 * moe_intermediate
+  int64_t heads = 8;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 0;               // 0 = hidden / heads (only Qwen3-MoE may differ)
+  int64_t vocab = 2048;               // == the generated tokenizer's size
+  int64_t max_position = 4096;
+  std::vector<int64_t> mlp_only_layers;  // Qwen2/Qwen3-MoE dense layers
+  bool tie_word_embeddings = false;
+  DType dtype = DType::kBF16;
+  uint64_t seed = 0;
+  int64_t shards = 1;                 // > 1: model-0000i-of-0000N.safetensors + index
+
+  int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden / heads; }
+};
+
+// "mixtral", "qwen2_moe", "qwen3_moe", "olmoe" (the HF model_type).
+absl::StatusOr<Architecture> ParseZooArch(const std::string& name);
+const char* ZooArchName(Architecture arch);
+
+// A preset's spec for `arch`. InvalidArgument naming the preset if unknown.
+absl::StatusOr<ZooSpec> PresetSpec(const std::string& preset, Architecture arch);
+std::vector<std::string> PresetNames();
+
+// Checks the spec is generatable (sizes positive, heads divisible, vocab in
+// the tokenizer's range, ...); InvalidArgument naming the field.
+absl::Status ValidateZooSpec(const ZooSpec& spec);
+
+// config.json and generation_config.json text (deterministic).
+std::string ConfigJson(const ZooSpec& spec);
+std::string GenerationConfigJson(const ZooSpec& spec);
+
+}  // namespace expertd::models::zoo
+
+#endif  // EXPERTD_MODELS_ZOO_ZOO_SPEC_H_
