@@ -21,7 +21,7 @@ struct Scheduler::Sequence {
   bool in_engine = false;      // AddSequence done
   int64_t prefilled = 0;       // prompt tokens already in the KV cache
   std::vector<int32_t> output;  // generated tokens
-  engine::SamplingRng rng{0};
+  std::unique_ptr<engine::Sampler> sampler;  // the request's RNG and penalty state
   std::unique_ptr<TextStreamer> text;
   std::unique_ptr<StopStringMatcher> stops;
 
@@ -35,8 +35,12 @@ struct Scheduler::Sequence {
 
 namespace {
 
-engine::SamplingParams ToEngine(const SamplingOptions& s) {
+engine::SamplingParams ToEngine(const GenerationRequest& r) {
+  const SamplingOptions& s = r.sampling;
   engine::SamplingParams p;
+  p.seed = s.seed;
+  p.logprobs = r.logprobs;
+  p.top_logprobs = r.logprobs ? r.top_logprobs : 0;
   p.temperature = s.temperature;
   p.top_k = s.top_k;
   p.top_p = s.top_p;
@@ -78,7 +82,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(GenerationReque
                      ") but the server's whole KV cache holds ", blocks_total_ * block_size_,
                      "; lower max_new_tokens or shorten the prompt"));
   }
-  seq->rng = engine::SamplingRng(request.sampling.seed);
+  engine::SamplingParams params = ToEngine(request);
+  absl::Status valid = engine::ValidateSamplingParams(params);
+  if (!valid.ok()) return valid;  // validation upstream makes this unreachable
+  seq->sampler = std::make_unique<engine::Sampler>(params, request.prompt);
   if (text_) seq->text = text_(request.skip_special_tokens);
   seq->stops = std::make_unique<StopStringMatcher>(request.stop);
   seq->request = std::move(request);
@@ -301,32 +308,34 @@ SchedulerStats Scheduler::PublishStats() {
 
 void Scheduler::HandleLogits(Sequence* s, const float* logits, absl::Time now) {
   const GenerationRequest& req = s->request;
-  engine::SampledToken tok =
-      sampler_.Sample(absl::MakeConstSpan(logits, vocab_size_), ToEngine(req.sampling), req.prompt, s->output,
-                     req.logprobs ? req.top_logprobs : 0, &s->rng);
+  engine::SampleResult tok = s->sampler->Sample(absl::MakeConstSpan(logits, vocab_size_));
   if (s->first_token == absl::InfiniteFuture()) {
     s->first_token = now;
   } else {
     s->inter_token.push_back(now - s->last_token);
   }
   s->last_token = now;
-  s->output.push_back(tok.id);
+  s->output.push_back(tok.token);
 
   GenerationUpdate u;
-  u.token_ids.push_back(tok.id);
-  if (req.logprobs) u.logprobs.push_back({tok.id, tok.logprob, std::move(tok.top)});
+  u.token_ids.push_back(tok.token);
+  if (req.logprobs) {
+    TokenLogprobs lp{tok.token, tok.logprob, {}};
+    for (const engine::TokenLogprob& t : tok.top) lp.top.emplace_back(t.token, t.logprob);
+    u.logprobs.push_back(std::move(lp));
+  }
   const int32_t generated = static_cast<int32_t>(s->output.size());
   const bool may_stop = generated > req.min_new_tokens || generated >= req.max_new_tokens;
   FinishReason reason = FinishReason::kNone;
-  if (may_stop && Contains(req.stop_token_ids, tok.id)) {
+  if (may_stop && Contains(req.stop_token_ids, tok.token)) {
     reason = FinishReason::kStop;
-    u.matched_stop_token_id = tok.id;
-  } else if (may_stop && !req.ignore_eos && Contains(options_.eos_token_ids, tok.id)) {
+    u.matched_stop_token_id = tok.token;
+  } else if (may_stop && !req.ignore_eos && Contains(options_.eos_token_ids, tok.token)) {
     reason = FinishReason::kEos;
   }
   // Text: stop tokens and EOS are not part of the text.
   if (reason == FinishReason::kNone && s->text != nullptr) {
-    StopStringMatcher::Result r = s->stops->Append(s->text->Push(tok.id));
+    StopStringMatcher::Result r = s->stops->Append(s->text->Push(tok.token));
     u.text = std::move(r.emit);
     if (r.stopped) {  // stop strings apply from the first token
       reason = FinishReason::kStop;

@@ -146,7 +146,6 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   int64_t reserved_blocks_ = 0;  // KV blocks promised to running sequences
   int64_t steps_ = 0;
-  engine::Sampler sampler_;
 
   std::thread thread_;
 };
