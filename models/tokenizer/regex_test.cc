@@ -1,5 +1,6 @@
 #include "models/tokenizer/regex.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,33 @@ TEST(RegexTest, UnsupportedSyntaxIsAnErrorNamingIt) {
   EXPECT_FALSE(Regex::Compile("a)").ok());
   EXPECT_FALSE(Regex::Compile("[a-").ok());
   EXPECT_FALSE(Regex::Compile("\\1").ok());
+}
+
+// The hand-written matchers (fast_split.cc) must agree with the general engine.
+TEST(RegexTest, FastSplittersMatchGeneralEngine) {
+  const char* kPatterns[] = {
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+      kLlama3,
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+  };
+  const char* kPool[] = {"a", "Z", "\xC3\xA9", "\xE4\xB8\xAD", "1", "\xD9\xA3", "\xC2\xBD", " ", " ", "  ", "\t",
+                         "\n", "\r", "\r\n", "\xC2\xA0", "\xE3\x80\x80", "'", "'s", "'S", "'re", "'LL", "'\xC5\xBF",
+                         ".", "(", ")", "-", "_", "\xF0\x9F\x98\x80", "\xCC\x81", "\xE2\x80\x8B", "\x0B", "\x1C"};
+  std::mt19937 rng(7);
+  for (const char* pattern : kPatterns) {
+    auto fast = Regex::Compile(pattern, true);
+    auto slow = Regex::Compile(pattern, false);
+    ASSERT_TRUE(fast.ok() && slow.ok());
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::string text;
+      int len = rng() % 24;
+      for (int i = 0; i < len; ++i) text += kPool[rng() % (sizeof(kPool) / sizeof(kPool[0]))];
+      std::vector<std::pair<size_t, size_t>> a, b;
+      (*fast)->FindAll(text, &a);
+      (*slow)->FindAll(text, &b);
+      ASSERT_EQ(a, b) << "pattern " << pattern << " text [" << text << "]";
+    }
+  }
 }
 
 }  // namespace

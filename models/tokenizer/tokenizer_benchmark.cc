@@ -6,6 +6,7 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
+#include "models/tokenizer/regex.h"
 #include "models/tokenizer/testdata_util.h"
 #include "models/tokenizer/tokenizer.h"
 
@@ -61,6 +62,21 @@ void BM_Decode(benchmark::State& state, const std::string& name) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));
 }
+
+// The Llama-3 pre-tokenizer regex alone.
+void BM_Llama3Regex(benchmark::State& state) {
+  auto re = Regex::Compile(
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
+  std::vector<std::pair<size_t, size_t>> m;
+  for (auto _ : state) {
+    m.clear();
+    (*re)->FindAll(Text(), &m);
+    benchmark::DoNotOptimize(m);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));
+  state.counters["pieces"] = static_cast<double>(m.size());
+}
+BENCHMARK(BM_Llama3Regex)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_Encode, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond);
