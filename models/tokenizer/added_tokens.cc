@@ -23,25 +23,36 @@ bool IsWordChar(char32_t c) {
 
 void AddedTokenMatcher::Add(std::string pattern, const AddedToken& token) {
   if (pattern.empty()) return;
-  unsigned char b = static_cast<unsigned char>(pattern[0]);
-  entries_.push_back({std::move(pattern), token});
-  by_first_byte_[b].push_back(static_cast<int>(entries_.size() - 1));
-  first_byte_[b] = true;
-  // Longest first, so the first hit at a position is the leftmost-longest one.
-  std::stable_sort(by_first_byte_[b].begin(), by_first_byte_[b].end(), [this](int x, int y) {
-    return entries_[x].pattern.size() > entries_[y].pattern.size();
-  });
+  first_byte_[static_cast<unsigned char>(pattern[0])] = true;
+  int32_t node = 0;
+  for (unsigned char b : pattern) {
+    uint64_t key = (static_cast<uint64_t>(node) << 8) | b;
+    auto it = edges_.find(key);
+    if (it == edges_.end()) {
+      int32_t child = static_cast<int32_t>(terminal_.size());
+      terminal_.push_back(-1);
+      it = edges_.emplace(key, child).first;
+    }
+    node = it->second;
+  }
+  // Like HF's leftmost-longest Aho-Corasick, the first pattern added wins a tie.
+  if (terminal_[node] < 0) {
+    entries_.push_back({std::move(pattern), token});
+    terminal_[node] = static_cast<int32_t>(entries_.size() - 1);
+  }
 }
 
 int AddedTokenMatcher::LongestAt(absl::string_view text, size_t pos) const {
-  unsigned char b = static_cast<unsigned char>(text[pos]);
-  if (!first_byte_[b]) return -1;
-  absl::string_view rest = text.substr(pos);
-  for (int idx : by_first_byte_[b]) {
-    const std::string& p = entries_[idx].pattern;
-    if (rest.size() >= p.size() && rest.compare(0, p.size(), p) == 0) return idx;
+  if (!first_byte_[static_cast<unsigned char>(text[pos])]) return -1;
+  int best = -1;
+  int32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    auto it = edges_.find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[i]));
+    if (it == edges_.end()) break;
+    node = it->second;
+    if (terminal_[node] >= 0) best = terminal_[node];
   }
-  return -1;
+  return best;
 }
 
 void AddedTokenMatcher::Split(absl::string_view text, std::vector<Segment>* out) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 
 namespace expertd::models {
@@ -48,8 +49,10 @@ class AddedTokenMatcher {
   int LongestAt(absl::string_view text, size_t pos) const;
 
   std::vector<Entry> entries_;
-  // Per first byte: indices of entries starting with it, longest first.
-  std::vector<int> by_first_byte_[256];
+  // Byte trie over the patterns: node 0 is the root; edges keyed by
+  // (node << 8 | byte); terminal_[node] is the entry ending there or -1.
+  absl::flat_hash_map<uint64_t, int32_t> edges_;
+  std::vector<int32_t> terminal_ = {-1};
   bool first_byte_[256] = {};
 };
 

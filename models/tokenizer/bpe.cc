@@ -4,12 +4,15 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/tokenizer/unicode.h"
 
 namespace expertd::models {
 namespace {
+
+constexpr char kMetaspace[] = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
 
 struct ByteTables {
   char32_t to_unicode[256];
@@ -114,6 +117,22 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     m->merges_[(static_cast<uint64_t>(ia) << 32) | static_cast<uint32_t>(ib)] = {static_cast<int32_t>(rank), inew};
   }
 
+  m->split_at_metaspace_ = !byte_level && !m->has_prefix_ && !m->has_suffix_ && !m->ignore_merges_ &&
+                           m->TokenToId(kMetaspace) >= 0;
+  for (auto it = merges.begin(); m->split_at_metaspace_ && it != merges.end(); ++it) {
+    std::string a, b;
+    if (it->is_string()) {
+      const std::string& s = it->get_ref<const std::string&>();
+      size_t sp = s.find(' ');
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else {
+      a = (*it)[0].get<std::string>();
+      b = (*it)[1].get<std::string>();
+    }
+    if (absl::StartsWith(b, kMetaspace) && !absl::EndsWith(a, kMetaspace)) m->split_at_metaspace_ = false;
+  }
+
   m->byte_fast_ = byte_level && !m->has_prefix_ && !m->has_suffix_;
   for (int b = 0; b < 256; ++b) {
     std::string sym;
@@ -136,6 +155,22 @@ const std::string* BpeModel::IdToToken(int32_t id) const {
 }
 
 void BpeModel::Encode(absl::string_view piece, std::vector<int32_t>* ids) const {
+  if (!split_at_metaspace_) {
+    EncodeCached(piece, ids);
+    return;
+  }
+  const absl::string_view mark(kMetaspace);
+  size_t start = 0;
+  for (size_t i = 1; i + mark.size() <= piece.size(); ++i) {
+    if (piece.compare(i, mark.size(), mark) != 0) continue;
+    if (i >= mark.size() && piece.compare(i - mark.size(), mark.size(), mark) == 0) continue;
+    EncodeCached(piece.substr(start, i - start), ids);
+    start = i;
+  }
+  EncodeCached(piece.substr(start), ids);
+}
+
+void BpeModel::EncodeCached(absl::string_view piece, std::vector<int32_t>* ids) const {
   if (piece.empty()) return;
   if (piece.size() >= kMaxCachedWordLen) {
     Ids out;

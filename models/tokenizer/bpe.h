@@ -50,6 +50,7 @@ class BpeModel {
     int32_t new_id;
   };
   BpeModel() = default;
+  void EncodeCached(absl::string_view piece, std::vector<int32_t>* ids) const;
   void EncodeWord(absl::string_view word, Ids* out) const;
   void InitialSymbols(absl::string_view word, Ids* syms) const;
   void MergeAll(Ids* syms) const;
@@ -76,6 +77,11 @@ class BpeModel {
   std::array<int32_t, 256> byte_ids_;  // byte-level: id of each byte's symbol, -1 if absent
   bool byte_fast_ = false;             // byte-level and every byte has an id and no prefix/suffix
   std::array<int32_t, 256> fallback_ids_;  // byte_fallback: id of "<0xAB>", -1 if absent
+  // SentencePiece-style vocabularies: when no merge joins a token ending in a
+  // non-"▁" char to one starting with "▁", BPE on a piece equals BPE on its
+  // parts split before each such "▁", which lets long pieces (Llama-2 has no
+  // pre-tokenizer) use the word cache. Checked at load time.
+  bool split_at_metaspace_ = false;
 
   // Word cache: shards keyed by the piece bytes. Stops growing when full.
   static constexpr int kShards = 16;

@@ -1,6 +1,7 @@
 #include "models/tokenizer/regex.h"
 
 #include "absl/strings/str_cat.h"
+#include "models/tokenizer/fast_split.h"
 #include "models/tokenizer/unicode.h"
 
 namespace expertd::models {
@@ -403,9 +404,12 @@ class RegexParser {
   size_t pos_ = 0;
 };
 
-absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(absl::string_view pattern) {
+Regex::~Regex() = default;
+
+absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(absl::string_view pattern, bool allow_fast) {
   std::unique_ptr<Regex> re(new Regex());
   re->pattern_ = std::string(pattern);
+  if (allow_fast) re->fast_ = FastSplitter::ForPattern(pattern);
   RegexParser parser(pattern, re.get());
   absl::Status s = parser.Parse();
   if (!s.ok()) return s;
@@ -501,6 +505,10 @@ class RegexMatcher {
 };
 
 void Regex::FindAll(absl::string_view text, std::vector<std::pair<size_t, size_t>>* out) const {
+  if (fast_ != nullptr) {
+    fast_->FindAll(text, out);
+    return;
+  }
   std::vector<char32_t> cps;
   std::vector<uint32_t> offs;
   cps.reserve(text.size());

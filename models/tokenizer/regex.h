@@ -28,9 +28,14 @@
 
 namespace expertd::models {
 
+class FastSplitter;
+
 class Regex {
  public:
-  static absl::StatusOr<std::unique_ptr<Regex>> Compile(absl::string_view pattern);
+  // With allow_fast, the well-known HF pre-tokenizer patterns get a
+  // hand-written matcher (fast_split.h) with identical results.
+  static absl::StatusOr<std::unique_ptr<Regex>> Compile(absl::string_view pattern, bool allow_fast = true);
+  ~Regex();
 
   // Appends the byte ranges [start, end) of all non-empty, non-overlapping
   // matches in `text` (valid UTF-8), scanning left to right.
@@ -70,6 +75,7 @@ class Regex {
   Regex() = default;
 
   std::string pattern_;
+  std::unique_ptr<FastSplitter> fast_;  // null unless a known pattern
   std::vector<CharSet> sets_;
   std::vector<Alt> alts_;  // alts_[0] is the whole pattern
 };

@@ -1,6 +1,8 @@
 #include "models/tokenizer/unicode.h"
 
 #include <algorithm>
+
+#include "absl/base/call_once.h"
 #include <vector>
 
 namespace expertd::models::unicode {
@@ -203,18 +205,49 @@ std::string SanitizeUtf8(absl::string_view sv) {
   return out;
 }
 
-std::string Normalize(absl::string_view s, NormalForm form) {
-  bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
-  bool compose = form == NormalForm::kNFC || form == NormalForm::kNFKC;
-  // Fast path: code points below U+00A0 (lead bytes < 0xC2) are stable in every form.
-  bool trivial = true;
-  for (char ch : s) {
-    if (static_cast<unsigned char>(ch) >= 0xC2) {
-      trivial = false;
-      break;
+namespace {
+
+// Code points that a normalization form may change or that may change their
+// neighbours: nonzero combining class, a decomposition of the form's kind, or
+// (composing forms) the second element of a composition. Everything else is
+// "inert": it is left alone and blocks composition across it, so a text is
+// normalized by normalizing only the runs around non-inert code points.
+class InertTable {
+ public:
+  explicit InertTable(NormalForm form) : bits_((0x110000 + 63) / 64, 0) {
+    bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
+    bool compose = form == NormalForm::kNFC || form == NormalForm::kNFKC;
+    for (char32_t c = 0; c < 0x110000; ++c) {
+      if (CombiningClass(c) != 0) Mark(c);
+    }
+    for (size_t i = 0; i < t::kDecompCount; ++i) {
+      const t::DecompEntry& e = t::kDecomp[i];
+      if ((e.flags & 1) || (compat && (e.flags & 2))) Mark(e.cp);
+    }
+    if (compose) {
+      for (size_t i = 0; i < t::kComposeCount; ++i) Mark(t::kCompose[i].second);
+      for (char32_t c = kVBase; c < kVBase + kVCount; ++c) Mark(c);
+      for (char32_t c = kTBase + 1; c < kTBase + kTCount; ++c) Mark(c);
+    } else {
+      for (char32_t c = kSBase; c < kSBase + kSCount; ++c) Mark(c);
     }
   }
-  if (trivial) return std::string(s);
+  bool NonInert(char32_t c) const { return c < 0x110000 && ((bits_[c >> 6] >> (c & 63)) & 1); }
+
+ private:
+  void Mark(char32_t c) { bits_[c >> 6] |= uint64_t{1} << (c & 63); }
+  std::vector<uint64_t> bits_;
+};
+
+const InertTable& Inert(NormalForm form) {
+  static const InertTable* tables[4] = {};
+  static absl::once_flag once[4];
+  int k = static_cast<int>(form);
+  absl::call_once(once[k], [k, form] { tables[k] = new InertTable(form); });
+  return *tables[k];
+}
+
+void NormalizeRun(absl::string_view s, bool compat, bool compose, std::string* out) {
   std::vector<char32_t> cps;
   cps.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
@@ -225,9 +258,48 @@ std::string Normalize(absl::string_view s, NormalForm form) {
   }
   ReorderMarks(&cps);
   if (compose) Compose(&cps);
+  for (char32_t cp : cps) AppendUtf8(cp, out);
+}
+
+}  // namespace
+
+std::string Normalize(absl::string_view s, NormalForm form) {
+  bool compat = form == NormalForm::kNFKC || form == NormalForm::kNFKD;
+  bool compose = form == NormalForm::kNFC || form == NormalForm::kNFKC;
+  // Code points below U+00A0 (lead bytes < 0xC2) are inert in every form.
+  size_t first = 0;
+  while (first < s.size() && static_cast<unsigned char>(s[first]) < 0xC2) ++first;
+  if (first == s.size()) return std::string(s);
+  const InertTable& inert = Inert(form);
   std::string out;
-  out.reserve(s.size());
-  for (char32_t cp : cps) AppendUtf8(cp, &out);
+  out.reserve(s.size() + s.size() / 8);
+  size_t copied = 0;                          // s[0, copied) is in out
+  size_t last_inert = first > 0 ? first - 1 : 0;  // start of the last inert code point
+  size_t i = first;
+  while (i < s.size()) {
+    size_t len;
+    char32_t c = DecodeUtf8(s.data() + i, s.size() - i, &len);
+    if (!inert.NonInert(c)) {
+      last_inert = i;
+      i += len;
+      continue;
+    }
+    // A run of non-inert code points, with the inert starter before it.
+    size_t begin = std::max(last_inert, copied);
+    size_t end = i + len;
+    while (end < s.size()) {
+      size_t l2;
+      char32_t c2 = DecodeUtf8(s.data() + end, s.size() - end, &l2);
+      if (!inert.NonInert(c2)) break;
+      end += l2;
+    }
+    out.append(s.data() + copied, begin - copied);
+    NormalizeRun(s.substr(begin, end - begin), compat, compose, &out);
+    copied = end;
+    i = end;
+    last_inert = end;
+  }
+  out.append(s.data() + copied, s.size() - copied);
   return out;
 }
 

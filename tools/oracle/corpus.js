@@ -68,6 +68,15 @@ const POOL = [
   '<｜end▁of▁sentence｜>', 'ﬁ', '㎏', 'Ａ', '…', '\u0000',
 ];
 
+// A second pool for rarer categories and normalization edge cases.
+const POOL2 = [
+  'x', 'Q', ' ', '  ', '\n', '\r', '\t', '\u00ad', '\u093e', '\u20dd', 'ǅ', 'ʰ', '‿', '«', '»', '€', '^', '`',
+  '\u2029', '\u001c', '\u001f', '\u0085', '\u1680', '\u212a', '\u2126', '\uf900', '\u{1D7D8}', '٣', 'か\u3099',
+  '\u3099', 'A\u030a', '\u1100', '\u1161', '\u11a8', '한', 'ﾊﾟ', 'ｶ', '\u0f73', '\u0344', 'q\u0323\u0307',
+  '\u0307\u0323', 'ά', '\u1fbd', '\u0958', '\'', '\'ll', '\'VE', '\'D', '1', '22', '333', '4444',
+  '\u{1F1FA}', '\u{1F3FD}', '\u200d', '\ufe0f', '<', '>', '|', '<s', 's>', '<|', '|>', '▁▁', '##', '</w>',
+];
+
 function build(r) {
   const out = FIXED.map(([name, text]) => ({ name, text }));
   for (const [name, hex] of HEX) out.push({ name, hex });
@@ -76,6 +85,15 @@ function build(r) {
     let s = '';
     for (let j = 0; j < n; j++) s += POOL[Math.floor(r() * POOL.length)];
     out.push({ name: 'random_' + k, text: s });
+  }
+  for (let k = 0; k < 250; k++) {
+    const n = Math.floor(r() * 60);
+    let s = '';
+    for (let j = 0; j < n; j++) {
+      const pool = r() < 0.6 ? POOL2 : POOL;
+      s += pool[Math.floor(r() * pool.length)];
+    }
+    out.push({ name: 'random2_' + k, text: s });
   }
   return out;
 }
