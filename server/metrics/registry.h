@@ -145,7 +145,8 @@ class Registry {
                                   std::vector<double> upper_bounds, std::vector<std::string> label_names = {});
 
   // Runs before every Render(), e.g. to copy engine statistics into gauges.
-  // Hooks run one Render at a time, in the order added.
+  // Hooks run one Render at a time, in the order added, with the registry
+  // locked: a hook may update metrics but must not add families or hooks.
   void AddCollectHook(std::function<void()> hook);
 
   // The whole registry in text format 0.0.4 (Content-Type
