@@ -15,7 +15,7 @@
 //
 // All times are durations measured with one monotonic clock in this process
 // (absl::Now() differences are fine). Every series carries the constant label
-// model_name (as vLLM).
+// model_name (as vLLM). The daemon owns one instance: Daemon::metrics().
 #ifndef EXPERTD_SERVER_METRICS_SERVING_METRICS_H_
 #define EXPERTD_SERVER_METRICS_SERVING_METRICS_H_
 
@@ -119,7 +119,9 @@ class ServingMetrics {
   // --- gRPC layer, per finished call ---
   // Every InferenceService call, including ones rejected before the engine
   // (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...). `rpc` is the
-  // method name ("Generate", "GenerateUnary", "Tokenize", ...).
+  // method name ("Generate", "GenerateUnary", "Tokenize", ...). From a
+  // grpc::Status: static_cast<absl::StatusCode>(status.error_code()) (the
+  // numbering is the same).
   void OnRpcFinished(absl::string_view rpc, absl::StatusCode code);
 
   // --- engine owner ---
