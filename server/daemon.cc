@@ -11,7 +11,6 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "models/config/model_config.h"
-#include "server/version.h"
 
 namespace expertd::server {
 namespace {

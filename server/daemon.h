@@ -26,6 +26,7 @@
 #include "server/metrics/http_server.h"
 #include "server/metrics/serving_metrics.h"
 #include "server/serving_state.h"
+#include "server/version.h"
 
 namespace expertd::server {
 

@@ -14,14 +14,14 @@
 #include "gtest/gtest.h"
 #include "proto/expertd.grpc.pb.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
-#include "tests/testing/daemon_process.h"
+#include "tests/ops/expertd_process.h"
 
 namespace expertd {
 namespace {
 
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
-using testing::DaemonProcess;
+using testing::ExpertdProcess;
 using testing::Subprocess;
 
 constexpr char kOpenssl[] = "/usr/bin/openssl";  // Debian's `openssl` package (tools/setup.sh)
@@ -67,7 +67,7 @@ grpc::Status Check(const std::shared_ptr<grpc::Channel>& channel, HealthCheckRes
 TEST(TlsTest, TrustedClientsConnectOthersDoNot) {
   const CertFiles server_cert = MakeSelfSignedCert("server");
   const CertFiles other_cert = MakeSelfSignedCert("other");
-  DaemonProcess daemon;
+  ExpertdProcess daemon;
   ASSERT_TRUE(daemon.Start("tests/data/fixtures/qwen2_moe_mixed",
                            {"--tls_cert=" + server_cert.cert, "--tls_key=" + server_cert.key,
                             "--shutdown_grace_seconds=1"},

@@ -1,4 +1,4 @@
-#include "tests/testing/daemon_process.h"
+#include "tests/ops/expertd_process.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 namespace expertd::testing {
 
-absl::Status DaemonProcess::Start(const std::string& model_dir, const std::vector<std::string>& extra_flags,
+absl::Status ExpertdProcess::Start(const std::string& model_dir, const std::vector<std::string>& extra_flags,
                                   const std::string& work_dir) {
   static int instance = 0;
   const std::string tag = absl::StrCat(getpid(), "_", instance++);
@@ -30,7 +30,7 @@ absl::Status DaemonProcess::Start(const std::string& model_dir, const std::vecto
   return absl::OkStatus();
 }
 
-std::vector<std::string> DaemonProcess::LogLines(const std::string& msg) const {
+std::vector<std::string> ExpertdProcess::LogLines(const std::string& msg) const {
   std::vector<std::string> out;
   for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
     nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
@@ -39,7 +39,7 @@ std::vector<std::string> DaemonProcess::LogLines(const std::string& msg) const {
   return out;
 }
 
-int DaemonProcess::MetricsPort(absl::Duration timeout) const {
+int ExpertdProcess::MetricsPort(absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     for (const std::string& line : LogLines("metrics listening")) {

@@ -16,14 +16,14 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
-#include "tests/testing/daemon_process.h"
+#include "tests/ops/expertd_process.h"
 
 namespace expertd {
 namespace {
 
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
-using testing::DaemonProcess;
+using testing::ExpertdProcess;
 using testing::Subprocess;
 
 constexpr char kModel[] = "tests/data/fixtures/qwen2_moe_mixed";
@@ -97,7 +97,7 @@ class TakenPort {
 };
 
 TEST(MetricsEndpointTest, ScrapesMetricsAndHealthThenDrains) {
-  DaemonProcess daemon;
+  ExpertdProcess daemon;
   ASSERT_TRUE(daemon.Start(kModel, {"--metrics_listen=127.0.0.1:0", "--shutdown_grace_seconds=2"},
                            ::testing::TempDir())
                   .ok());
@@ -173,7 +173,7 @@ TEST(MetricsEndpointTest, MetricsPortInUseExitsOneWithClearError) {
 }
 
 TEST(MetricsEndpointTest, GrpcPortOfAnotherDaemonIsNotShared) {
-  DaemonProcess first;
+  ExpertdProcess first;
   ASSERT_TRUE(first.Start(kModel, {}, ::testing::TempDir()).ok());
   EXPECT_TRUE(first.LogLines("metrics listening").empty()) << "metrics must be off without --metrics_listen";
   Subprocess second;

@@ -1,9 +1,9 @@
-// DaemonProcess: the real expertd binary on free localhost ports, for
+// ExpertdProcess: the real expertd binary on free localhost ports, for
 // integration tests. Ports are chosen by the daemon (port 0) and read back
 // from --port_file (gRPC) and from its "metrics listening" log line (metrics),
 // so parallel tests never collide.
-#ifndef EXPERTD_TESTS_TESTING_DAEMON_PROCESS_H_
-#define EXPERTD_TESTS_TESTING_DAEMON_PROCESS_H_
+#ifndef EXPERTD_TESTS_OPS_EXPERTD_PROCESS_H_
+#define EXPERTD_TESTS_OPS_EXPERTD_PROCESS_H_
 
 #include <memory>
 #include <string>
@@ -15,7 +15,7 @@
 
 namespace expertd::testing {
 
-class DaemonProcess {
+class ExpertdProcess {
  public:
   // Starts `server/expertd --model_dir=<model_dir> --listen=127.0.0.1:0
   // --port_file=... <extra_flags>` (extra flags may override --listen) with
@@ -42,4 +42,4 @@ class DaemonProcess {
 
 }  // namespace expertd::testing
 
-#endif  // EXPERTD_TESTS_TESTING_DAEMON_PROCESS_H_
+#endif  // EXPERTD_TESTS_OPS_EXPERTD_PROCESS_H_
