@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -34,10 +35,29 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const S
   return grpc::SslServerCredentials(ssl);
 }
 
+ServingMetricsInfo MetricsInfo(const ServerOptions& o) {
+  ServingMetricsInfo info;
+  info.model_name = o.model_name;
+  info.version = kVersion;
+  info.cache_config = {
+      {"kv_cache_bytes", std::to_string(o.kv_cache_bytes)},
+      {"kv_block_size", std::to_string(o.kv_block_size)},
+      {"expert_cache_bytes", std::to_string(o.expert_cache_bytes)},
+      {"expert_cache_percent", absl::StrCat(o.expert_cache_percent)},
+      {"host_expert_bytes", std::to_string(o.host_expert_bytes)},
+      {"expert_policy", o.expert_policy},
+      {"prefetch", o.prefetch},
+  };
+  return info;
+}
+
 }  // namespace
 
 Daemon::Daemon(ServerOptions options)
-    : state_(std::move(options)), inference_service_(&state_), admin_service_(&state_) {}
+    : state_(std::move(options)),
+      metrics_(MetricsInfo(state_.options())),
+      inference_service_(&state_),
+      admin_service_(&state_) {}
 
 Daemon::~Daemon() {
   Shutdown();
@@ -54,10 +74,18 @@ absl::Status Daemon::Start() {
   }
 
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MakeCredentials(o));
+  if (!o.metrics_listen.empty()) {
+    metrics_http_ = std::make_unique<metrics::MetricsHttpServer>(&metrics_.registry(), [this] { return state_.ready(); });
+    RETURN_IF_ERROR(metrics_http_->Start(o.metrics_listen));
+    EXPERTD_LOG(Info, "metrics listening").With("address", o.metrics_listen).With("port", metrics_http_->port());
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, creds, &port_);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on the same port would
+  // then share it silently instead of failing to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_message_bytes));
   // Long prefills send no DATA frames: let clients keep the connection alive.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
@@ -66,6 +94,7 @@ absl::Status Daemon::Start() {
   builder.RegisterService(&admin_service_);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
+    if (metrics_http_ != nullptr) metrics_http_->Stop();
     return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
   }
   SetHealth(false);
@@ -135,6 +164,7 @@ void Daemon::Shutdown() {
   }
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
   EXPERTD_LOG(Info, "stopped");
 }
 

@@ -1,12 +1,15 @@
 // Daemon: owns the gRPC server and the daemon's lifecycle.
 //
 //   Start()     checks the model directory (config.json must parse: a bad
-//               directory fails here, before listening), starts listening with
+//               directory fails here, before listening), starts the metrics
+//               HTTP port when --metrics_listen is set, starts listening with
 //               health NOT_SERVING, and loads the model on a background thread;
-//               health turns SERVING when it is ready.
+//               health turns SERVING when it is ready. A port already in use
+//               (gRPC or metrics) fails Start with UNAVAILABLE.
 //   Shutdown()  drains: health NOT_SERVING, new requests get UNAVAILABLE,
 //               in-flight calls get shutdown_grace_seconds to finish, then the
-//               server stops. Idempotent.
+//               server stops, then the metrics port (scrapes work during the
+//               drain; /health answers 503). Idempotent.
 //
 // Thread safety: Start and Shutdown from one thread (main); the rest is safe.
 #ifndef EXPERTD_SERVER_DAEMON_H_
@@ -20,7 +23,10 @@
 #include "grpcpp/grpcpp.h"
 #include "server/admin_service.h"
 #include "server/inference_service.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/serving_metrics.h"
 #include "server/serving_state.h"
+#include "server/version.h"
 
 namespace expertd::server {
 
@@ -33,6 +39,12 @@ class Daemon {
   void Shutdown();
 
   int port() const { return port_; }
+  // The bound metrics port; 0 when --metrics_listen is empty.
+  int metrics_port() const { return metrics_http_ == nullptr ? 0 : metrics_http_->port(); }
+  // The daemon's metrics (see server/metrics/serving_metrics.h); always
+  // collected, exported when --metrics_listen is set. Lives as long as the
+  // daemon.
+  ServingMetrics* metrics() { return &metrics_; }
   // True once background loading ended; load_status() then says how.
   bool load_finished() const { return load_done_.HasBeenNotified(); }
   absl::Status load_status() const;
@@ -42,8 +54,10 @@ class Daemon {
   void SetHealth(bool serving);
 
   ServingState state_;
+  ServingMetrics metrics_;  // after state_: built from its options
   InferenceServiceImpl inference_service_;
   AdminServiceImpl admin_service_;
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread loader_;

@@ -47,6 +47,8 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
          "largest request message accepted");
   f->String("tls_cert", &o->tls_cert, "PEM certificate chain: serve TLS (needs --tls_key)");
   f->String("tls_key", &o->tls_key, "PEM private key for --tls_cert");
+  f->String("metrics_listen", &o->metrics_listen,
+            "host:port for Prometheus GET /metrics and GET /health over HTTP (empty: off; port 0: any free port)");
   f->String("model_dir", &o->model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)");
   f->String("model_name", &o->model_name, "name clients use for the model (default: model_dir's base name)");
   f->String("backend", &o->backend, "auto | cpu | cuda");
@@ -73,24 +75,40 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->String("log_format", &o->log_format, "json | text");
 }
 
-absl::Status ParseListenAddress(const std::string& listen, std::string* host, int* port) {
-  size_t colon = listen.rfind(':');
+namespace {
+
+absl::Status ParseHostPort(absl::string_view flag, const std::string& value, std::string* host, int* port) {
+  size_t colon = value.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return FlagError("listen", absl::StrCat("'", listen, "' is not host:port (e.g. 127.0.0.1:50051 or [::]:50051)"));
+    return FlagError(flag, absl::StrCat("'", value, "' is not host:port (e.g. 127.0.0.1:50051 or [::]:50051)"));
   }
   int p;
-  if (!absl::SimpleAtoi(listen.substr(colon + 1), &p) || p < 0 || p > 65535) {
-    return FlagError("listen", absl::StrCat("'", listen, "' has no valid port (0-65535)"));
+  if (!absl::SimpleAtoi(value.substr(colon + 1), &p) || p < 0 || p > 65535) {
+    return FlagError(flag, absl::StrCat("'", value, "' has no valid port (0-65535)"));
   }
-  *host = listen.substr(0, colon);
+  *host = value.substr(0, colon);
   *port = p;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseListenAddress(const std::string& listen, std::string* host, int* port) {
+  return ParseHostPort("listen", listen, host, port);
 }
 
 absl::Status ValidateServerOptions(ServerOptions* o) {
   std::string host;
   int port;
   RETURN_IF_ERROR(ParseListenAddress(o->listen, &host, &port));
+  if (!o->metrics_listen.empty()) {
+    std::string metrics_host;
+    int metrics_port;
+    RETURN_IF_ERROR(ParseHostPort("metrics_listen", o->metrics_listen, &metrics_host, &metrics_port));
+    if (metrics_port != 0 && metrics_port == port) {
+      return FlagError("metrics_listen", absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
+    }
+  }
   if (o->model_dir.empty()) return FlagError("model_dir", "is required");
   if (!IsDirectory(o->model_dir)) return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
   RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));

@@ -20,6 +20,7 @@ struct ServerOptions {
   int64_t max_receive_message_bytes = 64 << 20;
   std::string tls_cert;                    // PEM; both or neither with tls_key
   std::string tls_key;
+  std::string metrics_listen;              // host:port for HTTP /metrics + /health; empty = off
 
   // Model.
   std::string model_dir;                   // Hugging Face checkpoint directory (required)

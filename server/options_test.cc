@@ -66,6 +66,18 @@ TEST_F(OptionsTest, BadValuesNameTheFlag) {
   ExpectError({"--model_dir=" + dir_, "--shutdown_grace_seconds=-1"}, "--shutdown_grace_seconds");
 }
 
+TEST_F(OptionsTest, MetricsListen) {
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_}).ok());
+  EXPECT_EQ(options_.metrics_listen, "");  // off unless asked for
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--metrics_listen=0.0.0.0:9090"}).ok());
+  EXPECT_EQ(options_.metrics_listen, "0.0.0.0:9090");
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"}).ok());
+  ExpectError({"--model_dir=" + dir_, "--metrics_listen=9090"}, "--metrics_listen: '9090' is not host:port");
+  ExpectError({"--model_dir=" + dir_, "--metrics_listen=[::]:70000"}, "--metrics_listen: '[::]:70000' has no valid port");
+  ExpectError({"--model_dir=" + dir_, "--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:50051"},
+              "--metrics_listen: port 50051 is already the gRPC port");
+}
+
 TEST_F(OptionsTest, AdminTokenFile) {
   std::string path = dir_ + "/token";
   std::ofstream(path) << "  0123456789abcdef0123\n";
