@@ -32,7 +32,7 @@ MODEL_DIR = "tests/data/fixtures/qwen2_moe_mixed"
 # Generate is UNIMPLEMENTED until the scheduler and engine land in the daemon.
 # When they do, set this to True: test_generate_streaming then checks a real
 # stream (tokens, text deltas, one final message with finish reason and usage).
-GENERATE_IMPLEMENTED = False
+GENERATE_IMPLEMENTED = True
 
 
 def runfile(path):
