@@ -56,8 +56,17 @@ ServingMetricsInfo MetricsInfo(const ServerOptions& o) {
 Daemon::Daemon(ServerOptions options)
     : state_(std::move(options)),
       metrics_(MetricsInfo(state_.options())),
-      inference_service_(&state_),
-      admin_service_(&state_) {}
+      scheduler_metrics_(&metrics_),
+      inference_service_(&state_, &metrics_),
+      admin_service_(&state_) {
+  // Gauges stay true between steps too: refresh them on every scrape.
+  metrics_.AddCollectHook([this] {
+    std::shared_ptr<const LoadedModel> model = state_.model();
+    if (model == nullptr || model->runtime == nullptr) return;
+    SchedulerStats s = model->runtime->scheduler()->stats();
+    metrics_.UpdateScheduler({s.running, s.waiting, s.kv_cache_usage});
+  });
+}
 
 Daemon::~Daemon() {
   Shutdown();
@@ -119,7 +128,7 @@ absl::Status Daemon::LoadModel() {
   auto model = std::make_shared<LoadedModel>();
   model->name = o.model_name;
   model->dir = o.model_dir;
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, /*listener=*/nullptr));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_));
   model->config = runtime->config();
   model->runtime = std::move(runtime);
   if (state_.draining()) return absl::CancelledError("shutdown requested while loading");

@@ -25,6 +25,7 @@
 #include "server/inference_service.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/serving_metrics.h"
+#include "server/scheduler_metrics.h"
 #include "server/serving_state.h"
 #include "server/version.h"
 
@@ -55,6 +56,7 @@ class Daemon {
 
   ServingState state_;
   ServingMetrics metrics_;  // after state_: built from its options
+  SchedulerMetrics scheduler_metrics_;  // feeds metrics_ from the scheduler
   InferenceServiceImpl inference_service_;
   AdminServiceImpl admin_service_;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;

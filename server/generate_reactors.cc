@@ -64,8 +64,13 @@ grpc::Status FinalStatus(const GenerationUpdate& u) { return ToGrpcStatus(u.stat
 // ---------------------------------------------------------------------------
 // Streaming
 
-GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request) {
-  std::shared_ptr<GenerateStreamReactor> r(new GenerateStreamReactor(scheduler));
+void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
+  if (on_finish_) on_finish_(status);
+  Finish(status);
+}
+
+GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request, RpcDone done) {
+  std::shared_ptr<GenerateStreamReactor> r(new GenerateStreamReactor(scheduler, std::move(done)));
   r->self_ = r;
   {
     absl::MutexLock lock(&r->mu_);
@@ -77,7 +82,7 @@ GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, Gener
       absl::MutexLock lock(&r->mu_);
       r->finish_called_ = true;
     }
-    r->Finish(ToGrpcStatus(handle.status()));
+    r->FinishWith(ToGrpcStatus(handle.status()));
     return r.get();
   }
   absl::MutexLock lock(&r->mu_);
@@ -136,7 +141,7 @@ void GenerateStreamReactor::Act() {
   if (write) {
     StartWrite(&in_flight_);
   } else if (finish) {
-    Finish(status);
+    FinishWith(status);
   }
 }
 
@@ -177,14 +182,19 @@ void GenerateStreamReactor::OnDone() {
 // ---------------------------------------------------------------------------
 // Unary
 
+void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
+  if (on_finish_) on_finish_(status);
+  Finish(status);
+}
+
 GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
-                                                   v1::GenerateUnaryResponse* response) {
-  std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(scheduler, response));
+                                                   v1::GenerateUnaryResponse* response, RpcDone done) {
+  std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(scheduler, response, std::move(done)));
   r->self_ = r;
   response->set_request_id(request.request_id);
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
   if (!handle.ok()) {
-    r->Finish(ToGrpcStatus(handle.status()));
+    r->FinishWith(ToGrpcStatus(handle.status()));
     return r.get();
   }
   absl::MutexLock lock(&r->mu_);
@@ -199,7 +209,7 @@ void GenerateUnaryReactor::OnUpdate(GenerationUpdate u) {
   if (!u.finished) return;
   done_ = true;  // nothing touches response_ after Finish
   lock.Release();
-  Finish(FinalStatus(u));
+  FinishWith(FinalStatus(u));
 }
 
 void GenerateUnaryReactor::OnCancel() {

@@ -6,6 +6,7 @@
 #define EXPERTD_SERVER_GENERATE_REACTORS_H_
 
 #include <memory>
+#include <functional>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -22,6 +23,9 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out);
 // gRPC status for a finished update (OK unless cancelled / deadline).
 grpc::Status FinalStatus(const GenerationUpdate& u);
 
+// Called once with the status a call ends with (metrics).
+using RpcDone = std::function<void(const grpc::Status&)>;
+
 // Streaming. Shared-owned: by itself until OnDone, and by the scheduler
 // (as the request's observer) until the request ends, so a late update
 // never touches freed memory.
@@ -29,7 +33,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
                                     public GenerationObserver,
                                     public std::enable_shared_from_this<GenerateStreamReactor> {
  public:
-  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request);
+  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request, RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;  // scheduler thread
   void OnWriteDone(bool ok) override;
@@ -37,13 +41,15 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void OnDone() override;
 
  private:
-  explicit GenerateStreamReactor(Scheduler* scheduler) : scheduler_(scheduler) {}
+  GenerateStreamReactor(Scheduler* scheduler, RpcDone done) : scheduler_(scheduler), on_finish_(std::move(done)) {}
+  void FinishWith(const grpc::Status& status);
   // Under mu_: decides the next network action. Returns true if `in_flight_`
   // should be written; sets *finish when the call should end instead.
   bool NextActionLocked(bool* finish, grpc::Status* status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Act();
 
   Scheduler* const scheduler_;
+  const RpcDone on_finish_;
   std::shared_ptr<GenerateStreamReactor> self_;  // released in OnDone
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
@@ -63,18 +69,20 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
                                    public std::enable_shared_from_this<GenerateUnaryReactor> {
  public:
   static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
-                                      v1::GenerateUnaryResponse* response);
+                                      v1::GenerateUnaryResponse* response, RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  GenerateUnaryReactor(Scheduler* scheduler, v1::GenerateUnaryResponse* response)
-      : scheduler_(scheduler), response_(response) {}
+  GenerateUnaryReactor(Scheduler* scheduler, v1::GenerateUnaryResponse* response, RpcDone done)
+      : scheduler_(scheduler), response_(response), on_finish_(std::move(done)) {}
+  void FinishWith(const grpc::Status& status);
 
   Scheduler* const scheduler_;
   v1::GenerateUnaryResponse* const response_;  // owned by gRPC until OnDone
+  const RpcDone on_finish_;
   std::shared_ptr<GenerateUnaryReactor> self_;
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);

@@ -62,60 +62,77 @@ absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContex
 
 }  // namespace
 
+std::function<void(const grpc::Status&)> InferenceServiceImpl::Recorder(const char* rpc) {
+  if (metrics_ == nullptr) return nullptr;
+  ServingMetrics* m = metrics_;
+  return [m, rpc](const grpc::Status& s) { m->OnRpcFinished(rpc, static_cast<absl::StatusCode>(s.error_code())); };
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext* ctx, const char* rpc,
+                                                     grpc::Status status) {
+  if (metrics_ != nullptr) metrics_->OnRpcFinished(rpc, static_cast<absl::StatusCode>(status.error_code()));
+  return FinishUnary(ctx, std::move(status));
+}
+
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
                                                                                const v1::GenerateRequest* request) {
   absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
-  if (!p.ok()) return new FinishedWriteReactor<v1::GenerateResponse>(ToGrpcStatus(p.status()));
-  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request));
+  if (!p.ok()) {
+    grpc::Status status = ToGrpcStatus(p.status());
+    if (auto record = Recorder("Generate")) record(status);
+    return new FinishedWriteReactor<v1::GenerateResponse>(status);
+  }
+  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request), Recorder("Generate"));
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
                                                               const v1::GenerateRequest* request,
                                                               v1::GenerateUnaryResponse* response) {
   absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
-  if (!p.ok()) return FinishUnary(ctx, ToGrpcStatus(p.status()));
-  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), response);
+  if (!p.ok()) return Done(ctx, "GenerateUnary", ToGrpcStatus(p.status()));
+  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), response,
+                                      Recorder("GenerateUnary"));
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerContext* ctx,
                                                          const v1::TokenizeRequest* request,
                                                          v1::TokenizeResponse* response) {
   std::shared_ptr<const LoadedModel> model = state_->model();
-  if (model == nullptr) return FinishUnary(ctx, ToGrpcStatus(state_->CheckAcceptingRequests()));
+  if (model == nullptr) return Done(ctx, "Tokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
   const models::Tokenizer* tok = model->runtime->tokenizer();
   if (tok == nullptr) {
-    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+    return Done(ctx, "Tokenize", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                          "Tokenize: the model directory has no tokenizer.json"));
   }
   auto ids = tok->Encode(request->text(), request->has_add_special_tokens() ? request->add_special_tokens() : true);
-  if (!ids.ok()) return FinishUnary(ctx, ToGrpcStatus(ids.status()));
+  if (!ids.ok()) return Done(ctx, "Tokenize", ToGrpcStatus(ids.status()));
   for (int32_t id : *ids) response->add_token_ids(static_cast<uint32_t>(id));
-  return FinishUnary(ctx, grpc::Status::OK);
+  return Done(ctx, "Tokenize", grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Detokenize(grpc::CallbackServerContext* ctx,
                                                            const v1::DetokenizeRequest* request,
                                                            v1::DetokenizeResponse* response) {
   std::shared_ptr<const LoadedModel> model = state_->model();
-  if (model == nullptr) return FinishUnary(ctx, ToGrpcStatus(state_->CheckAcceptingRequests()));
+  if (model == nullptr) return Done(ctx, "Detokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
   const models::Tokenizer* tok = model->runtime->tokenizer();
   if (tok == nullptr) {
-    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+    return Done(ctx, "Detokenize", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                          "Detokenize: the model directory has no tokenizer.json"));
   }
   std::vector<int32_t> ids;
   ids.reserve(request->token_ids_size());
   for (uint32_t id : request->token_ids()) {
     if (id > static_cast<uint32_t>(INT32_MAX) || !tok->IsValidId(static_cast<int32_t>(id))) {
-      return FinishUnary(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+      return Done(ctx, "Detokenize", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                            absl::StrCat("token_ids: ", id, " is not in the tokenizer's vocabulary")));
     }
     ids.push_back(static_cast<int32_t>(id));
   }
   auto text = tok->Decode(ids, request->has_skip_special_tokens() ? request->skip_special_tokens() : true);
-  if (!text.ok()) return FinishUnary(ctx, ToGrpcStatus(text.status()));
+  if (!text.ok()) return Done(ctx, "Detokenize", ToGrpcStatus(text.status()));
   response->set_text(*std::move(text));
-  return FinishUnary(ctx, grpc::Status::OK);
+  return Done(ctx, "Detokenize", grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GetModelInfo(grpc::CallbackServerContext* ctx,
@@ -123,10 +140,10 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetModelInfo(grpc::CallbackServe
                                                              v1::ModelInfo* response) {
   std::shared_ptr<const LoadedModel> model = state_->model();
   if (model == nullptr) {
-    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
+    return Done(ctx, "GetModelInfo", grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
   }
   FillModelInfo(*model, state_->options(), response);
-  return FinishUnary(ctx, grpc::Status::OK);
+  return Done(ctx, "GetModelInfo", grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
@@ -145,7 +162,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServ
     response->set_waiting_requests(stats.waiting);
     response->set_kv_cache_usage(stats.kv_cache_usage);
   }
-  return FinishUnary(ctx, grpc::Status::OK);
+  return Done(ctx, "GetServerInfo", grpc::Status::OK);
 }
 
 }  // namespace expertd::server

@@ -3,14 +3,18 @@
 #ifndef EXPERTD_SERVER_INFERENCE_SERVICE_H_
 #define EXPERTD_SERVER_INFERENCE_SERVICE_H_
 
+#include <functional>
+
 #include "proto/expertd.grpc.pb.h"
+#include "server/metrics/serving_metrics.h"
 #include "server/serving_state.h"
 
 namespace expertd::server {
 
 class InferenceServiceImpl final : public v1::InferenceService::CallbackService {
  public:
-  explicit InferenceServiceImpl(ServingState* state) : state_(state) {}
+  // `metrics` may be null (tests).
+  InferenceServiceImpl(ServingState* state, ServingMetrics* metrics) : state_(state), metrics_(metrics) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
                                                             const v1::GenerateRequest* request) override;
@@ -26,7 +30,12 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
                                           v1::ServerInfo* response) override;
 
  private:
-  ServingState* const state_;  // not owned; outlives the service
+  // Finishes a unary call and counts it.
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc, grpc::Status status);
+  std::function<void(const grpc::Status&)> Recorder(const char* rpc);
+
+  ServingState* const state_;      // not owned; outlives the service
+  ServingMetrics* const metrics_;  // not owned; may be null
 };
 
 }  // namespace expertd::server

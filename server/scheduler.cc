@@ -28,7 +28,6 @@ struct Scheduler::Sequence {
   absl::Time first_scheduled = absl::InfiniteFuture();
   absl::Time first_token = absl::InfiniteFuture();
   absl::Time last_token = absl::InfiniteFuture();
-  std::vector<absl::Duration> inter_token;
 
   bool prefill_done() const { return prefilled == static_cast<int64_t>(request.prompt.size()); }
 };
@@ -240,6 +239,7 @@ void Scheduler::RunStep() {
     in_step.push_back(s.get());
     --budget;
   }
+  const size_t decodes = step.chunks.size();
   for (auto& s : running_) {
     if (budget == 0) break;
     if (s->prefill_done()) continue;
@@ -256,11 +256,11 @@ void Scheduler::RunStep() {
     if (s->first_scheduled == absl::InfiniteFuture()) s->first_scheduled = start;
   }
   absl::StatusOr<engine::StepResult> result = engine_->Step(step);
+  int64_t generated_tokens = 0;
   const absl::Time now = absl::Now();
   ++steps_;
   if (!result.ok()) {
     EXPERTD_LOG(Error, "engine step failed").With("error", result.status()).With("sequences", in_step.size());
-    for (Sequence* s : in_step) s->handle->Cancel();  // reaped below as errors
     for (size_t i = 0; i < running_.size();) {
       if (std::find(in_step.begin(), in_step.end(), running_[i].get()) == in_step.end()) {
         ++i;
@@ -281,16 +281,19 @@ void Scheduler::RunStep() {
         if (!s->prefill_done()) continue;  // logits of a partial prefill are not used
       }
       HandleLogits(s, r.logits.data(), now);
+      ++generated_tokens;
     }
     // Drop finished sequences (Finish() cleared their observer).
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [](const std::unique_ptr<Sequence>& s) { return s->observer == nullptr; }),
                    running_.end());
   }
-  int64_t step_tokens = 0;
-  for (const auto& c : step.chunks) step_tokens += static_cast<int64_t>(c.tokens.size());
+  int64_t prompt_tokens = 0;  // chunks after the decodes are prefill chunks
+  for (size_t k = decodes; k < step.chunks.size(); ++k) {
+    prompt_tokens += static_cast<int64_t>(step.chunks[k].tokens.size());
+  }
   SchedulerStats snapshot = PublishStats();
-  if (listener_ != nullptr) listener_->OnStep(snapshot, step_tokens);
+  if (listener_ != nullptr) listener_->OnStep(snapshot, prompt_tokens, generated_tokens);
 }
 
 SchedulerStats Scheduler::PublishStats() {
@@ -311,8 +314,9 @@ void Scheduler::HandleLogits(Sequence* s, const float* logits, absl::Time now) {
   engine::SampleResult tok = s->sampler->Sample(absl::MakeConstSpan(logits, vocab_size_));
   if (s->first_token == absl::InfiniteFuture()) {
     s->first_token = now;
-  } else {
-    s->inter_token.push_back(now - s->last_token);
+    if (listener_ != nullptr) listener_->OnFirstToken(now - req.arrival);
+  } else if (listener_ != nullptr) {
+    listener_->OnInterTokenLatency(now - s->last_token);
   }
   s->last_token = now;
   s->output.push_back(tok.token);
@@ -387,8 +391,9 @@ void Scheduler::Finish(Sequence* s, GenerationUpdate u) {
     info.code = u.status.code();
     info.prompt_tokens = u.prompt_tokens;
     info.completion_tokens = u.completion_tokens;
+    info.max_new_tokens = req.max_new_tokens;
     info.timing = u.timing;
-    info.inter_token_latencies = s->inter_token;
+    if (s->first_token != absl::InfiniteFuture()) info.prefill_time = s->first_token - scheduled;
     listener_->OnRequestFinished(info);
   }
   std::shared_ptr<GenerationObserver> observer = std::move(s->observer);

@@ -62,18 +62,25 @@ struct SchedulerStats {
 // A finished request's numbers, for metrics.
 struct FinishedRequestInfo {
   FinishReason finish_reason = FinishReason::kNone;
-  absl::StatusCode code = absl::StatusCode::kOk;
+  absl::StatusCode code = absl::StatusCode::kOk;  // CANCELLED / DEADLINE_EXCEEDED
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t max_new_tokens = 0;
   GenerationTiming timing;
-  std::vector<absl::Duration> inter_token_latencies;
+  absl::Duration prefill_time;  // first scheduled -> first token (0 if none)
 };
 
 // Optional hooks (metrics). Called on the scheduler thread; must be cheap.
 class SchedulerListener {
  public:
   virtual ~SchedulerListener() = default;
-  virtual void OnStep(const SchedulerStats& stats, int64_t step_tokens) = 0;
+  // After every engine step: prompt tokens computed (prefill chunks) and
+  // tokens generated (sampled) in it.
+  virtual void OnStep(const SchedulerStats& stats, int64_t prompt_tokens, int64_t generated_tokens) = 0;
+  // A request's first token (arrival -> token) and each later one.
+  virtual void OnFirstToken(absl::Duration time_to_first_token) = 0;
+  virtual void OnInterTokenLatency(absl::Duration latency) = 0;
+  // Exactly once per submitted request.
   virtual void OnRequestFinished(const FinishedRequestInfo& info) = 0;
 };
 

@@ -5,13 +5,17 @@
 
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
+#include "httplib.h"
 #include "gtest/gtest.h"
 #include "proto/expertd.grpc.pb.h"
-#include "tests/testing/daemon_process.h"
+#include "tests/testing/expertd_process.h"
 
 namespace expertd {
 namespace {
@@ -59,19 +63,37 @@ StreamResult Stream(v1::InferenceService::Stub* stub, const v1::GenerateRequest&
   return out;
 }
 
+// The value of the first sample of `name` whose labels contain `labels`; -1
+// when absent.
+double MetricValue(const std::string& text, const std::string& name, const std::string& labels) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, name + "{") || line.find(labels) == absl::string_view::npos) continue;
+    double v;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
+  }
+  return -1;
+}
+
 class GenerateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    ASSERT_TRUE(daemon_.Start(kModel, {"--max_queue_length=4", "--max_running_requests=8", "--kv_cache_bytes=8MiB"},
-                              &error))
-        << error;
+    absl::Status s = daemon_.Start(kModel,
+                                   {"--max_queue_length=4", "--max_running_requests=8", "--kv_cache_bytes=8MiB",
+                                    "--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"},
+                                   ::testing::TempDir());
+    ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.process().Output();
     stub_ = v1::InferenceService::NewStub(daemon_.channel());
   }
   void TearDown() override {
     daemon_.process().Signal(SIGTERM);
     EXPECT_EQ(daemon_.process().Wait(absl::Seconds(30)), 0) << daemon_.process().Output();
+  }
+  std::string Scrape() {
+    httplib::Client client("127.0.0.1", daemon_.MetricsPort());
+    auto res = client.Get("/metrics");
+    EXPECT_TRUE(res) << "no /metrics response";
+    return res ? res->body : "";
   }
   v1::ServerInfo ServerInfo() {
     grpc::ClientContext ctx;
@@ -80,7 +102,7 @@ class GenerateTest : public ::testing::Test {
     return info;
   }
 
-  testing::DaemonProcess daemon_;
+  testing::ExpertdProcess daemon_;
   std::unique_ptr<v1::InferenceService::Stub> stub_;
 };
 
@@ -166,6 +188,12 @@ TEST_F(GenerateTest, CancelMidStreamFreesTheSequence) {
   } while ((info.running_requests() != 0 || info.kv_cache_usage() != 0) && absl::Now() < deadline);
   EXPECT_EQ(info.running_requests(), 0u);
   EXPECT_EQ(info.kv_cache_usage(), 0.0);
+  // The metrics show it: an aborted request, nothing running, KV cache empty.
+  const std::string metrics = Scrape();
+  EXPECT_GE(MetricValue(metrics, "expertd:request_success_total", "finished_reason=\"abort\""), 1) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:num_requests_running", "model_name"), 0) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:kv_cache_usage_perc", "model_name"), 0) << metrics;
+  EXPECT_GE(MetricValue(metrics, "expertd:requests_total", "code=\"CANCELLED\""), 1) << metrics;
 }
 
 TEST_F(GenerateTest, DeadlineExceeded) {

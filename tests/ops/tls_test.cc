@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "proto/expertd.grpc.pb.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
-#include "tests/ops/expertd_process.h"
+#include "tests/testing/expertd_process.h"
 
 namespace expertd {
 namespace {

@@ -2,8 +2,8 @@
 // integration tests. Ports are chosen by the daemon (port 0) and read back
 // from --port_file (gRPC) and from its "metrics listening" log line (metrics),
 // so parallel tests never collide.
-#ifndef EXPERTD_TESTS_OPS_EXPERTD_PROCESS_H_
-#define EXPERTD_TESTS_OPS_EXPERTD_PROCESS_H_
+#ifndef EXPERTD_TESTS_TESTING_EXPERTD_PROCESS_H_
+#define EXPERTD_TESTS_TESTING_EXPERTD_PROCESS_H_
 
 #include <memory>
 #include <string>
@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
 #include "tests/testing/subprocess.h"
 
 namespace expertd::testing {
@@ -32,14 +33,22 @@ class ExpertdProcess {
   // JSON log lines whose "msg" equals `msg`, as raw text.
   std::vector<std::string> LogLines(const std::string& msg) const;
 
+  // An insecure channel to the gRPC port (created on first use).
+  std::shared_ptr<grpc::Channel> channel();
+  // grpc.health.v1 status name ("SERVING", ...) or "error: <message>".
+  std::string Health(const std::string& service);
+  // Polls Health("") until SERVING; false on timeout or if the process exits.
+  bool WaitUntilServing(absl::Duration timeout);
+
   Subprocess& process() { return process_; }
   std::string Output() const { return process_.Output(); }
 
  private:
   Subprocess process_;
   int port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
 };
 
 }  // namespace expertd::testing
 
-#endif  // EXPERTD_TESTS_OPS_EXPERTD_PROCESS_H_
+#endif  // EXPERTD_TESTS_TESTING_EXPERTD_PROCESS_H_

@@ -1,4 +1,4 @@
-#include "tests/ops/expertd_process.h"
+#include "tests/testing/expertd_process.h"
 
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace expertd::testing {
 
@@ -49,6 +50,33 @@ int ExpertdProcess::MetricsPort(absl::Duration timeout) const {
     if (absl::Now() >= deadline) return 0;
     absl::SleepFor(absl::Milliseconds(20));
   }
+}
+
+std::shared_ptr<grpc::Channel> ExpertdProcess::channel() {
+  if (channel_ == nullptr) channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  return channel_;
+}
+
+std::string ExpertdProcess::Health(const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (!s.ok()) return "error: " + s.error_message();
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
+}
+
+bool ExpertdProcess::WaitUntilServing(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (Health("") == "SERVING") return true;
+    if (process_.Wait(absl::ZeroDuration()) >= 0) return false;  // exited
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
 }
 
 }  // namespace expertd::testing
