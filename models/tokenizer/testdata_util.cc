@@ -84,7 +84,8 @@ absl::StatusOr<std::string> BenchmarkText(size_t bytes) {
   if (!corpus.ok()) return corpus.status();
   std::string base;
   for (const auto& e : *corpus) {
-    if (!e.contains("text") || absl::StartsWith(e["name"].get<std::string>(), "long_")) continue;
+    const std::string name = e["name"].get<std::string>();
+    if (!e.contains("text") || absl::StartsWith(name, "long_") || absl::StartsWith(name, "random")) continue;
     absl::StrAppend(&base, e["text"].get<std::string>(), "\n");
   }
   std::string out;
