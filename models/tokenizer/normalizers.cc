@@ -134,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json
       if (!n.ok()) return n.status();
       if (*n) parts.push_back(std::move(n).value());
     }
+    if (parts.empty()) return std::unique_ptr<Normalizer>();  // identity, e.g. DeepSeek-V3
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));
   }
   return absl::InvalidArgumentError(absl::StrCat("unsupported normalizer type \"", type, "\""));

@@ -94,6 +94,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromJson(absl::string_
     absl::flat_hash_set<std::string> special_contents;
     for (const AddedToken& a : *added) {
       tok->added_content_[a.id] = a.content;
+      tok->added_by_content_.emplace(a.content, a.id);
       tok->is_added_[a.id] = true;
       if (a.special) special_contents.insert(a.content);
       if (a.normalized && tok->normalizer_ != nullptr) {
@@ -151,15 +152,9 @@ const std::string* Tokenizer::IdToToken(int32_t id) const {
 }
 
 int32_t Tokenizer::TokenToId(absl::string_view token) const {
-  for (int32_t id = model_->id_end(); id < vocab_size_; ++id) {
-    if (is_added_[id] && added_content_[id] == token) return id;
-  }
-  int32_t id = model_->TokenToId(token);
-  if (id >= 0) return id;
-  for (int32_t i = 0; i < std::min(vocab_size_, model_->id_end()); ++i) {
-    if (is_added_[i] && added_content_[i] == token) return i;
-  }
-  return -1;
+  auto it = added_by_content_.find(token);
+  if (it != added_by_content_.end()) return it->second;
+  return model_->TokenToId(token);
 }
 
 std::vector<SpecialToken> Tokenizer::special_tokens() const {

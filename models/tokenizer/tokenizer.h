@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
@@ -95,6 +96,7 @@ class Tokenizer {
   std::unique_ptr<AddedTokenMatcher> raw_matcher_;         // non-normalized added tokens
   std::unique_ptr<AddedTokenMatcher> normalized_matcher_;  // normalized added tokens
   std::vector<std::string> added_content_;  // by id; empty if not an added token
+  absl::flat_hash_map<std::string, int32_t> added_by_content_;
   std::vector<bool> is_added_;
   std::vector<bool> is_special_;
   int32_t vocab_size_ = 0;
