@@ -69,10 +69,12 @@ std::string StreamingDetokenizer::Advance(bool final) {
   while (stable > 0 && stable < text.size() && (static_cast<unsigned char>(text[stable]) & 0xC0) == 0x80) {
     --stable;
   }
-  if (stable <= emitted_) return std::string();
-  std::string delta = text.substr(emitted_, stable - emitted_);
-  emitted_ = stable;
-  if (!final && stable == text.size() && window_.size() > kMaxWindow) {
+  std::string delta;
+  if (stable > emitted_) {
+    delta = text.substr(emitted_, stable - emitted_);
+    emitted_ = stable;
+  }
+  if (!final && emitted_ == text.size() && window_.size() > kMaxWindow) {
     window_.erase(window_.begin(), window_.end() - kContext);
     emitted_ = tok_->DecodeUnchecked(window_, skip_special_).size();
   }
