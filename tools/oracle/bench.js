@@ -58,6 +58,7 @@ async function main() {
     const cold = Number(process.hrtime.bigint() - t0) / 1e9;
     let best = Infinity;
     let total = 0;
+    const cpu0 = process.cpuUsage();
     for (let i = 0; i < iters; i++) {
       const s = process.hrtime.bigint();
       await tok.encode(text, null, { addSpecialTokens: false });
@@ -65,8 +66,11 @@ async function main() {
       best = Math.min(best, dt);
       total += dt;
     }
+    const cpu = process.cpuUsage(cpu0);  // whole process, all threads (HF runs encode off the JS thread)
+    const cpuSec = (cpu.user + cpu.system) / 1e6;
     console.log(`${name}: ${first.getIds().length} tokens, ${mb.toFixed(3)} MB; cold ${(mb / cold).toFixed(2)} MB/s; ` +
-                `warm mean ${(mb * iters / total).toFixed(2)} MB/s, best ${(mb / best).toFixed(2)} MB/s; ` +
+                `warm mean ${(mb * iters / total).toFixed(2)} MB/s (CPU time: ${(mb * iters / cpuSec).toFixed(2)} MB/s), ` +
+                `best ${(mb / best).toFixed(2)} MB/s; ` +
                 `as ${parts.length} ~4 KB chunks ${(mb / await timeChunks(tok, parts, 3)).toFixed(2)} MB/s`);
   }
 }
