@@ -11,7 +11,7 @@ namespace expertd::models::testdata {
 
 std::vector<std::string> TokenizerNames() {
   return {"gpt2", "llama2", "llama3", "qwen2_5", "qwen3", "deepseek_v3",
-          "llama2_metaspace", "llama2_metaspace_always", "gpt2_digits_nfd"};
+          "llama2_metaspace", "llama2_metaspace_always", "llama3_added_options", "gpt2_digits_nfd"};
 }
 
 std::string Dir() {

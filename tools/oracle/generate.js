@@ -51,6 +51,13 @@ const TOKENIZERS = [
           special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] },
                             '</s>': { id: '</s>', ids: [2], tokens: ['</s>'] } } },
   } },
+  // Added-token options no packaged file uses: lstrip / rstrip / single_word,
+  // a non-special token, a normalized one (filled in from llama3's list below).
+  { name: 'llama3_added_options', base: 'llama3', addedOptions: {
+      128002: { lstrip: true }, 128003: { rstrip: true }, 128004: { single_word: true },
+      128005: { lstrip: true, rstrip: true }, 128006: { special: false },
+      128007: { normalized: true, special: false, single_word: true },
+  }, override: {} },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
@@ -70,7 +77,15 @@ function rng(seed) {
   };
 }
 
+function applyAddedOptions(t) {
+  if (!t.addedOptions || t.override.added_tokens) return;
+  const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
+                                                    'models/tokenizer.json'), 'utf8'));
+  t.override.added_tokens = base.added_tokens.map((a) => Object.assign({}, a, t.addedOptions[a.id] || {}));
+}
+
 function loadJson(t) {
+  applyAddedOptions(t);
   if (t.pkg) return JSON.parse(fs.readFileSync(path.join(PKG, t.pkg, 'models/tokenizer.json'), 'utf8'));
   const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
                                                      'models/tokenizer.json'), 'utf8'));
@@ -112,6 +127,15 @@ async function main() {
       const b = added[Math.floor(r() * added.length)].content;
       extra.push({ name: 'own_added_' + k, text: ['Hello ' + a + ' world', a + b + '\n' + a, ' ' + a + '  x' + b + 'y',
                                                   '中文' + a + '😀' + b][k % 4] });
+    }
+    // The first added tokens in context: whitespace on either side, glued to
+    // words, at the ends of the text.
+    for (const a of added.slice(0, 8)) {
+      const c = a.content;
+      extra.push({ name: 'added_ctx', text: ' x ' + c + '  y' });
+      extra.push({ name: 'added_ctx', text: 'word' + c + 'word_' + c + '_ ' + c });
+      extra.push({ name: 'added_ctx', text: c + '\n\t' + c + c + ' ' });
+      extra.push({ name: 'added_ctx', text: '中' + c + '。' + c.slice(0, -1) + ' ' + c + '9' });
     }
     const cases = corpus.concat(extra);
     for (let i = 0; i < cases.length; i++) {
