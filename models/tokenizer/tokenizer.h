@@ -77,13 +77,13 @@ class Tokenizer {
   absl::optional<int32_t> pad_id() const { return pad_; }
   absl::optional<int32_t> unk_id() const { return unk_; }
 
-  // Internal for StreamingDetokenizer: whether the decoder groups byte tokens.
-  bool decoder_has_byte_fallback() const;
-  // Internal for StreamingDetokenizer: decode of already-validated ids.
-  std::string DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
-
  private:
+  friend class StreamingDetokenizer;
   Tokenizer();
+  // Whether the decoder groups byte-fallback tokens (StreamingDetokenizer).
+  bool decoder_has_byte_fallback() const;
+  // Decode of ids already checked with IsValidId.
+  std::string DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
   absl::Status EncodeText(absl::string_view text, bool at_start, std::vector<int32_t>* ids) const;
   void DeriveWellKnownIds();
 
