@@ -89,6 +89,7 @@ class RegexParser {
     if (!s.ok()) return s;
     if (pos_ != p_.size()) return Error("unbalanced ')'");
     for (auto& set : re_->sets_) Finalize(&set);
+    for (Regex::Seq& seq : re_->alts_[0].seqs) ComputeFirst(&seq);
     return absl::OkStatus();
   }
 
@@ -100,6 +101,24 @@ class RegexParser {
   bool AtEnd() const { return pos_ >= p_.size(); }
   char32_t Peek(size_t ahead = 0) const {
     return pos_ + ahead < p_.size() ? p_[pos_ + ahead] : 0;
+  }
+
+  // Conservative first-character filter of a top-level alternative: the union
+  // of the leading optional sets up to the first mandatory set. Anything else
+  // (groups, assertions, a sequence that can match empty) allows everything.
+  void ComputeFirst(Regex::Seq* seq) {
+    uint64_t bits[2] = {0, 0};
+    for (const Regex::Item& it : seq->items) {
+      if (it.kind != Regex::Item::kSet) return;  // keep "all"
+      const Regex::CharSet& set = re_->sets_[it.index];
+      bits[0] |= set.ascii[0];
+      bits[1] |= set.ascii[1];
+      if (it.min > 0) {
+        seq->first_ascii[0] = bits[0];
+        seq->first_ascii[1] = bits[1];
+        return;
+      }
+    }
   }
 
   absl::Status ParseAlt(int alt, bool icase) {

@@ -20,7 +20,9 @@ class RegexMatcher {
 
   // Tries to match the whole pattern at pos; *end gets the match end.
   bool MatchAt(size_t pos, size_t* end) const {
+    const char32_t c = cps_[pos];
     for (const Regex::Seq& seq : re_.alts_[0].seqs) {
+      if (c < 128 && ((seq.first_ascii[c >> 6] >> (c & 63)) & 1) == 0) continue;
       if (MatchSeq(seq, 0, pos, nullptr, end)) return true;
     }
     return false;
