@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace expertd::models {
 
@@ -31,6 +32,7 @@ class BpeModel;
 class Decoder;
 class AddedTokenMatcher;
 class PostProcessor;
+struct AddedToken;
 
 struct SpecialToken {
   int32_t id;
@@ -84,6 +86,8 @@ class Tokenizer {
   bool decoder_has_byte_fallback() const;
   // Decode of ids already checked with IsValidId.
   std::string DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
+  absl::Status ParseComponents(const nlohmann::json& j);
+  void SetAddedTokens(const std::vector<AddedToken>& added);
   absl::Status EncodeText(absl::string_view text, bool at_start, std::vector<int32_t>* ids) const;
   void DeriveWellKnownIds();
 
