@@ -20,6 +20,9 @@
 
 namespace expertd::models {
 
+// Offsets inside the matchers are 32-bit.
+constexpr size_t kMaxInputBytes = size_t{1} << 31;
+
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
@@ -197,6 +200,9 @@ absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start, std::v
 }
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, bool add_special_tokens) const {
+  if (text.size() >= kMaxInputBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("input of ", text.size(), " bytes is too large to tokenize"));
+  }
   std::string clean;
   if (unicode::ValidUtf8Prefix(text) != text.size()) {
     clean = unicode::SanitizeUtf8(text);

@@ -51,6 +51,7 @@ class Tokenizer {
   // subsequence is replaced by U+FFFD first (what Rust's from_utf8_lossy and
   // JavaScript's TextDecoder do), then the text is encoded as HF would encode
   // that string. add_special_tokens applies the post-processor (e.g. BOS).
+  // Errors: InvalidArgument for inputs of 2 GiB or more.
   absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_special_tokens) const;
 
   // Decodes ids to UTF-8 text (HF decode). An id that is neither in the vocab
