@@ -52,12 +52,23 @@ const TOKENIZERS = [
                             '</s>': { id: '</s>', ids: [2], tokens: ['</s>'] } } },
   } },
   // Added-token options no packaged file uses: lstrip / rstrip / single_word,
-  // a non-special token, a normalized one (filled in from llama3's list below).
+  // a non-special token, a normalized one (filled in from llama3's list by
+  // applyAddedOptions), and a Sequence post-processor adding BOS.
   { name: 'llama3_added_options', base: 'llama3', addedOptions: {
       128002: { lstrip: true }, 128003: { rstrip: true }, 128004: { single_word: true },
       128005: { lstrip: true, rstrip: true }, 128006: { special: false },
       128007: { normalized: true, special: false, single_word: true },
-  }, override: {} },
+  }, override: {
+      // Meta's own Llama-3 files add BOS this way.
+      post_processor: { type: 'Sequence', processors: [
+          { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+          { type: 'TemplateProcessing',
+            single: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+            pair: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } },
+                   { SpecialToken: { id: '<|begin_of_text|>', type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
+            special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [128000],
+                                                      tokens: ['<|begin_of_text|>'] } } }] },
+  } },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
