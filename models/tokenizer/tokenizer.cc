@@ -169,6 +169,9 @@ std::vector<SpecialToken> Tokenizer::special_tokens() const {
 }
 
 bool Tokenizer::decoder_has_byte_fallback() const { return decoder_ != nullptr && decoder_->HasByteFallback(); }
+bool Tokenizer::decoder_has_last_token_rule() const {
+  return decoder_ != nullptr && decoder_->HasLastTokenRule();
+}
 
 absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start, std::vector<int32_t>* ids) const {
   std::string normalized;

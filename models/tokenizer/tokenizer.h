@@ -85,6 +85,8 @@ class Tokenizer {
   Tokenizer();
   // Whether the decoder groups byte-fallback tokens (StreamingDetokenizer).
   bool decoder_has_byte_fallback() const;
+  // Whether the decoder treats the last token specially (StreamingDetokenizer).
+  bool decoder_has_last_token_rule() const;
   // Decode of ids already checked with IsValidId.
   std::string DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
   absl::Status ParseComponents(const nlohmann::json& j);
@@ -129,6 +131,7 @@ class StreamingDetokenizer {
 
  private:
   std::string Advance(bool final);
+  void Slide(const std::string& text);
 
   const Tokenizer* tok_;
   bool skip_special_;

@@ -69,6 +69,31 @@ const TOKENIZERS = [
             special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [128000],
                                                       tokens: ['<|begin_of_text|>'] } } }] },
   } },
+  // The remaining implemented components, on GPT-2's vocab (chars outside
+  // the byte alphabet are dropped by BPE without unk_token, as in HF).
+  { name: 'gpt2_misc_a', base: 'gpt2', override: {
+      normalizer: { type: 'Sequence', normalizers: [{ type: 'NFKD' }, { type: 'StripAccents' },
+          { type: 'Strip', strip_left: true, strip_right: true },
+          { type: 'Replace', pattern: { Regex: '\\s{2,}' }, content: ' ' }] },
+      pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Whitespace' },
+          { type: 'Punctuation', behavior: 'Contiguous' }, { type: 'ByteLevel', add_prefix_space: false,
+            trim_offsets: true, use_regex: false }] },
+      post_processor: { type: 'RobertaProcessing', sep: ['<|endoftext|>', 50256], cls: ['<|endoftext|>', 50256],
+                        trim_offsets: true, add_prefix_space: true },
+      decoder: { type: 'Sequence', decoders: [{ type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+          { type: 'Strip', content: ' ', start: 2, stop: 0 }] },  // stop > 0 panics in HF on empty text
+  } },
+  { name: 'gpt2_misc_b', base: 'gpt2', override: {
+      normalizer: null,
+      pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'BertPreTokenizer' },
+          { type: 'Split', pattern: { Regex: '[aeiou]' }, behavior: 'MergedWithNext', invert: false },
+          { type: 'Split', pattern: { String: 'x' }, behavior: 'Removed', invert: false },
+          { type: 'Split', pattern: { Regex: '\\d+' }, behavior: 'Contiguous', invert: true },
+          { type: 'WhitespaceSplit' }] },
+      post_processor: { type: 'BertProcessing', sep: ['<|endoftext|>', 50256], cls: ['!', 0] },
+      decoder: { type: 'Sequence', decoders: [{ type: 'WordPiece', prefix: 'Ġ', cleanup: true },
+          { type: 'BPEDecoder', suffix: 'ing' }] },
+  } },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
