@@ -94,6 +94,8 @@ const TOKENIZERS = [
       decoder: { type: 'Sequence', decoders: [{ type: 'WordPiece', prefix: 'Ġ', cleanup: true },
           { type: 'BPEDecoder', suffix: 'ing' }] },
   } },
+  // SentencePiece BPE without byte fallback: unknown chars become <unk>, fused.
+  { name: 'llama2_unk', base: 'llama2', override: { 'model.byte_fallback': false, 'model.fuse_unk': true } },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
@@ -125,7 +127,14 @@ function loadJson(t) {
   if (t.pkg) return JSON.parse(fs.readFileSync(path.join(PKG, t.pkg, 'models/tokenizer.json'), 'utf8'));
   const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
                                                      'models/tokenizer.json'), 'utf8'));
-  return Object.assign(base, t.override);
+  // Keys with a dot set a nested field ("model.byte_fallback").
+  for (const [key, value] of Object.entries(t.override)) {
+    const parts = key.split('.');
+    let obj = base;
+    for (const p of parts.slice(0, -1)) obj = obj[p];
+    obj[parts[parts.length - 1]] = value;
+  }
+  return base;
 }
 
 function inputString(entry) {
