@@ -96,6 +96,9 @@ const TOKENIZERS = [
   } },
   // SentencePiece BPE without byte fallback: unknown chars become <unk>, fused.
   { name: 'llama2_unk', base: 'llama2', override: { 'model.byte_fallback': false, 'model.fuse_unk': true } },
+  // A small synthetic BPE (written out in full) for continuing_subword_prefix,
+  // end_of_word_suffix, unk without fusing, and the matching BPEDecoder.
+  { name: 'tiny_affixes', json: tinyAffixes() },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
@@ -115,6 +118,31 @@ function rng(seed) {
   };
 }
 
+function tinyAffixes() {
+  const vocab = { '[UNK]': 0 };
+  for (const c of 'abcdefghijklmnopqrstuvwxyz0123456789.,!?\'') {
+    for (const form of [c, '##' + c, c + '</w>', '##' + c + '</w>']) vocab[form] = Object.keys(vocab).length;
+  }
+  const merges = [['t', '##h'], ['th', '##e</w>'], ['##e', '##r</w>'], ['i', '##n'], ['in', '##g</w>'],
+                  ['a', '##n'], ['an', '##d</w>'], ['##i', '##n'], ['##in', '##g</w>'], ['th', '##e']];
+  for (const [a, b] of merges) {
+    const merged = a + b.slice(2);
+    if (!(merged in vocab)) vocab[merged] = Object.keys(vocab).length;
+  }
+  return {
+    version: '1.0', truncation: null, padding: null,
+    added_tokens: [{ id: 0, content: '[UNK]', single_word: false, lstrip: false, rstrip: false,
+                     normalized: false, special: true }],
+    normalizer: { type: 'Lowercase' },
+    pre_tokenizer: { type: 'Whitespace' },
+    post_processor: null,
+    decoder: { type: 'BPEDecoder', suffix: '</w>' },
+    model: { type: 'BPE', dropout: null, unk_token: '[UNK]', continuing_subword_prefix: '##',
+             end_of_word_suffix: '</w>', fuse_unk: false, byte_fallback: false, ignore_merges: false,
+             vocab, merges: merges.map(([a, b]) => a + ' ' + b) },
+  };
+}
+
 function applyAddedOptions(t) {
   if (!t.addedOptions || t.override.added_tokens) return;
   const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
@@ -123,6 +151,7 @@ function applyAddedOptions(t) {
 }
 
 function loadJson(t) {
+  if (t.json) return JSON.parse(JSON.stringify(t.json));
   applyAddedOptions(t);
   if (t.pkg) return JSON.parse(fs.readFileSync(path.join(PKG, t.pkg, 'models/tokenizer.json'), 'utf8'));
   const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
@@ -155,7 +184,9 @@ async function main() {
     const json = loadJson(t);
     const dir = path.join(OUT, t.name);
     fs.mkdirSync(dir, { recursive: true });
-    if (t.pkg) {
+    if (t.json) {
+      fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(t.json, null, 1) + '\n');
+    } else if (t.pkg) {
       fs.copyFileSync(path.join(PKG, t.pkg, 'models/tokenizer.json'), path.join(dir, 'tokenizer.json'));
     } else {
       fs.writeFileSync(path.join(dir, 'overrides.json'),
