@@ -488,6 +488,7 @@ ExpertStoreStats ExpertStore::stats() const {
   s.prefetch = PrefetchKindName(options_.prefetch);
   s.pack_path = reader_->path();
   s.direct_io = reader_->direct_io();
+  s.pack_built = pack_built_;
   return s;
 }
 
