@@ -108,7 +108,8 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
   host_slots_ = static_cast<int32_t>(std::min<uint64_t>(options_.host_cache_bytes / slot_bytes_, total));
   max_prefetch_slots_ = std::max(1, device_slots_ / 2);
   RETURN_IF_ERROR(AllocateTiers());
-  ASSIGN_OR_RETURN(prefetcher_, CreatePrefetcher(options_.prefetch, backend_, *ctx.weights));
+  ASSIGN_OR_RETURN(const bool declared, ConfigDeclaresPregate(where.model_dir));
+  ASSIGN_OR_RETURN(prefetcher_, CreatePrefetcher(options_.prefetch, backend_, *ctx.weights, declared));
   if (!options_.routing_trace_path.empty()) {
     RoutingTraceHeader h{static_cast<int32_t>(config_->num_hidden_layers), static_cast<int32_t>(config_->num_experts),
                          static_cast<int32_t>(config_->num_experts_per_tok), l.expert_bytes, config_->model_type};
