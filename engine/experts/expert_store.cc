@@ -288,16 +288,24 @@ void ExpertStore::IssuePrefetches(int layer, const std::vector<int32_t>& experts
 }
 
 void ExpertStore::ExpireProtections(int layer) {
+  std::vector<ExpertKey> wasted;
   for (auto& [key, e] : device_) {
     if (e.protect_layer < 0 || (layer >= 0 && e.protect_layer != layer)) continue;
     e.protect_layer = -1;
     --protected_count_;
-    if (e.prefetched && !e.needed) {
+    SyncPin(key, &e);
+    if (e.prefetched && !e.needed && !e.pinned) wasted.push_back(key);
+  }
+  // A wrong guess leaves at once (Evict counts it wasted) instead of sitting
+  // in the cache as if just used: under LRU it would push out a useful expert.
+  // One still loading is counted now and ages normally once it lands.
+  for (auto& [key, e] : device_) {
+    if (e.prefetched && !e.needed && e.pinned && e.protect_layer < 0) {
       ++Counters(key.layer).prefetch_wasted;
       e.prefetched = false;
     }
-    SyncPin(key, &e);
   }
+  for (const ExpertKey& key : wasted) Evict(key);
 }
 
 void ExpertStore::RefreshStaticPins() {
