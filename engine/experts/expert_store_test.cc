@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <random>
 
@@ -125,6 +126,41 @@ TEST(ExpertStoreTest, EverythingResidentMeansOnlyColdMissesAndNoStall) {
   ExpertStoreStats s = (*store)->stats();
   EXPECT_EQ(s.total.misses, warm.total.misses);           // all hits now
   EXPECT_EQ(s.total.stall_ns, warm.total.stall_ns);       // and no waiting
+}
+
+// Every reading moves time forward 1 ms, so a waiting Acquire (two readings)
+// adds exactly 1 ms of stall and a non-waiting one adds none.
+class TickingClock final : public Clock {
+ public:
+  int64_t NowNanos() const override { return now_.fetch_add(1000000) + 1000000; }
+
+ private:
+  mutable std::atomic<int64_t> now_{0};
+};
+
+TEST(ExpertStoreTest, StallTimeComesFromTheInjectedClock) {
+  Fixture f;
+  TickingClock clock;
+  ExpertStoreOptions o;
+  o.clock = &clock;
+  o.io_threads = 1;
+  auto store = f.Store(o);
+  ASSERT_TRUE(store.ok());
+  ExpertStore* s = store->get();
+  s->BeginStep(1);
+  s->OnRouting(0, std::vector<int32_t>{2});
+  ASSERT_TRUE(s->Acquire(0, 2).ok());  // a cold miss: it waited or found the load done
+  s->Release(0, 2);
+  s->EndStep();
+  const int64_t after_miss = s->stats().total.stall_ns;
+  EXPECT_TRUE(after_miss == 0 || after_miss == 1000000) << after_miss;
+  s->BeginStep(1);
+  s->OnRouting(0, std::vector<int32_t>{2});
+  ASSERT_TRUE(s->Acquire(0, 2).ok());  // resident: no wait, no stall
+  s->Release(0, 2);
+  s->EndStep();
+  EXPECT_EQ(s->stats().total.stall_ns, after_miss);
+  EXPECT_EQ(s->stats().total.hits, 1);
 }
 
 TEST(ExpertStoreTest, HitCountsMatchTheSimulatorOnTheRecordedTrace) {

@@ -1,5 +1,5 @@
 // Offloaded == resident, bitwise, through the real forward pass: every
-// fixture (fp32 and bf16 weights), random expert-store configurations
+// fixture (fp32 and bf16 weights) and zoo models of each architecture, random expert-store configurations
 // (budget, host tier, policy, prefetch, hot pins, I/O threads), greedy
 // generation with a KV cache and a batched multi-sequence step.
 #include <cstdlib>
@@ -13,6 +13,8 @@
 #include "engine/greedy.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
+#include "models/zoo/generator.h"
+#include "models/zoo/zoo_spec.h"
 
 namespace expertd::engine {
 namespace {
@@ -22,10 +24,27 @@ std::string TempDir(const std::string& name) {
   return std::string(dir ? dir : "/tmp") + "/" + name;
 }
 
-std::shared_ptr<const models::Checkpoint> Open(const std::string& arch, bool bf16) {
+// "zoo:<arch>": a generated model (tiny preset widened to 16 experts top-4 over
+// 4 layers, bf16 weights, or f32 when `bf16` is false); else a fixture.
+std::string ModelDir(const std::string& name, bool bf16) {
+  if (name.rfind("zoo:", 0) != 0) return "tests/data/fixtures/" + name;
+  const std::string arch = name.substr(4);
+  const std::string dir = TempDir("zoo_" + arch + (bf16 ? "_bf16" : "_f32"));
+  models::zoo::ZooSpec spec = *models::zoo::PresetSpec("tiny", *models::zoo::ParseZooArch(arch));
+  spec.layers = 4;
+  spec.experts = 16;
+  spec.top_k = 4;
+  spec.dtype = bf16 ? models::DType::kBF16 : models::DType::kF32;
+  spec.seed = 5;
+  EXPECT_TRUE(models::zoo::GenerateModel(spec, dir).ok());
+  return dir;
+}
+
+std::shared_ptr<const models::Checkpoint> Open(const std::string& name, bool bf16) {
   models::CheckpointOptions co;
-  if (bf16) co.weights_file = "model.bf16.safetensors";
-  auto c = models::Checkpoint::Open("tests/data/fixtures/" + arch, co);
+  const bool zoo = name.rfind("zoo:", 0) == 0;
+  if (bf16 && !zoo) co.weights_file = "model.bf16.safetensors";
+  auto c = models::Checkpoint::Open(ModelDir(name, bf16), co);
   EXPECT_TRUE(c.ok()) << c.status();
   return std::shared_ptr<const models::Checkpoint>(std::move(*c));
 }
@@ -71,6 +90,7 @@ class OffloadEngineTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OffloadEngineTest, BitwiseIdenticalToResidentUnderRandomConfigurations) {
   const std::string arch = GetParam();
+  const std::string tag = arch.substr(arch.find(':') + 1);
   std::mt19937 rng(std::hash<std::string>()(arch) & 0xffff);
   const std::vector<int32_t> prompt = {1, 17, 300, 42, 7, 99, 250, 3, 11};
   for (bool bf16 : {false, true}) {
@@ -81,7 +101,7 @@ TEST_P(OffloadEngineTest, BitwiseIdenticalToResidentUnderRandomConfigurations) {
     auto want = RunGreedy(resident.get(), 1, prompt, /*generate=*/6);
     ASSERT_TRUE(want.ok()) << want.status();
     for (int trial = 0; trial < 5; ++trial) {
-      ExpertStoreOptions o = RandomOptions(&rng, TempDir(arch + (bf16 ? "_bf16" : "_f32")), total);
+      ExpertStoreOptions o = RandomOptions(&rng, TempDir(tag + (bf16 ? "_bf16_pack" : "_f32_pack")), total);
       const std::string what = arch + (bf16 ? " bf16 " : " f32 ") + Describe(o);
       auto offloaded = MakeEngine(ckpt, ExpertStoreFactory(o));
       ASSERT_NE(offloaded, nullptr) << what;
@@ -96,7 +116,7 @@ TEST_P(OffloadEngineTest, BatchedPrefillNeedingEveryExpertRunsInWavesOnTwoSlots)
   const std::string arch = GetParam();
   auto ckpt = Open(arch, false);
   ExpertStoreOptions o;
-  o.pack_dir = TempDir(arch + "_waves");
+  o.pack_dir = TempDir(arch.substr(arch.find(':') + 1) + "_waves");
   o.device_cache_experts = 2;
   o.prefetch = PrefetchKind::kAll;
   auto resident = MakeEngine(ckpt, nullptr);
@@ -107,7 +127,9 @@ TEST_P(OffloadEngineTest, BatchedPrefillNeedingEveryExpertRunsInWavesOnTwoSlots)
     ASSERT_TRUE(resident->AddSequence(id).ok());
     ASSERT_TRUE(offloaded->AddSequence(id).ok());
     std::vector<int32_t> tokens;
-    for (int i = 0; i < 11 * static_cast<int>(id); ++i) tokens.push_back((i * 37 + id * 11) % 500);
+    for (int i = 0; i < 11 * static_cast<int>(id); ++i) {
+      tokens.push_back(static_cast<int32_t>((i * 37 + id * 11) % ckpt->config().vocab_size));
+    }
     req.chunks.push_back({id, tokens, /*all_logits=*/true});
   }
   for (int step = 0; step < 3; ++step) {
@@ -121,12 +143,14 @@ TEST_P(OffloadEngineTest, BatchedPrefillNeedingEveryExpertRunsInWavesOnTwoSlots)
       ASSERT_EQ(x.size(), y.size());
       EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << arch << " step " << step;
     }
-    for (auto& c : req.chunks) c.tokens = {static_cast<int32_t>((c.id * 5 + step) % 500)};  // decode next
+    const int64_t vocab = ckpt->config().vocab_size;
+    for (auto& c : req.chunks) c.tokens = {static_cast<int32_t>((c.id * 5 + step) % vocab)};  // decode next
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OffloadEngineTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe"));
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe",
+                                           "zoo:mixtral", "zoo:qwen2_moe", "zoo:qwen3_moe", "zoo:olmoe"));
 
 }  // namespace
 }  // namespace expertd::engine
