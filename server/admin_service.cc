@@ -1,6 +1,8 @@
 #include "server/admin_service.h"
 
 #include "server/admin_auth.h"
+#include "server/expert_stats.h"
+#include "server/model_runtime.h"
 #include "server/grpc_status.h"
 #include "server/reactors.h"
 
@@ -8,8 +10,6 @@ namespace expertd::server {
 namespace {
 
 constexpr char kNoTrainer[] = "not available in this build: the fine-tuning engine is not built yet";
-constexpr char kNoExpertStore[] =
-    "not available in this build: the expert store (offloading, cache statistics) is not built yet";
 
 grpc::Status Unimplemented(const char* rpc, const char* why) {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, std::string(rpc) + ": " + why);
@@ -69,9 +69,25 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ActivateCheckpoint(grpc::CallbackSer
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerContext* ctx,
-                                                           const v1::GetExpertStatsRequest*, v1::ExpertStats*) {
+                                                           const v1::GetExpertStatsRequest* request,
+                                                           v1::ExpertStats* response) {
   grpc::Status auth = Authenticate(ctx);
-  return FinishUnary(ctx, auth.ok() ? Unimplemented("GetExpertStats", kNoExpertStore) : auth);
+  if (!auth.ok()) return FinishUnary(ctx, auth);
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model == nullptr || model->runtime == nullptr) {
+    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
+  }
+  const engine::ExpertStore* store = model->runtime->expert_store();
+  if (store == nullptr) {
+    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "GetExpertStats: every expert is resident (the daemon runs without "
+                                         "--expert_offload), so there is no expert cache to report"));
+  }
+  if (request->per_expert()) {
+    return FinishUnary(ctx, Unimplemented("GetExpertStats", "per_expert placement is not reported yet"));
+  }
+  FillExpertStats(store->stats(), model->runtime->scheduler()->stats().tokens_processed, response);
+  return FinishUnary(ctx, grpc::Status::OK);
 }
 
 }  // namespace expertd::server

@@ -11,6 +11,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "models/config/model_config.h"
+#include "server/expert_stats.h"
 #include "server/model_runtime.h"
 
 namespace expertd::server {
@@ -65,6 +66,9 @@ Daemon::Daemon(ServerOptions options)
     if (model == nullptr || model->runtime == nullptr) return;
     SchedulerStats s = model->runtime->scheduler()->stats();
     metrics_.UpdateScheduler({s.running, s.waiting, s.kv_cache_usage});
+    if (const engine::ExpertStore* store = model->runtime->expert_store()) {
+      metrics_.UpdateExpertCache(ToMetricsSnapshot(store->stats()));
+    }
   });
 }
 

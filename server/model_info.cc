@@ -61,14 +61,23 @@ void FillModelInfo(const LoadedModel& model, const ServerOptions& options, v1::M
   p->add_devices(backend == "cuda" ? "cuda:0" : "cpu");
   p->set_dense_weight_bytes((static_cast<uint64_t>(c.TotalParams()) - c.TotalExpertParams()) * dtype_bytes);
   p->set_expert_weight_bytes(expert_bytes);
-  const bool resident = options.expert_cache_bytes == 0 && options.expert_cache_percent == 0;
-  p->set_device_expert_cache_bytes(resident ? expert_bytes : options.expert_cache_bytes);
-  p->set_host_expert_bytes(options.host_expert_bytes);
-  p->set_disk_tier(!resident && options.host_expert_bytes > 0 && options.host_expert_bytes < expert_bytes);
+  const engine::ExpertStore* store = model.runtime != nullptr ? model.runtime->expert_store() : nullptr;
+  if (store == nullptr) {  // every expert resident on the device
+    p->set_device_expert_cache_bytes(expert_bytes);
+    p->set_expert_cache_policy("resident");
+    p->set_prefetch("none");
+  } else {
+    const engine::ExpertStoreStats st = store->stats();
+    const int64_t experts = c.num_moe_layers() * c.num_experts;
+    p->set_device_expert_cache_bytes(static_cast<uint64_t>(st.device_slots) * st.slot_bytes);
+    p->set_host_expert_bytes(static_cast<uint64_t>(st.host_slots) * st.slot_bytes);
+    // Experts beyond the host tier are read from the expert pack on disk.
+    p->set_disk_tier(st.host_slots < experts);
+    p->set_expert_cache_policy(st.policy);
+    p->set_prefetch(st.prefetch);
+  }
   p->set_kv_cache_bytes(options.kv_cache_bytes);
   p->set_kv_block_size(options.kv_block_size);
-  p->set_expert_cache_policy(resident ? "resident" : options.expert_policy);
-  p->set_prefetch(resident ? "none" : options.prefetch);
 }
 
 }  // namespace expertd::server

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "engine/experts/expert_store.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/tokenizer/tokenizer.h"
 #include "server/generation_request.h"
@@ -34,6 +35,9 @@ class ModelRuntime {
   // Tokenizes text prompts (null function without a tokenizer).
   TextTokenizer text_tokenizer() const;
   const std::string& backend_name() const { return backend_name_; }
+  // The tiered expert store (--expert_offload), or null when every expert is
+  // resident. Owned by the engine; thread-safe stats().
+  const engine::ExpertStore* expert_store() const { return expert_store_; }
 
  private:
   ModelRuntime() = default;
@@ -44,6 +48,7 @@ class ModelRuntime {
   std::unique_ptr<Scheduler> scheduler_;  // destroyed before engine_
   ValidationLimits limits_;
   std::string backend_name_;
+  engine::ExpertStore* expert_store_ = nullptr;  // owned by engine_
 };
 
 }  // namespace expertd::server

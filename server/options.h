@@ -29,13 +29,23 @@ struct ServerOptions {
   int64_t threads = 0;                     // CPU backend worker threads; 0 = all cores
 
   // Memory budgets.
+  uint64_t device_memory_bytes = 0;        // backend memory limit; 0 = unlimited (CPU) / all (GPU)
   uint64_t kv_cache_bytes = 256ull << 20;
   int64_t kv_block_size = 16;              // tokens per KV block
-  uint64_t expert_cache_bytes = 0;         // device budget for experts; 0 = all resident
-  double expert_cache_percent = 0;         // alternative: % of device memory (0 = unused)
-  uint64_t host_expert_bytes = 0;          // host tier budget; 0 = unlimited (no disk tier)
+
+  // Expert offloading (docs/offload.md). Off: every expert resident.
+  bool expert_offload = false;
+  uint64_t expert_cache_bytes = 0;         // device budget for experts
+  double expert_cache_percent = 0;         // alternative: % of free device memory
+  uint64_t host_expert_bytes = 0;          // pinned host tier; 0 = none (misses read the pack)
   std::string expert_policy = "lru";       // lru | lfu
   std::string prefetch = "speculative";    // none | all | speculative | pregate
+  double pin_hot_fraction = 0;             // ES-MoE hot-expert pinning (0.25 in the paper)
+  std::string expert_pack_dir;             // where the expert-packed file lives
+  std::string expert_cache_dir;            // fallback location for packs
+  int64_t expert_io_threads = 4;
+  bool expert_direct_io = true;
+  std::string routing_trace;               // record routing decisions to this file
 
   // Scheduling.
   int64_t max_batch_tokens = 2048;         // tokens per engine step (prefill chunks + decodes)

@@ -292,6 +292,7 @@ void Scheduler::RunStep() {
   for (size_t k = decodes; k < step.chunks.size(); ++k) {
     prompt_tokens += static_cast<int64_t>(step.chunks[k].tokens.size());
   }
+  tokens_processed_ += prompt_tokens + static_cast<int64_t>(decodes);
   SchedulerStats snapshot = PublishStats();
   if (listener_ != nullptr) listener_->OnStep(snapshot, prompt_tokens, generated_tokens);
 }
@@ -306,6 +307,7 @@ SchedulerStats Scheduler::PublishStats() {
   stats_.kv_cache_usage =
       kv.blocks_total > 0 ? static_cast<double>(kv.blocks_total - kv.blocks_free) / kv.blocks_total : 0.0;
   stats_.steps = steps_;
+  stats_.tokens_processed = tokens_processed_;
   return stats_;
 }
 

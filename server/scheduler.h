@@ -57,6 +57,7 @@ struct SchedulerStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_free = 0;
   int64_t steps = 0;
+  int64_t tokens_processed = 0;  // prompt + decode tokens through the engine
 };
 
 // A finished request's numbers, for metrics.
@@ -153,6 +154,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   int64_t reserved_blocks_ = 0;  // KV blocks promised to running sequences
   int64_t steps_ = 0;
+  int64_t tokens_processed_ = 0;
 
   std::thread thread_;
 };

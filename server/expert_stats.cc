@@ -1,0 +1,63 @@
+#include "server/expert_stats.h"
+
+namespace expertd::server {
+namespace {
+
+void SetDuration(int64_t ns, google::protobuf::Duration* out) {
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+void FillCounters(const engine::ExpertLayerCounters& c, v1::ExpertCounters* out) {
+  // A prefetched expert that was ready (or in flight) when needed is a hit.
+  out->set_hits(c.hits + c.prefetch_hits);
+  out->set_misses(c.misses);
+  out->set_prefetch_issued(c.prefetch_issued);
+  out->set_prefetch_used(c.prefetch_used);
+  out->set_prefetch_wasted(c.prefetch_wasted);
+  out->set_bytes_host_to_device(c.bytes_host_to_device);
+  out->set_bytes_disk_to_host(c.bytes_disk_to_host);
+  SetDuration(c.stall_ns, out->mutable_stall_time());
+}
+
+}  // namespace
+
+void FillExpertStats(const engine::ExpertStoreStats& s, int64_t tokens_processed, v1::ExpertStats* out) {
+  out->set_policy(s.policy);
+  out->set_prefetch(s.prefetch);
+  out->set_device_cache_capacity_bytes(static_cast<uint64_t>(s.device_slots) * s.slot_bytes);
+  out->set_device_cache_used_bytes(static_cast<uint64_t>(s.device_resident) * s.slot_bytes);
+  out->set_host_tier_capacity_bytes(static_cast<uint64_t>(s.host_slots) * s.slot_bytes);
+  out->set_host_tier_used_bytes(static_cast<uint64_t>(s.host_resident) * s.slot_bytes);
+  FillCounters(s.total, out->mutable_totals());
+  for (const engine::ExpertLayerCounters& c : s.layers) {
+    v1::LayerExpertStats* l = out->add_layers();
+    l->set_layer(static_cast<uint32_t>(c.layer));
+    FillCounters(c, l->mutable_counters());
+  }
+  out->set_tokens_processed(static_cast<uint64_t>(tokens_processed));
+}
+
+ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& s) {
+  ExpertCacheSnapshot snap;
+  for (const engine::ExpertLayerCounters& c : s.layers) {
+    ExpertLayerCounters l;
+    l.layer = c.layer;
+    l.hits = static_cast<uint64_t>(c.hits + c.prefetch_hits);
+    l.misses = static_cast<uint64_t>(c.misses);
+    l.prefetch_issued = static_cast<uint64_t>(c.prefetch_issued);
+    l.prefetch_used = static_cast<uint64_t>(c.prefetch_used);
+    l.prefetch_wasted = static_cast<uint64_t>(c.prefetch_wasted);
+    l.bytes_host_to_device = c.bytes_host_to_device;
+    l.bytes_disk_to_host = c.bytes_disk_to_host;
+    l.stall_seconds = c.stall_ns * 1e-9;
+    snap.layers.push_back(l);
+  }
+  snap.device_capacity_bytes = static_cast<uint64_t>(s.device_slots) * s.slot_bytes;
+  snap.device_used_bytes = static_cast<uint64_t>(s.device_resident) * s.slot_bytes;
+  snap.host_capacity_bytes = static_cast<uint64_t>(s.host_slots) * s.slot_bytes;
+  snap.host_used_bytes = static_cast<uint64_t>(s.host_resident) * s.slot_bytes;
+  return snap;
+}
+
+}  // namespace expertd::server

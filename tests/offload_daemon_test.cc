@@ -1,0 +1,108 @@
+// The daemon with expert offloading on (device cache of 25% of the experts,
+// no host tier, so misses read the expert pack from disk): the same greedy
+// tokens as the all-resident daemon, and the cache statistics are reported
+// through AdminService.GetExpertStats, GetModelInfo and /metrics.
+#include <signal.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "proto/expertd.grpc.pb.h"
+#include "tests/testing/expertd_process.h"
+
+namespace expertd {
+namespace {
+
+constexpr char kModel[] = "tests/data/zoo_default";
+constexpr char kToken[] = "test-admin-token-0123456789";
+
+std::vector<uint32_t> Generate(const std::shared_ptr<grpc::Channel>& channel, int salt) {
+  auto stub = v1::InferenceService::NewStub(channel);
+  v1::GenerateRequest req;
+  req.set_text(salt == 0 ? "Once upon a time there was a" : "The weather in the mountains is");
+  req.mutable_stopping()->set_max_new_tokens(24);
+  req.mutable_stopping()->set_ignore_eos(true);
+  req.mutable_sampling()->set_temperature(salt == 0 ? 0.0f : 0.8f);
+  req.mutable_sampling()->set_seed(42);
+  grpc::ClientContext ctx;
+  v1::GenerateUnaryResponse resp;
+  grpc::Status s = stub->GenerateUnary(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return {resp.token_ids().begin(), resp.token_ids().end()};
+}
+
+class OffloadDaemonTest : public ::testing::Test {
+ protected:
+  void Start(testing::ExpertdProcess* d, std::vector<std::string> flags) {
+    const std::string token_file = ::testing::TempDir() + "/offload_admin_token";
+    std::ofstream(token_file) << kToken;
+    flags.push_back("--admin_token_file=" + token_file);
+    flags.push_back("--threads=2");
+    flags.push_back("--shutdown_grace_seconds=1");
+    absl::Status s = d->Start(kModel, flags, ::testing::TempDir());
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(d->WaitUntilServing(absl::Seconds(60))) << d->Output();
+  }
+  void Stop(testing::ExpertdProcess* d) {
+    d->process().Signal(SIGTERM);
+    EXPECT_EQ(d->process().Wait(absl::Seconds(30)), 0) << d->Output();
+  }
+};
+
+TEST_F(OffloadDaemonTest, SameTokensAsResidentAndStatsReported) {
+  testing::ExpertdProcess resident;
+  Start(&resident, {});
+  const std::vector<uint32_t> greedy = Generate(resident.channel(), 0);
+  const std::vector<uint32_t> sampled = Generate(resident.channel(), 1);
+  {  // Without offloading there is no cache to report.
+    auto admin = v1::AdminService::NewStub(resident.channel());
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    v1::ExpertStats stats;
+    EXPECT_EQ(admin->GetExpertStats(&ctx, v1::GetExpertStatsRequest(), &stats).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  Stop(&resident);
+
+  testing::ExpertdProcess offload;
+  Start(&offload, {"--expert_offload", "--expert_cache_bytes=6MiB", "--prefetch=speculative",
+                   "--expert_pack_dir=" + ::testing::TempDir() + "/pack", "--metrics_listen=127.0.0.1:0"});
+  EXPECT_EQ(Generate(offload.channel(), 0), greedy);
+  EXPECT_EQ(Generate(offload.channel(), 1), sampled);
+
+  auto stub = v1::InferenceService::NewStub(offload.channel());
+  grpc::ClientContext info_ctx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&info_ctx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.placement().expert_cache_policy(), "lru");
+  EXPECT_EQ(info.placement().prefetch(), "speculative");
+  EXPECT_TRUE(info.placement().disk_tier());
+  EXPECT_LT(info.placement().device_expert_cache_bytes(), info.placement().expert_weight_bytes());
+
+  auto admin = v1::AdminService::NewStub(offload.channel());
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  v1::ExpertStats stats;
+  grpc::Status s = admin->GetExpertStats(&ctx, v1::GetExpertStatsRequest(), &stats);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(stats.policy(), "lru");
+  EXPECT_EQ(stats.layers_size(), 4);
+  EXPECT_GT(stats.totals().hits() + stats.totals().misses(), 0u);
+  EXPECT_GT(stats.totals().misses(), 0u);
+  EXPECT_GT(stats.totals().bytes_disk_to_host(), 0u);
+  EXPECT_GT(stats.totals().prefetch_issued(), 0u);
+  EXPECT_GT(stats.tokens_processed(), 0u);
+  EXPECT_LE(stats.device_cache_used_bytes(), stats.device_cache_capacity_bytes());
+
+  httplib::Client http("127.0.0.1", offload.MetricsPort());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_TRUE(absl::StrContains(res->body, "expertd:expert_cache_misses_total{")) << res->body;
+  Stop(&offload);
+}
+
+}  // namespace
+}  // namespace expertd
