@@ -10,6 +10,8 @@ PACKAGES=(
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev liburing-dev libopenblas-dev
   python3 python3-grpcio gnuplot-nox
+  python3-protobuf python3-prometheus-client   # interop test: a non-C++ gRPC client, a reference metrics parser
+  openssl                                      # TLS test: self-signed certificates at test time
 )
 
 missing=()

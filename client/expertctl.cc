@@ -1,0 +1,219 @@
+// expertctl: a command-line client for expertd.
+//   expertctl [--server=HOST:PORT] health [--service=NAME]
+//   expertctl [--server=HOST:PORT] info        # GetModelInfo, as JSON
+//   expertctl [--server=HOST:PORT] server-info # GetServerInfo, as JSON
+//   expertctl generate --prompt="Once upon" [--max_new_tokens=64 --temperature=0.7
+//             --top_p=0.9 --seed=1 --stop=STR --tokens=1,2,3 --show_ids]
+//                                              # streams text to stdout, stats to stderr
+//   expertctl tokenize --prompt=TEXT          # token ids, one JSON array
+//   expertctl detokenize --tokens=1,2,3       # text
+// Exit status: 0 on success, 1 when the call fails (the gRPC status is printed
+// on stderr), 2 for bad usage.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/flags.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/expertd.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
+
+namespace {
+
+struct Options {
+  std::string server = "127.0.0.1:50051";
+  std::string service;
+  double timeout_seconds = 600;
+  std::string prompt;
+  std::string tokens;
+  int64_t max_new_tokens = 64;
+  double temperature = 0.7;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  int64_t seed = -1;
+  std::string stop;
+  bool show_ids = false;
+  bool raw = false;
+};
+
+bool ParseIds(const std::string& text, std::vector<uint32_t>* ids) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    uint32_t id;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &id)) return false;
+    ids->push_back(id);
+  }
+  return true;
+}
+
+double Seconds(const google::protobuf::Duration& d) { return d.seconds() + d.nanos() * 1e-9; }
+
+const char* ReasonName(expertd::v1::FinishReason r) {
+  return expertd::v1::FinishReason_Name(r).c_str() + sizeof("FINISH_REASON_") - 1;
+}
+
+void SetDeadline(grpc::ClientContext* ctx, const Options& o) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000)));
+}
+
+int Fail(const grpc::Status& s) {
+  std::fprintf(stderr, "expertctl: %s: %s\n", absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
+               s.error_message().c_str());
+  return 1;
+}
+
+int PrintJson(const google::protobuf::Message& m) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &json, opts);
+  std::printf("%s", json.c_str());
+  return 0;
+}
+
+int Health(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(o.service);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()).c_str());
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+int Generate(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
+  expertd::v1::GenerateRequest req;
+  if (!o.tokens.empty()) {
+    std::vector<uint32_t> ids;
+    if (!ParseIds(o.tokens, &ids)) {
+      std::fprintf(stderr, "expertctl: --tokens must be comma-separated ids\n");
+      return 2;
+    }
+    for (uint32_t id : ids) req.mutable_token_ids()->add_ids(id);
+  } else {
+    req.set_text(o.prompt);
+  }
+  req.mutable_stopping()->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
+  if (!o.stop.empty()) req.mutable_stopping()->add_stop(o.stop);
+  req.mutable_sampling()->set_temperature(static_cast<float>(o.temperature));
+  req.mutable_sampling()->set_top_p(static_cast<float>(o.top_p));
+  if (o.top_k > 0) req.mutable_sampling()->set_top_k(static_cast<uint32_t>(o.top_k));
+  if (o.seed >= 0) req.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
+  auto stub = expertd::v1::InferenceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  auto reader = stub->Generate(&ctx, req);
+  expertd::v1::GenerateResponse msg, last;
+  while (reader->Read(&msg)) {
+    std::fwrite(msg.text().data(), 1, msg.text().size(), stdout);
+    if (o.show_ids) {
+      for (uint32_t id : msg.token_ids()) std::fprintf(stderr, "[%u]", id);
+    }
+    std::fflush(stdout);
+    last = msg;
+  }
+  grpc::Status st = reader->Finish();
+  std::printf("\n");
+  if (!st.ok()) return Fail(st);
+  std::fprintf(stderr, "finish=%s prompt_tokens=%u completion_tokens=%u ttft=%.3fs total=%.3fs%s%s\n",
+               ReasonName(last.finish_reason()), last.usage().prompt_tokens(), last.usage().completion_tokens(),
+               Seconds(last.timing().time_to_first_token()), Seconds(last.timing().total_time()),
+               last.error_message().empty() ? "" : " error=", last.error_message().c_str());
+  return last.finish_reason() == expertd::v1::FINISH_REASON_ERROR ? 1 : 0;
+}
+
+int Tokenize(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
+  auto stub = expertd::v1::InferenceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  expertd::v1::TokenizeRequest req;
+  req.set_text(o.prompt);
+  expertd::v1::TokenizeResponse resp;
+  grpc::Status st = stub->Tokenize(&ctx, req, &resp);
+  if (!st.ok()) return Fail(st);
+  std::printf("[%s]\n", absl::StrJoin(resp.token_ids(), ",").c_str());
+  return 0;
+}
+
+int Detokenize(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
+  std::vector<uint32_t> ids;
+  if (!ParseIds(o.tokens, &ids)) {
+    std::fprintf(stderr, "expertctl: --tokens must be comma-separated ids\n");
+    return 2;
+  }
+  auto stub = expertd::v1::InferenceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  expertd::v1::DetokenizeRequest req;
+  for (uint32_t id : ids) req.add_token_ids(id);
+  expertd::v1::DetokenizeResponse resp;
+  grpc::Status st = stub->Detokenize(&ctx, req, &resp);
+  if (!st.ok()) return Fail(st);
+  std::printf("%s\n", resp.text().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  expertd::FlagSet flags(
+      "expertctl: talk to an expertd daemon.\n"
+      "usage: expertctl [--server=HOST:PORT] COMMAND\n"
+      "commands: health [--service=NAME] | info | server-info | generate | tokenize | detokenize");
+  flags.String("server", &o.server, "expertd address");
+  flags.String("service", &o.service, "health: service name (empty = the whole server)");
+  flags.Double("timeout_seconds", &o.timeout_seconds, 0.001, 86400, "deadline for each call");
+  flags.String("prompt", &o.prompt, "generate/tokenize: the text prompt");
+  flags.String("tokens", &o.tokens, "generate: prompt as token ids; detokenize: ids (comma-separated)");
+  flags.Int("max_new_tokens", &o.max_new_tokens, 1, 1 << 20, "generate: maximum new tokens");
+  flags.Double("temperature", &o.temperature, 0, 100, "generate: sampling temperature (0 = greedy)");
+  flags.Double("top_p", &o.top_p, 0.000001, 1, "generate: nucleus sampling");
+  flags.Int("top_k", &o.top_k, 0, 1 << 24, "generate: top-k (0 = off)");
+  flags.Int("seed", &o.seed, -1, INT64_MAX, "generate: seed (-1 = random)");
+  flags.String("stop", &o.stop, "generate: a stop string");
+  flags.Bool("show_ids", &o.show_ids, "generate: print token ids on stderr");
+  std::vector<std::string> args;
+  absl::Status s = flags.Parse(argc, argv, &args);
+  if (s.ok() && flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (!s.ok() || args.size() != 1) {
+    std::fprintf(stderr, "expertctl: %s\n%s", s.ok() ? "expected one command" : std::string(s.message()).c_str(),
+                 flags.Usage().c_str());
+    return 2;
+  }
+  auto channel = grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
+  const std::string& cmd = args[0];
+  if (cmd == "health") return Health(channel, o);
+  if (cmd == "generate") return Generate(channel, o);
+  if (cmd == "tokenize") return Tokenize(channel, o);
+  if (cmd == "detokenize") return Detokenize(channel, o);
+  auto stub = expertd::v1::InferenceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  if (cmd == "info") {
+    expertd::v1::ModelInfo info;
+    grpc::Status st = stub->GetModelInfo(&ctx, expertd::v1::GetModelInfoRequest(), &info);
+    return st.ok() ? PrintJson(info) : Fail(st);
+  }
+  if (cmd == "server-info") {
+    expertd::v1::ServerInfo info;
+    grpc::Status st = stub->GetServerInfo(&ctx, expertd::v1::GetServerInfoRequest(), &info);
+    return st.ok() ? PrintJson(info) : Fail(st);
+  }
+  std::fprintf(stderr, "expertctl: unknown command '%s'\n%s", cmd.c_str(), flags.Usage().c_str());
+  return 2;
+}

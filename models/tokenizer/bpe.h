@@ -1,0 +1,99 @@
+// The BPE model of tokenizer.json ("model": {"type": "BPE", ...}): vocab,
+// ranked merges, byte-level alphabet, byte_fallback, unk/fuse_unk,
+// continuing_subword_prefix / end_of_word_suffix, ignore_merges.
+//
+// Thread-safe: Encode is const; the word cache is internally synchronized.
+#ifndef EXPERTD_MODELS_TOKENIZER_BPE_H_
+#define EXPERTD_MODELS_TOKENIZER_BPE_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+
+namespace expertd::models {
+
+// GPT-2's reversible byte <-> printable-code-point mapping.
+char32_t ByteToUnicode(uint8_t b);
+// Returns -1 when cp is not in the alphabet.
+int UnicodeToByte(char32_t cp);
+
+class BpeModel {
+ public:
+  // `byte_level`: pieces are raw bytes to be mapped through the byte alphabet
+  // before lookup (the ByteLevel pre-tokenizer ended the chain).
+  static absl::StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& model, bool byte_level);
+
+  // Appends the ids of one pre-token (an empty piece yields nothing).
+  void Encode(absl::string_view piece, std::vector<int32_t>* ids) const;
+
+  // -1 when absent.
+  int32_t TokenToId(absl::string_view token) const;
+  // nullptr when absent.
+  const std::string* IdToToken(int32_t id) const;
+  // One past the largest id in the vocab.
+  int32_t id_end() const { return static_cast<int32_t>(id_to_token_.size()); }
+  int32_t unk_id() const { return unk_id_; }
+
+ private:
+  using Ids = absl::InlinedVector<int32_t, 6>;
+  struct Merge {
+    int32_t rank;
+    int32_t new_id;
+  };
+  BpeModel() = default;
+  void EncodeCached(absl::string_view piece, std::vector<int32_t>* ids) const;
+  void EncodeWord(absl::string_view word, Ids* out) const;
+  void InitialSymbols(absl::string_view word, Ids* syms) const;
+  void MergeAll(Ids* syms) const;
+  const Merge* FindMerge(int32_t a, int32_t b) const {
+    auto it = merges_.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b));
+    return it == merges_.end() ? nullptr : &it->second;
+  }
+
+  // Constant after construction.
+  absl::flat_hash_map<std::string, int32_t> vocab_;
+  std::vector<std::string> id_to_token_;  // "" for holes
+  std::vector<bool> id_present_;
+  absl::flat_hash_map<uint64_t, Merge> merges_;
+  bool byte_level_ = false;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
+  bool ignore_merges_ = false;
+  int32_t unk_id_ = -1;
+  bool has_unk_token_ = false;
+  std::string unk_token_;
+  std::string prefix_;  // continuing_subword_prefix
+  std::string suffix_;  // end_of_word_suffix
+  bool has_prefix_ = false, has_suffix_ = false;
+  std::array<int32_t, 256> byte_ids_;  // byte-level: id of each byte's symbol, -1 if absent
+  bool byte_fast_ = false;             // byte-level and every byte has an id and no prefix/suffix
+  std::array<int32_t, 256> fallback_ids_;  // byte_fallback: id of "<0xAB>", -1 if absent
+  // SentencePiece-style vocabularies: when no merge joins a token ending in a
+  // non-"▁" char to one starting with "▁", BPE on a piece equals BPE on its
+  // parts split before each such "▁", which lets long pieces (Llama-2 has no
+  // pre-tokenizer) use the word cache. Checked at load time.
+  bool split_at_metaspace_ = false;
+
+  // Word cache: shards keyed by the piece bytes. Stops growing when full.
+  static constexpr int kShards = 16;
+  static constexpr size_t kMaxEntriesPerShard = 8192;
+  static constexpr size_t kMaxCachedWordLen = 256;
+  struct Shard {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, Ids> map ABSL_GUARDED_BY(mu);
+  };
+  mutable std::array<Shard, kShards> cache_;
+};
+
+}  // namespace expertd::models
+
+#endif  // EXPERTD_MODELS_TOKENIZER_BPE_H_

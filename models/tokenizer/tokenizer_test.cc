@@ -1,0 +1,135 @@
+// Unit tests of the public Tokenizer API beyond the oracle comparison: load
+// errors, the invalid-UTF-8 policy, special tokens, bad ids, concurrency.
+#include "models/tokenizer/tokenizer.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/tokenizer/testdata_util.h"
+#include "nlohmann/json.hpp"
+
+namespace expertd::models {
+namespace {
+
+nlohmann::json Llama2Json() {
+  auto text = testdata::TokenizerJson("llama2");
+  EXPECT_TRUE(text.ok()) << text.status();
+  return nlohmann::json::parse(*text);
+}
+
+void ExpectLoadErrorNaming(nlohmann::json j, const std::string& key, nlohmann::json value,
+                           const std::string& must_contain) {
+  j[key] = std::move(value);
+  auto tok = Tokenizer::LoadFromJson(j.dump());
+  ASSERT_FALSE(tok.ok()) << key;
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tok.status().message().find(must_contain), std::string::npos) << tok.status();
+}
+
+TEST(TokenizerTest, UnknownComponentsAreClearLoadErrors) {
+  nlohmann::json base = Llama2Json();
+  ExpectLoadErrorNaming(base, "normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", "x"}},
+                        "unsupported normalizer type \"Precompiled\"");
+  ExpectLoadErrorNaming(base, "pre_tokenizer", {{"type", "FancySplit"}}, "unsupported pre_tokenizer type \"FancySplit\"");
+  ExpectLoadErrorNaming(base, "decoder", {{"type", "CTC"}}, "unsupported decoder type \"CTC\"");
+  ExpectLoadErrorNaming(base, "post_processor", {{"type", "Bogus"}}, "unsupported post_processor type \"Bogus\"");
+  nlohmann::json seq = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Nope"}}}}};
+  ExpectLoadErrorNaming(base, "normalizer", seq, "\"Nope\"");
+  nlohmann::json model = base["model"];
+  model["type"] = "Unigram";
+  ExpectLoadErrorNaming(base, "model", model, "unsupported model type \"Unigram\"");
+  nlohmann::json split = {{"type", "Split"}, {"pattern", {{"Regex", "(?<=x)y"}}}, {"behavior", "Isolated"},
+                          {"invert", false}};
+  ExpectLoadErrorNaming(base, "pre_tokenizer", split, "lookbehind");
+}
+
+TEST(TokenizerTest, BadFilesAndJson) {
+  EXPECT_EQ(Tokenizer::LoadFromFile("/nonexistent/tokenizer.json").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Tokenizer::LoadFromJson("{not json").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tokenizer::LoadFromJson("{}").status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad_vocab = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": [], "merges": []}})");
+  EXPECT_FALSE(bad_vocab.ok());
+}
+
+TEST(TokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {
+  for (const std::string name : {"llama3", "llama2"}) {
+    auto tok = testdata::Load(name);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    auto raw = (*tok)->Encode("abc\xC3(def \xE4\xB8", false);
+    auto replaced = (*tok)->Encode("abc\xEF\xBF\xBD(def \xEF\xBF\xBD", false);
+    ASSERT_TRUE(raw.ok() && replaced.ok());
+    EXPECT_EQ(*raw, *replaced) << name;
+    EXPECT_FALSE(raw->empty());
+  }
+}
+
+TEST(TokenizerTest, SpecialTokensAndWellKnownIds) {
+  auto llama2 = testdata::Load("llama2");
+  ASSERT_TRUE(llama2.ok());
+  const Tokenizer& t = **llama2;
+  EXPECT_EQ(t.vocab_size(), 32000);
+  EXPECT_EQ(t.bos_id(), absl::optional<int32_t>(1));
+  EXPECT_EQ(t.eos_id(), absl::optional<int32_t>(2));
+  EXPECT_EQ(t.unk_id(), absl::optional<int32_t>(0));
+  EXPECT_TRUE(t.IsSpecial(1));
+  EXPECT_FALSE(t.IsSpecial(500));
+  std::vector<SpecialToken> specials = t.special_tokens();
+  ASSERT_EQ(specials.size(), 3u);
+  EXPECT_EQ(specials[1].content, "<s>");
+  auto with = t.Encode("Hello", true);
+  auto without = t.Encode("Hello", false);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_EQ(with->front(), 1);
+  EXPECT_EQ(with->size(), without->size() + 1);
+  // Special-token text in the input is matched before the model.
+  auto in_text = t.Encode("<s>Hello", false);
+  ASSERT_TRUE(in_text.ok());
+  EXPECT_EQ(in_text->front(), 1);
+
+  auto llama3 = testdata::Load("llama3");
+  ASSERT_TRUE(llama3.ok());
+  EXPECT_EQ((*llama3)->bos_id(), absl::optional<int32_t>(128000));
+  EXPECT_EQ((*llama3)->eos_id(), absl::optional<int32_t>(128001));
+  EXPECT_EQ((*llama3)->vocab_size(), 128256);
+  EXPECT_EQ((*llama3)->special_tokens().size(), 256u);
+  EXPECT_EQ((*llama3)->TokenToId("<|eot_id|>"), 128009);
+}
+
+TEST(TokenizerTest, DecodeRejectsUnknownIds) {
+  auto tok = testdata::Load("gpt2");
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ((*tok)->Decode({15496, 50257}, false).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*tok)->Decode({-1}, false).status().code(), absl::StatusCode::kInvalidArgument);
+  auto ok = (*tok)->Decode({15496, 50256}, true);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, "Hello");
+}
+
+TEST(TokenizerTest, RoundTripsValidText) {
+  auto tok = testdata::Load("llama3");
+  ASSERT_TRUE(tok.ok());
+  const std::string text = "Round trip: 中文, emoji \xF0\x9F\x98\x80, tabs\t\tand  spaces\n";
+  auto ids = (*tok)->Encode(text, true);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ((*tok)->Decode(*ids, true).value(), text);
+}
+
+TEST(TokenizerTest, ConcurrentEncodeMatchesSerial) {
+  auto tok = testdata::Load("llama3");
+  ASSERT_TRUE(tok.ok());
+  auto text = testdata::BenchmarkText(64 << 10);
+  ASSERT_TRUE(text.ok());
+  std::vector<int32_t> want = (*tok)->Encode(*text, false).value();
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { got[i] = (*tok)->Encode(*text, false).value(); });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& g : got) EXPECT_EQ(g, want);
+}
+
+}  // namespace
+}  // namespace expertd::models

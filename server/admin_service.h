@@ -1,0 +1,42 @@
+// AdminService: fine-tune jobs, checkpoint activation, expert statistics.
+// Every call is authenticated first (server/admin_auth.h).
+#ifndef EXPERTD_SERVER_ADMIN_SERVICE_H_
+#define EXPERTD_SERVER_ADMIN_SERVICE_H_
+
+#include "proto/expertd.grpc.pb.h"
+#include "server/serving_state.h"
+
+namespace expertd::server {
+
+class AdminServiceImpl final : public v1::AdminService::CallbackService {
+ public:
+  explicit AdminServiceImpl(ServingState* state) : state_(state) {}
+
+  grpc::ServerUnaryReactor* SubmitFineTune(grpc::CallbackServerContext* ctx, const v1::SubmitFineTuneRequest* request,
+                                           v1::FineTuneJob* response) override;
+  grpc::ServerUnaryReactor* GetFineTuneJob(grpc::CallbackServerContext* ctx, const v1::GetFineTuneJobRequest* request,
+                                           v1::FineTuneJob* response) override;
+  grpc::ServerUnaryReactor* ListFineTuneJobs(grpc::CallbackServerContext* ctx,
+                                             const v1::ListFineTuneJobsRequest* request,
+                                             v1::ListFineTuneJobsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelFineTuneJob(grpc::CallbackServerContext* ctx,
+                                              const v1::CancelFineTuneJobRequest* request,
+                                              v1::FineTuneJob* response) override;
+  grpc::ServerWriteReactor<v1::FineTuneJobEvent>* WatchFineTuneJob(grpc::CallbackServerContext* ctx,
+                                                                   const v1::WatchFineTuneJobRequest* request) override;
+  grpc::ServerUnaryReactor* ActivateCheckpoint(grpc::CallbackServerContext* ctx,
+                                               const v1::ActivateCheckpointRequest* request,
+                                               v1::ActivateCheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* GetExpertStats(grpc::CallbackServerContext* ctx, const v1::GetExpertStatsRequest* request,
+                                           v1::ExpertStats* response) override;
+
+ private:
+  // Authentication result for this call's metadata.
+  grpc::Status Authenticate(grpc::CallbackServerContext* ctx) const;
+
+  ServingState* const state_;  // not owned
+};
+
+}  // namespace expertd::server
+
+#endif  // EXPERTD_SERVER_ADMIN_SERVICE_H_

@@ -1,0 +1,180 @@
+#include "server/daemon.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "models/config/model_config.h"
+#include "server/model_runtime.h"
+
+namespace expertd::server {
+namespace {
+
+constexpr const char* kServiceNames[] = {"", "expertd.v1.InferenceService", "expertd.v1.AdminService"};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(const ServerOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert));
+  ASSIGN_OR_RETURN(std::string key, ReadFile(o.tls_key));
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+ServingMetricsInfo MetricsInfo(const ServerOptions& o) {
+  ServingMetricsInfo info;
+  info.model_name = o.model_name;
+  info.version = kVersion;
+  info.cache_config = {
+      {"kv_cache_bytes", std::to_string(o.kv_cache_bytes)},
+      {"kv_block_size", std::to_string(o.kv_block_size)},
+      {"expert_cache_bytes", std::to_string(o.expert_cache_bytes)},
+      {"expert_cache_percent", absl::StrCat(o.expert_cache_percent)},
+      {"host_expert_bytes", std::to_string(o.host_expert_bytes)},
+      {"expert_policy", o.expert_policy},
+      {"prefetch", o.prefetch},
+  };
+  return info;
+}
+
+}  // namespace
+
+Daemon::Daemon(ServerOptions options)
+    : state_(std::move(options)),
+      metrics_(MetricsInfo(state_.options())),
+      scheduler_metrics_(&metrics_),
+      inference_service_(&state_, &metrics_),
+      admin_service_(&state_) {
+  // Gauges stay true between steps too: refresh them on every scrape.
+  metrics_.AddCollectHook([this] {
+    std::shared_ptr<const LoadedModel> model = state_.model();
+    if (model == nullptr || model->runtime == nullptr) return;
+    SchedulerStats s = model->runtime->scheduler()->stats();
+    metrics_.UpdateScheduler({s.running, s.waiting, s.kv_cache_usage});
+  });
+}
+
+Daemon::~Daemon() {
+  Shutdown();
+  if (loader_.joinable()) loader_.join();
+}
+
+absl::Status Daemon::Start() {
+  const ServerOptions& o = state_.options();
+  // Fail fast on a directory that cannot be a model, before listening.
+  auto config = models::LoadModelConfig(o.model_dir + "/config.json");
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat("model directory '", o.model_dir, "': ", config.status().message()));
+  }
+
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MakeCredentials(o));
+  if (!o.metrics_listen.empty()) {
+    metrics_http_ = std::make_unique<metrics::MetricsHttpServer>(&metrics_.registry(), [this] { return state_.ready(); });
+    RETURN_IF_ERROR(metrics_http_->Start(o.metrics_listen));
+    EXPERTD_LOG(Info, "metrics listening").With("address", o.metrics_listen).With("port", metrics_http_->port());
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, creds, &port_);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on the same port would
+  // then share it silently instead of failing to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_message_bytes));
+  // Long prefills send no DATA frames: let clients keep the connection alive.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.RegisterService(&inference_service_);
+  builder.RegisterService(&admin_service_);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    if (metrics_http_ != nullptr) metrics_http_->Stop();
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
+  }
+  SetHealth(false);
+  EXPERTD_LOG(Info, "listening")
+      .With("address", o.listen)
+      .With("port", port_)
+      .With("tls", !o.tls_cert.empty())
+      .With("admin_api", !o.admin_token.empty());
+
+  loader_ = std::thread([this] {
+    absl::Status s = LoadModel();
+    load_status_ = s;
+    load_done_.Notify();
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::LoadModel() {
+  const ServerOptions& o = state_.options();
+  const absl::Time start = absl::Now();
+  EXPERTD_LOG(Info, "loading model").With("model_dir", o.model_dir);
+  auto model = std::make_shared<LoadedModel>();
+  model->name = o.model_name;
+  model->dir = o.model_dir;
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_));
+  model->config = runtime->config();
+  model->runtime = std::move(runtime);
+  if (state_.draining()) return absl::CancelledError("shutdown requested while loading");
+  const models::ModelConfig& c = model->config;
+  state_.SetModel(std::move(model));
+  SetHealth(true);
+  EXPERTD_LOG(Info, "model ready")
+      .With("model", o.model_name)
+      .With("architecture", models::ArchitectureName(c.architecture))
+      .With("layers", c.num_hidden_layers)
+      .With("experts", c.num_experts)
+      .With("top_k", c.num_experts_per_tok)
+      .With("load_seconds", absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::load_status() const {
+  if (!load_done_.HasBeenNotified()) return absl::UnavailableError("still loading");
+  return load_status_;
+}
+
+void Daemon::SetHealth(bool serving) {
+  if (server_ == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  for (const char* name : kServiceNames) health->SetServingStatus(name, serving);
+}
+
+void Daemon::Shutdown() {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  const double grace = state_.options().shutdown_grace_seconds;
+  EXPERTD_LOG(Info, "draining").With("grace_seconds", grace);
+  state_.BeginDrain();
+  SetHealth(false);
+  // In-flight generations get the grace period; whatever still runs then ends
+  // with finish_reason CANCELLED, and the RPC layer gets a short final flush.
+  if (loader_.joinable()) loader_.join();
+  std::shared_ptr<const LoadedModel> model = state_.model();
+  if (model != nullptr && model->runtime != nullptr) {
+    model->runtime->scheduler()->Drain(absl::Milliseconds(static_cast<int64_t>(grace * 1000)));
+  }
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_->Wait();
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
+  EXPERTD_LOG(Info, "stopped");
+}
+
+}  // namespace expertd::server

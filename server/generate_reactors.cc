@@ -1,0 +1,233 @@
+#include "server/generate_reactors.h"
+
+#include "server/grpc_status.h"
+
+namespace expertd::server {
+namespace {
+
+v1::FinishReason ToProto(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
+    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
+    case FinishReason::kError: return v1::FINISH_REASON_ERROR;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  int64_t ns = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+// Shared by both response types (same field names and numbers).
+template <typename Response>
+void AppendUpdateImpl(const GenerationUpdate& u, Response* out) {
+  for (int32_t id : u.token_ids) out->add_token_ids(static_cast<uint32_t>(id));
+  out->mutable_text()->append(u.text);
+  for (const TokenLogprobs& lp : u.logprobs) {
+    v1::TokenLogprob* p = out->add_logprobs();
+    p->set_token_id(static_cast<uint32_t>(lp.token_id));
+    p->set_logprob(lp.logprob);
+    for (const auto& [id, logprob] : lp.top) {
+      v1::TopLogprob* t = p->add_top();
+      t->set_token_id(static_cast<uint32_t>(id));
+      t->set_logprob(logprob);
+    }
+  }
+  if (!u.finished) return;
+  out->set_finish_reason(ToProto(u.finish_reason));
+  if (!u.matched_stop_string.empty()) out->set_matched_stop_string(u.matched_stop_string);
+  if (u.matched_stop_token_id >= 0) out->set_matched_stop_token_id(static_cast<uint32_t>(u.matched_stop_token_id));
+  if (!u.error_message.empty()) out->set_error_message(u.error_message);
+  v1::Usage* usage = out->mutable_usage();
+  usage->set_prompt_tokens(u.prompt_tokens);
+  usage->set_completion_tokens(u.completion_tokens);
+  usage->set_total_tokens(u.prompt_tokens + u.completion_tokens);
+  v1::Timing* t = out->mutable_timing();
+  SetDuration(u.timing.queue_time, t->mutable_queue_time());
+  SetDuration(u.timing.time_to_first_token, t->mutable_time_to_first_token());
+  SetDuration(u.timing.decode_time, t->mutable_decode_time());
+  SetDuration(u.timing.total_time, t->mutable_total_time());
+}
+
+}  // namespace
+
+void AppendUpdate(const GenerationUpdate& u, v1::GenerateResponse* out) { AppendUpdateImpl(u, out); }
+void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out) { AppendUpdateImpl(u, out); }
+
+grpc::Status FinalStatus(const GenerationUpdate& u) { return ToGrpcStatus(u.status); }
+
+// ---------------------------------------------------------------------------
+// Streaming
+
+void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
+  if (on_finish_) on_finish_(status);
+  Finish(status);
+}
+
+GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request, RpcDone done) {
+  std::shared_ptr<GenerateStreamReactor> r(new GenerateStreamReactor(scheduler, std::move(done)));
+  r->self_ = r;
+  {
+    absl::MutexLock lock(&r->mu_);
+    r->request_id_ = request.request_id;
+  }
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
+  if (!handle.ok()) {
+    {
+      absl::MutexLock lock(&r->mu_);
+      r->finish_called_ = true;
+    }
+    r->FinishWith(ToGrpcStatus(handle.status()));
+    return r.get();
+  }
+  absl::MutexLock lock(&r->mu_);
+  r->handle_ = *std::move(handle);
+  return r.get();
+}
+
+void GenerateStreamReactor::OnUpdate(GenerationUpdate u) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finish_called_) return;
+    if (!u.status.ok()) {
+      final_status_ = FinalStatus(u);
+      final_seen_ = true;
+    } else {
+      AppendUpdate(u, &pending_);
+      has_pending_ = true;
+      final_seen_ = u.finished;
+    }
+  }
+  Act();
+}
+
+bool GenerateStreamReactor::NextActionLocked(bool* finish, grpc::Status* status) {
+  if (writing_ || finish_called_) return false;
+  if (final_seen_ && !final_status_.ok()) {
+    finish_called_ = true;
+    *finish = true;
+    *status = final_status_;
+    return false;
+  }
+  if (has_pending_) {
+    in_flight_.Clear();
+    in_flight_.Swap(&pending_);
+    in_flight_.set_request_id(request_id_);
+    has_pending_ = false;
+    writing_ = true;
+    return true;
+  }
+  if (final_seen_) {
+    finish_called_ = true;
+    *finish = true;
+    *status = grpc::Status::OK;
+  }
+  return false;
+}
+
+void GenerateStreamReactor::Act() {
+  bool finish = false;
+  grpc::Status status;
+  bool write;
+  {
+    absl::MutexLock lock(&mu_);
+    write = NextActionLocked(&finish, &status);
+  }
+  if (write) {
+    StartWrite(&in_flight_);
+  } else if (finish) {
+    FinishWith(status);
+  }
+}
+
+void GenerateStreamReactor::OnWriteDone(bool ok) {
+  if (!ok) {  // the client is gone: stop generating, end the call
+    OnCancel();
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    has_pending_ = false;
+    if (final_seen_ && final_status_.ok()) final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
+    if (!final_seen_) return;  // the scheduler's final update will finish the call
+  } else {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+  }
+  Act();
+}
+
+void GenerateStreamReactor::OnCancel() {
+  std::shared_ptr<RequestHandle> handle;
+  {
+    absl::MutexLock lock(&mu_);
+    handle = handle_;
+    final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+  }
+  if (handle != nullptr) {
+    handle->Cancel();
+    scheduler_->Notify();
+  }
+}
+
+void GenerateStreamReactor::OnDone() {
+  std::shared_ptr<GenerateStreamReactor> keep = std::move(self_);
+  absl::MutexLock lock(&mu_);
+  finish_called_ = true;  // late scheduler updates are dropped
+}
+
+// ---------------------------------------------------------------------------
+// Unary
+
+void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
+  if (on_finish_) on_finish_(status);
+  Finish(status);
+}
+
+GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
+                                                   v1::GenerateUnaryResponse* response, RpcDone done) {
+  std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(scheduler, response, std::move(done)));
+  r->self_ = r;
+  response->set_request_id(request.request_id);
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
+  if (!handle.ok()) {
+    r->FinishWith(ToGrpcStatus(handle.status()));
+    return r.get();
+  }
+  absl::MutexLock lock(&r->mu_);
+  r->handle_ = *std::move(handle);
+  return r.get();
+}
+
+void GenerateUnaryReactor::OnUpdate(GenerationUpdate u) {
+  absl::ReleasableMutexLock lock(&mu_);
+  if (done_) return;
+  if (u.status.ok()) AppendUpdate(u, response_);
+  if (!u.finished) return;
+  done_ = true;  // nothing touches response_ after Finish
+  lock.Release();
+  FinishWith(FinalStatus(u));
+}
+
+void GenerateUnaryReactor::OnCancel() {
+  std::shared_ptr<RequestHandle> handle;
+  {
+    absl::MutexLock lock(&mu_);
+    handle = handle_;
+  }
+  if (handle != nullptr) {
+    handle->Cancel();
+    scheduler_->Notify();
+  }
+}
+
+void GenerateUnaryReactor::OnDone() {
+  std::shared_ptr<GenerateUnaryReactor> keep = std::move(self_);
+  absl::MutexLock lock(&mu_);
+  done_ = true;
+}
+
+}  // namespace expertd::server

@@ -1,0 +1,94 @@
+// gRPC reactors for Generate (server streaming) and GenerateUnary: they
+// submit a validated request to the Scheduler and turn its updates into
+// responses. Both follow the callback API's rules: at most one write in
+// flight, Finish exactly once, nothing touched after OnDone.
+#ifndef EXPERTD_SERVER_GENERATE_REACTORS_H_
+#define EXPERTD_SERVER_GENERATE_REACTORS_H_
+
+#include <memory>
+#include <functional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/expertd.pb.h"
+#include "server/generation_update.h"
+#include "server/scheduler.h"
+
+namespace expertd::server {
+
+// Fills a GenerateResponse-like message from an update (shared by both forms).
+void AppendUpdate(const GenerationUpdate& u, v1::GenerateResponse* out);
+void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out);
+// gRPC status for a finished update (OK unless cancelled / deadline).
+grpc::Status FinalStatus(const GenerationUpdate& u);
+
+// Called once with the status a call ends with (metrics).
+using RpcDone = std::function<void(const grpc::Status&)>;
+
+// Streaming. Shared-owned: by itself until OnDone, and by the scheduler
+// (as the request's observer) until the request ends, so a late update
+// never touches freed memory.
+class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                                    public GenerationObserver,
+                                    public std::enable_shared_from_this<GenerateStreamReactor> {
+ public:
+  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request, RpcDone done);
+
+  void OnUpdate(GenerationUpdate update) override;  // scheduler thread
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  GenerateStreamReactor(Scheduler* scheduler, RpcDone done) : scheduler_(scheduler), on_finish_(std::move(done)) {}
+  void FinishWith(const grpc::Status& status);
+  // Under mu_: decides the next network action. Returns true if `in_flight_`
+  // should be written; sets *finish when the call should end instead.
+  bool NextActionLocked(bool* finish, grpc::Status* status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Act();
+
+  Scheduler* const scheduler_;
+  const RpcDone on_finish_;
+  std::shared_ptr<GenerateStreamReactor> self_;  // released in OnDone
+  absl::Mutex mu_;
+  std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+  v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);    // accumulated, not yet written
+  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
+  v1::GenerateResponse in_flight_;                       // owned by the write in flight
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_seen_ ABSL_GUARDED_BY(mu_) = false;         // the last update arrived
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Unary: collects every update into the response and finishes once.
+class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
+                                   public GenerationObserver,
+                                   public std::enable_shared_from_this<GenerateUnaryReactor> {
+ public:
+  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
+                                      v1::GenerateUnaryResponse* response, RpcDone done);
+
+  void OnUpdate(GenerationUpdate update) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  GenerateUnaryReactor(Scheduler* scheduler, v1::GenerateUnaryResponse* response, RpcDone done)
+      : scheduler_(scheduler), response_(response), on_finish_(std::move(done)) {}
+  void FinishWith(const grpc::Status& status);
+
+  Scheduler* const scheduler_;
+  v1::GenerateUnaryResponse* const response_;  // owned by gRPC until OnDone
+  const RpcDone on_finish_;
+  std::shared_ptr<GenerateUnaryReactor> self_;
+  absl::Mutex mu_;
+  std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace expertd::server
+
+#endif  // EXPERTD_SERVER_GENERATE_REACTORS_H_

@@ -1,0 +1,168 @@
+#include "server/inference_service.h"
+
+#include <atomic>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/generate_reactors.h"
+#include "server/grpc_status.h"
+#include "server/model_info.h"
+#include "server/model_runtime.h"
+#include "server/reactors.h"
+#include "server/version.h"
+
+namespace expertd::server {
+namespace {
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  int64_t ns = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+std::string NextRequestId() {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat("req-", counter.fetch_add(1) + 1);
+}
+
+uint64_t RandomSeed() {
+  static absl::Mutex mu(absl::kConstInit);
+  static absl::BitGen* gen = new absl::BitGen();
+  absl::MutexLock lock(&mu);
+  return absl::Uniform<uint64_t>(*gen);
+}
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
+  auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+// The model (or why there is none yet), the runtime, and a validated request.
+struct Prepared {
+  std::shared_ptr<const LoadedModel> model;
+  GenerationRequest request;
+};
+
+absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx,
+                                 const v1::GenerateRequest& req) {
+  Prepared p;
+  absl::Status accepting = state->CheckAcceptingRequests();
+  if (!accepting.ok()) return accepting;
+  p.model = state->model();
+  ModelRuntime* rt = p.model->runtime.get();
+  auto validated = ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), NextRequestId());
+  if (!validated.ok()) return validated.status();
+  p.request = *std::move(validated);
+  p.request.arrival = absl::Now();
+  p.request.deadline = DeadlineOf(ctx);
+  return p;
+}
+
+}  // namespace
+
+std::function<void(const grpc::Status&)> InferenceServiceImpl::Recorder(const char* rpc) {
+  if (metrics_ == nullptr) return nullptr;
+  ServingMetrics* m = metrics_;
+  return [m, rpc](const grpc::Status& s) { m->OnRpcFinished(rpc, static_cast<absl::StatusCode>(s.error_code())); };
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext* ctx, const char* rpc,
+                                                     grpc::Status status) {
+  if (metrics_ != nullptr) metrics_->OnRpcFinished(rpc, static_cast<absl::StatusCode>(status.error_code()));
+  return FinishUnary(ctx, std::move(status));
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
+                                                                               const v1::GenerateRequest* request) {
+  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
+  if (!p.ok()) {
+    grpc::Status status = ToGrpcStatus(p.status());
+    if (auto record = Recorder("Generate")) record(status);
+    return new FinishedWriteReactor<v1::GenerateResponse>(status);
+  }
+  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request), Recorder("Generate"));
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
+                                                              const v1::GenerateRequest* request,
+                                                              v1::GenerateUnaryResponse* response) {
+  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
+  if (!p.ok()) return Done(ctx, "GenerateUnary", ToGrpcStatus(p.status()));
+  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), response,
+                                      Recorder("GenerateUnary"));
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerContext* ctx,
+                                                         const v1::TokenizeRequest* request,
+                                                         v1::TokenizeResponse* response) {
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model == nullptr) return Done(ctx, "Tokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
+  const models::Tokenizer* tok = model->runtime->tokenizer();
+  if (tok == nullptr) {
+    return Done(ctx, "Tokenize", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "Tokenize: the model directory has no tokenizer.json"));
+  }
+  auto ids = tok->Encode(request->text(), request->has_add_special_tokens() ? request->add_special_tokens() : true);
+  if (!ids.ok()) return Done(ctx, "Tokenize", ToGrpcStatus(ids.status()));
+  for (int32_t id : *ids) response->add_token_ids(static_cast<uint32_t>(id));
+  return Done(ctx, "Tokenize", grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::Detokenize(grpc::CallbackServerContext* ctx,
+                                                           const v1::DetokenizeRequest* request,
+                                                           v1::DetokenizeResponse* response) {
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model == nullptr) return Done(ctx, "Detokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
+  const models::Tokenizer* tok = model->runtime->tokenizer();
+  if (tok == nullptr) {
+    return Done(ctx, "Detokenize", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "Detokenize: the model directory has no tokenizer.json"));
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(request->token_ids_size());
+  for (uint32_t id : request->token_ids()) {
+    if (id > static_cast<uint32_t>(INT32_MAX) || !tok->IsValidId(static_cast<int32_t>(id))) {
+      return Done(ctx, "Detokenize", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                           absl::StrCat("token_ids: ", id, " is not in the tokenizer's vocabulary")));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  auto text = tok->Decode(ids, request->has_skip_special_tokens() ? request->skip_special_tokens() : true);
+  if (!text.ok()) return Done(ctx, "Detokenize", ToGrpcStatus(text.status()));
+  response->set_text(*std::move(text));
+  return Done(ctx, "Detokenize", grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::GetModelInfo(grpc::CallbackServerContext* ctx,
+                                                             const v1::GetModelInfoRequest* request,
+                                                             v1::ModelInfo* response) {
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model == nullptr) {
+    return Done(ctx, "GetModelInfo", grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
+  }
+  FillModelInfo(*model, state_->options(), response);
+  return Done(ctx, "GetModelInfo", grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                              const v1::GetServerInfoRequest* request,
+                                                              v1::ServerInfo* response) {
+  response->set_version(kVersion);
+  SetDuration(absl::Now() - state_->start_time(), response->mutable_uptime());
+  response->set_ready(state_->ready());
+  response->set_draining(state_->draining());
+  response->set_max_batch_tokens(state_->options().max_batch_tokens);
+  response->set_max_queue_length(state_->options().max_queue_length);
+  std::shared_ptr<const LoadedModel> model = state_->model();
+  if (model != nullptr && model->runtime != nullptr) {
+    SchedulerStats stats = model->runtime->scheduler()->stats();
+    response->set_running_requests(stats.running);
+    response->set_waiting_requests(stats.waiting);
+    response->set_kv_cache_usage(stats.kv_cache_usage);
+  }
+  return Done(ctx, "GetServerInfo", grpc::Status::OK);
+}
+
+}  // namespace expertd::server

@@ -1,0 +1,107 @@
+// expertd: serves a Mixture-of-Experts model over gRPC.
+//   expertd --model_dir=DIR [--listen=127.0.0.1:50051] [--config=FILE] ...
+// Exit status: 0 after a clean SIGTERM/SIGINT drain, 1 if the model cannot be
+// loaded or the port cannot be bound, 2 for bad flags.
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "base/flags.h"
+#include "base/log.h"
+#include "server/daemon.h"
+#include "server/options.h"
+#include "server/version.h"
+
+namespace {
+
+bool WritePortFile(const std::string& path, int port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!(out << port << "\n")) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using expertd::server::ServerOptions;
+  // Block the stop signals in every thread (gRPC's included); main waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ServerOptions options;
+  expertd::FlagSet flags(std::string("expertd ") + expertd::server::kVersion +
+                         ": serves a Mixture-of-Experts model over gRPC.\n"
+                         "usage: expertd --model_dir=DIR [--listen=HOST:PORT] [--config=FILE.json] [flags]");
+  expertd::server::RegisterServerFlags(&flags, &options);
+  absl::Status s = flags.Parse(argc, argv, nullptr);
+  if (s.ok() && flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (s.ok()) s = expertd::server::ValidateServerOptions(&options);
+  if (!s.ok()) {
+    std::fprintf(stderr, "expertd: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  expertd::log::Level level;
+  expertd::log::Format format;
+  expertd::log::ParseLevel(options.log_level, &level);
+  expertd::log::ParseFormat(options.log_format, &format);
+  expertd::log::SetMinLevel(level);
+  expertd::log::SetFormat(format);
+
+  EXPERTD_LOG(Info, "starting")
+      .With("version", expertd::server::kVersion)
+      .With("model_dir", options.model_dir)
+      .With("backend", options.backend)
+      .With("kv_cache_bytes", options.kv_cache_bytes)
+      .With("expert_cache_bytes", options.expert_cache_bytes)
+      .With("expert_policy", options.expert_policy)
+      .With("prefetch", options.prefetch);
+
+  const std::string port_file = options.port_file;
+  expertd::server::Daemon daemon(std::move(options));
+  s = daemon.Start();
+  if (!s.ok()) {
+    EXPERTD_LOG(Error, "cannot start").With("error", s);
+    std::fprintf(stderr, "expertd: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  if (!port_file.empty() && !WritePortFile(port_file, daemon.port())) {
+    EXPERTD_LOG(Error, "cannot write port file").With("path", port_file);
+    daemon.Shutdown();
+    return 1;
+  }
+
+  // Wait for a stop signal, watching for a failed background load meanwhile.
+  bool load_reported = false;
+  while (true) {
+    timespec tick{0, 200 * 1000 * 1000};
+    int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      EXPERTD_LOG(Info, "stop signal").With("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      break;
+    }
+    if (!load_reported && daemon.load_finished()) {
+      load_reported = true;
+      absl::Status load = daemon.load_status();
+      if (!load.ok()) {
+        EXPERTD_LOG(Error, "model load failed").With("error", load);
+        std::fprintf(stderr, "expertd: model load failed: %s\n", std::string(load.message()).c_str());
+        daemon.Shutdown();
+        return 1;
+      }
+    }
+  }
+  daemon.Shutdown();
+  return 0;
+}

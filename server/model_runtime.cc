@@ -1,0 +1,92 @@
+#include "server/model_runtime.h"
+
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+
+namespace expertd::server {
+namespace {
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Adapts the tokenizer's streaming detokenizer to the scheduler's interface.
+class DetokenizerStreamer final : public TextStreamer {
+ public:
+  DetokenizerStreamer(const models::Tokenizer* tokenizer, bool skip_special) : detok_(tokenizer, skip_special) {}
+  std::string Push(int32_t id) override {
+    absl::StatusOr<std::string> s = detok_.Push(id);
+    return s.ok() ? *std::move(s) : std::string();  // ids come from the model: always valid
+  }
+  std::string Flush() override { return detok_.Flush(); }
+
+ private:
+  models::StreamingDetokenizer detok_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOptions& o,
+                                                                  SchedulerListener* listener) {
+  std::unique_ptr<ModelRuntime> rt(new ModelRuntime());
+  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> checkpoint, models::Checkpoint::Open(o.model_dir));
+  rt->checkpoint_ = std::move(checkpoint);
+  RETURN_IF_ERROR(rt->checkpoint_->ValidateAgainstConfig());
+  const models::ModelConfig& c = rt->checkpoint_->config();
+
+  const std::string tokenizer_path = o.model_dir + "/tokenizer.json";
+  if (FileExists(tokenizer_path)) {
+    auto tok = models::Tokenizer::LoadFromFile(tokenizer_path);
+    if (!tok.ok()) {
+      return absl::Status(tok.status().code(), absl::StrCat(tokenizer_path, ": ", tok.status().message()));
+    }
+    rt->tokenizer_ = *std::move(tok);
+  } else {
+    EXPERTD_LOG(Warn, "no tokenizer.json: text prompts, Tokenize and Detokenize are unavailable")
+        .With("model_dir", o.model_dir);
+  }
+
+  engine::EngineOptions eo;
+  eo.backend.name = o.backend == "auto" ? "cpu" : o.backend;
+  eo.backend.threads = static_cast<int>(o.threads);
+  eo.kv_cache_bytes = o.kv_cache_bytes;
+  eo.kv_block_size = o.kv_block_size;
+  eo.max_step_tokens = o.max_batch_tokens;
+  rt->backend_name_ = eo.backend.name;
+  ASSIGN_OR_RETURN(rt->engine_, engine::Engine::Create(rt->checkpoint_, eo));
+
+  SchedulerOptions so;
+  so.max_batch_tokens = o.max_batch_tokens;
+  so.max_running = o.max_running_requests;
+  so.max_queue = o.max_queue_length;
+  so.eos_token_ids = c.eos_token_ids;
+  so.max_context = c.max_position_embeddings;
+  TextStreamerFactory text;
+  if (rt->tokenizer_ != nullptr) {
+    const models::Tokenizer* tok = rt->tokenizer_.get();
+    text = [tok](bool skip_special) { return std::make_unique<DetokenizerStreamer>(tok, skip_special); };
+  }
+  rt->scheduler_ = std::make_unique<Scheduler>(rt->engine_.get(), std::move(text), so, listener);
+  rt->scheduler_->Start();
+
+  rt->limits_.model_name = o.model_name;
+  rt->limits_.vocab_size = c.vocab_size;
+  rt->limits_.max_context = c.max_position_embeddings;
+  return rt;
+}
+
+ModelRuntime::~ModelRuntime() {
+  if (scheduler_ != nullptr) scheduler_->Drain(absl::ZeroDuration());
+}
+
+TextTokenizer ModelRuntime::text_tokenizer() const {
+  if (tokenizer_ == nullptr) return nullptr;
+  const models::Tokenizer* tok = tokenizer_.get();
+  return [tok](const std::string& text, bool add_special) { return tok->Encode(text, add_special); };
+}
+
+}  // namespace expertd::server

@@ -1,0 +1,51 @@
+// ModelRuntime: everything needed to serve one model — the opened checkpoint,
+// the engine, the tokenizer (when the directory has tokenizer.json) and the
+// scheduler that owns the engine. Built by the daemon's loader thread.
+#ifndef EXPERTD_SERVER_MODEL_RUNTIME_H_
+#define EXPERTD_SERVER_MODEL_RUNTIME_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "models/checkpoint/checkpoint.h"
+#include "models/tokenizer/tokenizer.h"
+#include "server/generation_request.h"
+#include "server/options.h"
+#include "server/scheduler.h"
+
+namespace expertd::server {
+
+class ModelRuntime {
+ public:
+  // Opens options.model_dir, loads the weights onto the backend and starts
+  // the scheduler. `listener` (may be null) must outlive the runtime.
+  static absl::StatusOr<std::unique_ptr<ModelRuntime>> Load(const ServerOptions& options,
+                                                            SchedulerListener* listener);
+  ~ModelRuntime();  // drains the scheduler (immediately) if still running
+
+  const models::ModelConfig& config() const { return checkpoint_->config(); }
+  const models::Checkpoint& checkpoint() const { return *checkpoint_; }
+  // Null when the model directory has no tokenizer.json.
+  const models::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  Scheduler* scheduler() { return scheduler_.get(); }
+  const ValidationLimits& limits() const { return limits_; }
+  // Tokenizes text prompts (null function without a tokenizer).
+  TextTokenizer text_tokenizer() const;
+  const std::string& backend_name() const { return backend_name_; }
+
+ private:
+  ModelRuntime() = default;
+
+  std::shared_ptr<const models::Checkpoint> checkpoint_;
+  std::unique_ptr<models::Tokenizer> tokenizer_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Scheduler> scheduler_;  // destroyed before engine_
+  ValidationLimits limits_;
+  std::string backend_name_;
+};
+
+}  // namespace expertd::server
+
+#endif  // EXPERTD_SERVER_MODEL_RUNTIME_H_

@@ -1,0 +1,153 @@
+#include "server/options.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+
+namespace expertd::server {
+namespace {
+
+absl::Status FlagError(absl::string_view flag, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": ", what));
+}
+
+absl::Status OneOf(absl::string_view flag, const std::string& value, std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (value == a) return absl::OkStatus();
+    absl::StrAppend(&list, list.empty() ? "" : ", ", a);
+  }
+  return FlagError(flag, absl::StrCat("'", value, "' is not one of: ", list));
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsReadableFile(const std::string& path) {
+  std::ifstream in(path);
+  return static_cast<bool>(in);
+}
+
+}  // namespace
+
+void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
+  f->AllowConfigFile();
+  f->String("listen", &o->listen, "host:port to serve gRPC on (port 0: any free port)");
+  f->String("port_file", &o->port_file, "write the bound port number to this file once listening");
+  f->Int("max_receive_message_bytes", &o->max_receive_message_bytes, 1 << 20, 1 << 30,
+         "largest request message accepted");
+  f->String("tls_cert", &o->tls_cert, "PEM certificate chain: serve TLS (needs --tls_key)");
+  f->String("tls_key", &o->tls_key, "PEM private key for --tls_cert");
+  f->String("metrics_listen", &o->metrics_listen,
+            "host:port for Prometheus GET /metrics and GET /health over HTTP (empty: off; port 0: any free port)");
+  f->String("model_dir", &o->model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)");
+  f->String("model_name", &o->model_name, "name clients use for the model (default: model_dir's base name)");
+  f->String("backend", &o->backend, "auto | cpu | cuda");
+  f->Int("threads", &o->threads, 0, 1024, "CPU backend threads (0: all cores)");
+  f->ByteSize("kv_cache_bytes", &o->kv_cache_bytes, "KV-cache budget, e.g. 512MiB");
+  f->Int("kv_block_size", &o->kv_block_size, 1, 1024, "tokens per KV-cache block");
+  f->ByteSize("expert_cache_bytes", &o->expert_cache_bytes,
+              "device memory for experts (0: keep every expert resident)");
+  f->Double("expert_cache_percent", &o->expert_cache_percent, 0, 100,
+            "device memory for experts as % of device memory (alternative to expert_cache_bytes)");
+  f->ByteSize("host_expert_bytes", &o->host_expert_bytes,
+              "host-memory tier for experts (0: unlimited; otherwise the rest is read from disk)");
+  f->String("expert_policy", &o->expert_policy, "expert cache replacement: lru | lfu");
+  f->String("prefetch", &o->prefetch, "expert prefetch: none | all | speculative | pregate");
+  f->Int("max_batch_tokens", &o->max_batch_tokens, 1, 1 << 20, "tokens per engine step");
+  f->Int("max_running_requests", &o->max_running_requests, 1, 4096, "sequences in the running batch");
+  f->Int("max_queue_length", &o->max_queue_length, 0, 1 << 20,
+         "requests waiting for a batch slot before new ones get RESOURCE_EXHAUSTED");
+  f->String("admin_token", &o->admin_token, "bearer token for AdminService (prefer --admin_token_file)");
+  f->String("admin_token_file", &o->admin_token_file, "file holding the AdminService bearer token");
+  f->Double("shutdown_grace_seconds", &o->shutdown_grace_seconds, 0, 3600,
+            "on SIGTERM, let in-flight requests finish for this long");
+  f->String("log_level", &o->log_level, "debug | info | warn | error");
+  f->String("log_format", &o->log_format, "json | text");
+}
+
+namespace {
+
+absl::Status ParseHostPort(absl::string_view flag, const std::string& value, std::string* host, int* port) {
+  size_t colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return FlagError(flag, absl::StrCat("'", value, "' is not host:port (e.g. 127.0.0.1:50051 or [::]:50051)"));
+  }
+  int p;
+  if (!absl::SimpleAtoi(value.substr(colon + 1), &p) || p < 0 || p > 65535) {
+    return FlagError(flag, absl::StrCat("'", value, "' has no valid port (0-65535)"));
+  }
+  *host = value.substr(0, colon);
+  *port = p;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseListenAddress(const std::string& listen, std::string* host, int* port) {
+  return ParseHostPort("listen", listen, host, port);
+}
+
+absl::Status ValidateServerOptions(ServerOptions* o) {
+  std::string host;
+  int port;
+  RETURN_IF_ERROR(ParseListenAddress(o->listen, &host, &port));
+  if (!o->metrics_listen.empty()) {
+    std::string metrics_host;
+    int metrics_port;
+    RETURN_IF_ERROR(ParseHostPort("metrics_listen", o->metrics_listen, &metrics_host, &metrics_port));
+    if (metrics_port != 0 && metrics_port == port) {
+      return FlagError("metrics_listen", absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
+    }
+  }
+  if (o->model_dir.empty()) return FlagError("model_dir", "is required");
+  if (!IsDirectory(o->model_dir)) return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
+  RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));
+  RETURN_IF_ERROR(OneOf("expert_policy", o->expert_policy, {"lru", "lfu"}));
+  RETURN_IF_ERROR(OneOf("prefetch", o->prefetch, {"none", "all", "speculative", "pregate"}));
+  if (o->expert_cache_bytes > 0 && o->expert_cache_percent > 0) {
+    return FlagError("expert_cache_percent", "give either --expert_cache_bytes or --expert_cache_percent, not both");
+  }
+  if (o->kv_cache_bytes < (1u << 20)) return FlagError("kv_cache_bytes", "must be at least 1MiB");
+  if (o->tls_cert.empty() != o->tls_key.empty()) {
+    return FlagError(o->tls_cert.empty() ? "tls_cert" : "tls_key", "--tls_cert and --tls_key go together");
+  }
+  for (const auto& [flag, path] : {std::pair<const char*, std::string>{"tls_cert", o->tls_cert},
+                                   {"tls_key", o->tls_key}}) {
+    if (!path.empty() && !IsReadableFile(path)) return FlagError(flag, absl::StrCat("cannot read '", path, "'"));
+  }
+  if (!o->admin_token_file.empty()) {
+    if (!o->admin_token.empty()) return FlagError("admin_token_file", "give either --admin_token or --admin_token_file");
+    std::ifstream in(o->admin_token_file);
+    if (!in) return FlagError("admin_token_file", absl::StrCat("cannot read '", o->admin_token_file, "'"));
+    std::stringstream buf;
+    buf << in.rdbuf();
+    o->admin_token = std::string(absl::StripAsciiWhitespace(buf.str()));
+    if (o->admin_token.empty()) return FlagError("admin_token_file", "the file is empty");
+  }
+  if (!o->admin_token.empty() && o->admin_token.size() < 16) {
+    return FlagError("admin_token", "must be at least 16 characters");
+  }
+  log::Level level;
+  if (!log::ParseLevel(o->log_level, &level)) return FlagError("log_level", absl::StrCat("'", o->log_level, "' is not one of: debug, info, warn, error"));
+  log::Format format;
+  if (!log::ParseFormat(o->log_format, &format)) return FlagError("log_format", absl::StrCat("'", o->log_format, "' is not one of: json, text"));
+  if (o->model_name.empty()) {
+    std::string dir = o->model_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    size_t slash = dir.rfind('/');
+    o->model_name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace expertd::server

@@ -1,0 +1,67 @@
+// ServerOptions: everything the daemon can be told, from flags and/or a JSON
+// config file (--config=FILE; flags override it). Validate() reports the first
+// bad value with the flag's name; it does not touch the filesystem beyond
+// what is needed to check paths exist.
+#ifndef EXPERTD_SERVER_OPTIONS_H_
+#define EXPERTD_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "base/flags.h"
+
+namespace expertd::server {
+
+struct ServerOptions {
+  // Network.
+  std::string listen = "127.0.0.1:50051";  // host:port; port 0 picks a free one
+  std::string port_file;                   // write the bound port here once listening
+  int64_t max_receive_message_bytes = 64 << 20;
+  std::string tls_cert;                    // PEM; both or neither with tls_key
+  std::string tls_key;
+  std::string metrics_listen;              // host:port for HTTP /metrics + /health; empty = off
+
+  // Model.
+  std::string model_dir;                   // Hugging Face checkpoint directory (required)
+  std::string model_name;                  // served name; default: model_dir's base name
+  std::string backend = "auto";            // auto | cpu | cuda
+  int64_t threads = 0;                     // CPU backend worker threads; 0 = all cores
+
+  // Memory budgets.
+  uint64_t kv_cache_bytes = 256ull << 20;
+  int64_t kv_block_size = 16;              // tokens per KV block
+  uint64_t expert_cache_bytes = 0;         // device budget for experts; 0 = all resident
+  double expert_cache_percent = 0;         // alternative: % of device memory (0 = unused)
+  uint64_t host_expert_bytes = 0;          // host tier budget; 0 = unlimited (no disk tier)
+  std::string expert_policy = "lru";       // lru | lfu
+  std::string prefetch = "speculative";    // none | all | speculative | pregate
+
+  // Scheduling.
+  int64_t max_batch_tokens = 2048;         // tokens per engine step (prefill chunks + decodes)
+  int64_t max_running_requests = 64;
+  int64_t max_queue_length = 256;          // waiting requests before RESOURCE_EXHAUSTED
+
+  // Admin API.
+  std::string admin_token;                 // bearer token; empty = admin API refused
+  std::string admin_token_file;            // read the token from this file instead
+
+  // Lifecycle and logs.
+  double shutdown_grace_seconds = 10;      // SIGTERM: finish in-flight work for this long
+  std::string log_level = "info";          // debug | info | warn | error
+  std::string log_format = "json";         // json | text
+};
+
+// Binds every option to a flag (names as the struct fields).
+void RegisterServerFlags(FlagSet* flags, ServerOptions* options);
+
+// Checks values and their combinations; InvalidArgument naming the flag.
+// Reads admin_token_file into admin_token.
+absl::Status ValidateServerOptions(ServerOptions* options);
+
+// "host:port" -> port, or InvalidArgument.
+absl::Status ParseListenAddress(const std::string& listen, std::string* host, int* port);
+
+}  // namespace expertd::server
+
+#endif  // EXPERTD_SERVER_OPTIONS_H_

@@ -1,0 +1,162 @@
+// Scheduler: continuous batching over one Engine.
+//
+// Policy (docs/serving.md):
+// - First come, first served. Requests wait in a bounded queue; one that
+//   finds the queue full, or whose prompt + max_new_tokens could never fit
+//   the KV cache, is refused at once with RESOURCE_EXHAUSTED.
+// - Admission reserves KV blocks for the request's worst case (prompt +
+//   max_new_tokens), so a running sequence never runs out of cache: no
+//   preemption, no OOM. Requests are admitted in arrival order while the
+//   reservation fits and fewer than max_running sequences run.
+// - Every engine step carries at most max_batch_tokens tokens: first one
+//   decode token for each running sequence (oldest first), then prefill
+//   chunks of admitted prompts (oldest first) in the remaining budget. Long
+//   prompts are thus split across steps (chunked prefill) and never stall the
+//   decodes of other sequences.
+// - Cancellation and deadlines are checked before every step: such a
+//   sequence leaves the batch and frees its KV blocks within one step.
+//
+// Threading: one scheduler thread owns the Engine and every sequence; Submit,
+// Cancel, stats and Drain may be called from any thread.
+#ifndef EXPERTD_SERVER_SCHEDULER_H_
+#define EXPERTD_SERVER_SCHEDULER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/sampling/sampler.h"
+#include "server/generation_request.h"
+#include "server/generation_update.h"
+#include "server/text_streamer.h"
+
+namespace expertd::server {
+
+struct SchedulerOptions {
+  int64_t max_batch_tokens = 2048;
+  int64_t max_running = 64;
+  int64_t max_queue = 256;
+  std::vector<int32_t> eos_token_ids;
+  int64_t max_context = 0;  // the model's max_position_embeddings
+};
+
+// Counts for GetServerInfo and /metrics.
+struct SchedulerStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  double kv_cache_usage = 0;  // fraction of KV blocks in use
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t steps = 0;
+};
+
+// A finished request's numbers, for metrics.
+struct FinishedRequestInfo {
+  FinishReason finish_reason = FinishReason::kNone;
+  absl::StatusCode code = absl::StatusCode::kOk;  // CANCELLED / DEADLINE_EXCEEDED
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t max_new_tokens = 0;
+  GenerationTiming timing;
+  absl::Duration prefill_time;  // first scheduled -> first token (0 if none)
+};
+
+// Optional hooks (metrics). Called on the scheduler thread; must be cheap.
+class SchedulerListener {
+ public:
+  virtual ~SchedulerListener() = default;
+  // After every engine step: prompt tokens computed (prefill chunks) and
+  // tokens generated (sampled) in it.
+  virtual void OnStep(const SchedulerStats& stats, int64_t prompt_tokens, int64_t generated_tokens) = 0;
+  // A request's first token (arrival -> token) and each later one.
+  virtual void OnFirstToken(absl::Duration time_to_first_token) = 0;
+  virtual void OnInterTokenLatency(absl::Duration latency) = 0;
+  // Exactly once per submitted request.
+  virtual void OnRequestFinished(const FinishedRequestInfo& info) = 0;
+};
+
+// Returned by Submit; Cancel() through it. Thread-safe.
+class RequestHandle {
+ public:
+  void Cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+class Scheduler {
+ public:
+  // `engine` and `listener` (may be null) must outlive the scheduler;
+  // `text` may be null (then updates carry token ids only).
+  Scheduler(engine::Engine* engine, TextStreamerFactory text, SchedulerOptions options,
+            SchedulerListener* listener);
+  ~Scheduler();  // Stops (cancelling whatever still runs).
+
+  void Start();
+
+  // Queues a validated request. RESOURCE_EXHAUSTED (queue full, can never
+  // fit), UNAVAILABLE (draining). On success the observer will get updates,
+  // the last with finished = true (exactly once).
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(GenerationRequest request,
+                                                        std::shared_ptr<GenerationObserver> observer);
+
+  // Wakes the loop so a cancelled handle is reaped promptly.
+  void Notify();
+
+  // Refuses new requests, lets queued and running ones finish for `grace`,
+  // then ends the rest with FinishReason::kCancelled, and stops the thread.
+  void Drain(absl::Duration grace);
+
+  SchedulerStats stats() const;
+
+ private:
+  struct Sequence;
+
+  void Loop();
+  bool WaitForWork();
+  void ReapCancelled();
+  void Admit();
+  void RunStep();
+  void HandleLogits(Sequence* seq, const float* logits, absl::Time now);
+  void Finish(Sequence* seq, GenerationUpdate update);
+  void FinishAll(FinishReason reason, const absl::Status& status);
+  SchedulerStats PublishStats();  // refreshes stats_ from the engine; returns a copy
+  int64_t BlocksFor(int64_t tokens) const;
+
+  engine::Engine* const engine_;
+  const TextStreamerFactory text_;
+  const SchedulerOptions options_;
+  SchedulerListener* const listener_;
+  const int64_t block_size_;
+  const int64_t blocks_total_;
+  const int32_t vocab_size_;
+
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Sequence>> waiting_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  SchedulerStats stats_ ABSL_GUARDED_BY(mu_);
+
+  // Owned by the scheduler thread.
+  std::vector<std::unique_ptr<Sequence>> running_;
+  int64_t reserved_blocks_ = 0;  // KV blocks promised to running sequences
+  int64_t steps_ = 0;
+
+  std::thread thread_;
+};
+
+}  // namespace expertd::server
+
+#endif  // EXPERTD_SERVER_SCHEDULER_H_

@@ -1,0 +1,285 @@
+// Scheduler tests on a real engine (the qwen3_moe fixture, CPU backend).
+#include "server/scheduler.h"
+
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "models/checkpoint/checkpoint.h"
+
+namespace expertd::server {
+namespace {
+
+// Collects one request's updates.
+class Collector : public GenerationObserver {
+ public:
+  // Optional behaviour on the scheduler thread: cancel `handle` once this
+  // many updates arrived; sleep in every update (a slow client).
+  void CancelAfter(int updates, std::shared_ptr<RequestHandle> handle) {
+    absl::MutexLock lock(&mu_);
+    cancel_after_ = updates;
+    handle_ = std::move(handle);
+  }
+  void SleepPerUpdate(absl::Duration d) { sleep_ = d; }
+
+  void OnUpdate(GenerationUpdate u) override {
+    absl::SleepFor(sleep_);
+    absl::MutexLock lock(&mu_);
+    ++updates_;
+    if (handle_ != nullptr && updates_ >= cancel_after_) handle_->Cancel();
+    tokens_.insert(tokens_.end(), u.token_ids.begin(), u.token_ids.end());
+    if (u.finished) {
+      final_ = u;
+      done_.Notify();
+    }
+  }
+  const GenerationUpdate& Wait() {
+    EXPECT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    return final_;
+  }
+  std::vector<int32_t> tokens() {
+    absl::MutexLock lock(&mu_);
+    return tokens_;
+  }
+  int updates() {
+    absl::MutexLock lock(&mu_);
+    return updates_;
+  }
+  bool done() { return done_.HasBeenNotified(); }
+
+ private:
+  absl::Mutex mu_;
+  int cancel_after_ = 0;
+  std::shared_ptr<RequestHandle> handle_;
+  absl::Duration sleep_;
+  std::vector<int32_t> tokens_;
+  int updates_ = 0;
+  GenerationUpdate final_;
+  absl::Notification done_;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ckpt = models::Checkpoint::Open("tests/data/fixtures/qwen3_moe");
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    checkpoint_ = std::shared_ptr<const models::Checkpoint>(std::move(*ckpt));
+  }
+
+  void MakeScheduler(SchedulerOptions so, uint64_t kv_bytes = 8 << 20) {
+    engine::EngineOptions eo;
+    eo.backend.threads = 2;
+    eo.kv_cache_bytes = kv_bytes;
+    eo.kv_block_size = 16;
+    auto e = engine::Engine::Create(checkpoint_, eo);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+    so.eos_token_ids = checkpoint_->config().eos_token_ids;
+    so.max_context = checkpoint_->config().max_position_embeddings;
+    scheduler_ = std::make_unique<Scheduler>(engine_.get(), nullptr, so, nullptr);
+    scheduler_->Start();
+  }
+
+  GenerationRequest Request(std::vector<int32_t> prompt, int max_new, float temperature, uint64_t seed) {
+    GenerationRequest r;
+    r.request_id = "r";
+    r.prompt = std::move(prompt);
+    r.max_new_tokens = max_new;
+    r.sampling.temperature = temperature;
+    r.sampling.seed = seed;
+    r.ignore_eos = true;
+    r.arrival = absl::Now();
+    return r;
+  }
+
+  std::vector<int32_t> RunAlone(GenerationRequest r) {
+    auto c = std::make_shared<Collector>();
+    auto h = scheduler_->Submit(std::move(r), c);
+    EXPECT_TRUE(h.ok()) << h.status();
+    const GenerationUpdate& f = c->Wait();
+    EXPECT_TRUE(f.status.ok()) << f.status;
+    return c->tokens();
+  }
+
+  std::vector<int32_t> Prompt(int n, int salt) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < n; ++i) p.push_back((i * 37 + salt * 11 + 3) % 500);
+    return p;
+  }
+
+  std::shared_ptr<const models::Checkpoint> checkpoint_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, GreedyLengthFinishAndUsage) {
+  MakeScheduler({});
+  auto c = std::make_shared<Collector>();
+  ASSERT_TRUE(scheduler_->Submit(Request(Prompt(7, 0), 5, 0, 1), c).ok());
+  const GenerationUpdate& f = c->Wait();
+  EXPECT_TRUE(f.status.ok());
+  EXPECT_EQ(f.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(f.prompt_tokens, 7);
+  EXPECT_EQ(f.completion_tokens, 5);
+  EXPECT_EQ(c->tokens().size(), 5u);
+  EXPECT_LE(f.timing.time_to_first_token, f.timing.total_time);
+  EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
+}
+
+// Batching must not change results: 12 concurrent sampled requests give the
+// same tokens as each run alone (same seeds), with a small step budget so
+// prefills are chunked and interleaved with decodes.
+TEST_F(SchedulerTest, ConcurrentResultsEqualSoloResults) {
+  SchedulerOptions so;
+  so.max_batch_tokens = 9;
+  MakeScheduler(so);
+  const int n = 12;
+  std::vector<std::vector<int32_t>> solo(n);
+  for (int i = 0; i < n; ++i) solo[i] = RunAlone(Request(Prompt(5 + 3 * i, i), 6, i % 3 == 0 ? 0.0f : 0.9f, 100 + i));
+  std::vector<std::shared_ptr<Collector>> cs;
+  for (int i = 0; i < n; ++i) {
+    cs.push_back(std::make_shared<Collector>());
+    ASSERT_TRUE(scheduler_->Submit(Request(Prompt(5 + 3 * i, i), 6, i % 3 == 0 ? 0.0f : 0.9f, 100 + i), cs[i]).ok());
+  }
+  for (int i = 0; i < n; ++i) {
+    cs[i]->Wait();
+    EXPECT_EQ(cs[i]->tokens(), solo[i]) << "request " << i;
+  }
+}
+
+TEST_F(SchedulerTest, StopTokenAndMinNewTokens) {
+  MakeScheduler({});
+  std::vector<int32_t> free_run = RunAlone(Request(Prompt(6, 1), 8, 0, 1));
+  ASSERT_EQ(free_run.size(), 8u);
+  // Stop on the third generated token.
+  GenerationRequest r = Request(Prompt(6, 1), 8, 0, 1);
+  r.stop_token_ids = {free_run[2]};
+  auto c = std::make_shared<Collector>();
+  ASSERT_TRUE(scheduler_->Submit(r, c).ok());
+  const GenerationUpdate& f = c->Wait();
+  EXPECT_EQ(f.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(f.matched_stop_token_id, free_run[2]);
+  const std::vector<int32_t> got = c->tokens();
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back(), free_run[2]);
+  EXPECT_LE(got.size(), 3u);
+}
+
+TEST_F(SchedulerTest, EosEndsUnlessIgnored) {
+  MakeScheduler({});
+  std::vector<int32_t> free_run = RunAlone(Request(Prompt(6, 2), 6, 0, 1));
+  SchedulerOptions so;
+  so.eos_token_ids = {free_run[1]};
+  // A second scheduler whose EOS is the second greedy token.
+  engine::EngineOptions eo;
+  eo.kv_cache_bytes = 4 << 20;
+  auto e = engine::Engine::Create(checkpoint_, eo);
+  ASSERT_TRUE(e.ok());
+  so.max_context = 256;
+  Scheduler s(e->get(), nullptr, so, nullptr);
+  s.Start();
+  GenerationRequest r = Request(Prompt(6, 2), 6, 0, 1);
+  r.ignore_eos = false;
+  auto c = std::make_shared<Collector>();
+  ASSERT_TRUE(s.Submit(r, c).ok());
+  EXPECT_EQ(c->Wait().finish_reason, FinishReason::kEos);
+  EXPECT_LE(c->tokens().size(), 2u);
+  r.ignore_eos = true;
+  auto d = std::make_shared<Collector>();
+  ASSERT_TRUE(s.Submit(r, d).ok());
+  EXPECT_EQ(d->Wait().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(d->tokens(), free_run);
+  s.Drain(absl::Seconds(5));
+}
+
+TEST_F(SchedulerTest, CancelFreesKvWithinAStep) {
+  MakeScheduler({});
+  auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(2));  // keeps the run long enough to cancel
+  auto h = scheduler_->Submit(Request(Prompt(20, 3), 200, 0.8f, 5), c);
+  ASSERT_TRUE(h.ok());
+  c->CancelAfter(3, *h);
+  const GenerationUpdate& f = c->Wait();
+  EXPECT_EQ(f.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(c->tokens().size(), 200u);
+  // After the final update the sequence is gone and its blocks are free.
+  EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
+  EXPECT_EQ(scheduler_->stats().running, 0);
+}
+
+TEST_F(SchedulerTest, DeadlineExpiresWhileRunning) {
+  MakeScheduler({});
+  GenerationRequest r = Request(Prompt(10, 4), 200, 0.8f, 5);
+  r.deadline = absl::Now() + absl::Milliseconds(50);
+  auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(5));  // 200 tokens would take >= 1 s
+  ASSERT_TRUE(scheduler_->Submit(r, c).ok());
+  EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GT(c->tokens().size(), 0u);
+  EXPECT_LT(c->tokens().size(), 200u);
+  EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
+}
+
+TEST_F(SchedulerTest, DeadlinePassedWhileQueued) {
+  MakeScheduler({});
+  GenerationRequest r = Request(Prompt(10, 4), 20, 0.8f, 5);
+  r.deadline = absl::Now() - absl::Milliseconds(1);
+  auto c = std::make_shared<Collector>();
+  ASSERT_TRUE(scheduler_->Submit(r, c).ok());
+  EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(c->tokens().empty());
+}
+
+TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
+  SchedulerOptions so;
+  so.max_running = 1;
+  so.max_queue = 2;
+  MakeScheduler(so, 128 << 10);
+  const engine::KvCacheStats kv = engine_->kv_cache_stats();
+  ASSERT_LT(kv.blocks_total * kv.block_size, 256) << "the test needs a KV cache smaller than one full context";
+  ASSERT_GE(kv.blocks_total * kv.block_size, 48);
+  // Larger than the whole KV cache: refused at once.
+  GenerationRequest huge = Request(Prompt(10, 0), 246, 0, 1);
+  auto refused = scheduler_->Submit(huge, std::make_shared<Collector>());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  // Fill running + queue, then one more is refused.
+  std::vector<std::shared_ptr<Collector>> cs;
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  int refused_count = 0;
+  for (int i = 0; i < 6; ++i) {
+    cs.push_back(std::make_shared<Collector>());
+    auto h = scheduler_->Submit(Request(Prompt(8, i), 40, 0.5f, i), cs.back());
+    if (h.ok()) {
+      hs.push_back(*h);
+    } else {
+      EXPECT_EQ(h.status().code(), absl::StatusCode::kResourceExhausted);
+      ++refused_count;
+      cs.pop_back();
+    }
+  }
+  EXPECT_GE(refused_count, 1);
+  for (auto& c : cs) EXPECT_TRUE(c->Wait().status.ok());
+  // Healthy afterwards.
+  EXPECT_EQ(RunAlone(Request(Prompt(4, 9), 3, 0, 1)).size(), 3u);
+}
+
+TEST_F(SchedulerTest, DrainEndsRunningWithCancelledReason) {
+  MakeScheduler({});
+  auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(5));
+  ASSERT_TRUE(scheduler_->Submit(Request(Prompt(10, 5), 220, 0.8f, 5), c).ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (c->updates() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  scheduler_->Drain(absl::Milliseconds(20));
+  ASSERT_TRUE(c->done());
+  EXPECT_TRUE(c->Wait().status.ok());
+  EXPECT_EQ(c->Wait().finish_reason, FinishReason::kCancelled);
+  auto after = scheduler_->Submit(Request(Prompt(3, 1), 2, 0, 1), std::make_shared<Collector>());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace expertd::server
