@@ -138,14 +138,26 @@ absl::Status LtGemm::Run(const MatmulParams& p, cudaStream_t stream) {
   if (p.m <= 0 || n <= 0) return absl::OkStatus();
   const float beta = p.accumulate ? 1.0f : 0.0f;
   if (p.w.dtype == DType::kF32) {
+    if (!GetPlan(p.w.dtype, p.m, n, k, p.x_stride, p.y_stride, p.w.data, p.x, p.y).ok()) {
+      return absl::UnimplementedError("cuBLASLt has no algorithm for this fp32 GEMM");
+    }
     RETURN_IF_ERROR(Gemm(p.w, p.x, p.x_stride, p.m, p.y, p.y_stride, beta, stream));
   } else {
     const int terms = split_ ? 2 : 1;
     const uint64_t row_bytes = static_cast<uint64_t>(std::max<int64_t>(k, 1)) * 2 * terms;
     const int64_t chunk = static_cast<int64_t>(buffers_.scratch_bytes / row_bytes);
     if (chunk < 1) {
-      return absl::ResourceExhaustedError(
+      return absl::UnimplementedError(
           absl::StrCat("GEMM scratch of ", buffers_.scratch_bytes, " bytes cannot hold one row of k=", k));
+    }
+    // Every chunk's plan first: nothing is enqueued unless all of them exist
+    // (then the caller can fall back to another kernel for the whole GEMM).
+    for (int64_t r0 = 0; r0 < p.m; r0 += chunk) {
+      const int64_t rows = std::min(chunk, p.m - r0);
+      if (!GetPlan(p.w.dtype, rows, n, k, k, p.y_stride, p.w.data, buffers_.scratch, p.y + r0 * p.y_stride).ok()) {
+        return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", models::DTypeName(p.w.dtype),
+                                                     " m=", rows, " n=", n, " k=", k));
+      }
     }
     for (int64_t r0 = 0; r0 < p.m; r0 += chunk) {
       const int64_t rows = std::min(chunk, p.m - r0);

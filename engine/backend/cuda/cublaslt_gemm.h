@@ -48,7 +48,9 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // Enqueues y (+)= x . w^T + bias on `stream`.
+  // Enqueues y (+)= x . w^T + bias on `stream`. Unimplemented, with nothing
+  // enqueued, when cuBLASLt has no algorithm for the shape / alignment (the
+  // caller falls back to another kernel); other errors are Internal.
   absl::Status Run(const MatmulParams& p, cudaStream_t stream);
 
   size_t cached_plans() const { return plans_.size(); }

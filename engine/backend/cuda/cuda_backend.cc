@@ -328,12 +328,29 @@ void CudaBackend::ArgmaxRows(const float* logits, int64_t rows, int64_t cols, in
   Record(cuda::LaunchArgmaxRows(logits, rows, cols, out, compute_), "ArgmaxRows");
 }
 
-void CudaBackend::Matmul(const MatmulParams& p) {
-  if (p.m <= options_.skinny_max_rows) {
-    Record(cuda::LaunchSkinnyGemm(p, compute_), "Matmul (skinny)");
-  } else {
-    RecordStatus(lt_->Run(p, compute_));
+cudaError_t CudaBackend::SkinnyInChunks(const MatmulParams& p) {
+  for (int64_t r0 = 0; r0 < p.m; r0 += cuda::kSkinnyMaxRows) {
+    MatmulParams chunk = p;
+    chunk.x = p.x + r0 * p.x_stride;
+    chunk.y = p.y + r0 * p.y_stride;
+    chunk.m = std::min(cuda::kSkinnyMaxRows, p.m - r0);
+    const cudaError_t e = cuda::LaunchSkinnyGemm(chunk, compute_);
+    if (e != cudaSuccess) return e;
   }
+  return cudaSuccess;
+}
+
+void CudaBackend::Matmul(const MatmulParams& p) {
+  if (p.m <= options_.skinny_max_rows || options_.row_invariant_gemm) {
+    Record(SkinnyInChunks(p), "Matmul (decode kernel)");
+    return;
+  }
+  absl::Status s = lt_->Run(p, compute_);
+  if (absl::IsUnimplemented(s)) {
+    Record(SkinnyInChunks(p), "Matmul (decode kernel, cuBLASLt fallback)");
+    return;
+  }
+  RecordStatus(s);
 }
 
 }  // namespace expertd::engine

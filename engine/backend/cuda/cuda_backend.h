@@ -22,8 +22,10 @@
 // Matmul: m <= skinny_max_rows uses the row-invariant decode kernel
 // (skinny_gemm.cu: fp32 activations, weights in their own dtype, fp32
 // accumulation); larger m uses cuBLASLt (cublaslt_gemm.h: bf16/fp16
-// activations, fp32 accumulation). Every other op is one kernel from
-// kernels.h, the GPU twin of the CPU op of the same name.
+// activations, fp32 accumulation), or the decode kernel 16 rows at a time
+// when cuBLASLt has no algorithm for the shape or row_invariant_gemm is set.
+// Every other op is one kernel from kernels.h, the GPU twin of the CPU op of
+// the same name.
 //
 // Thread safety: as Backend (ops and Synchronize from one thread; memory
 // and copies from any thread).
@@ -60,6 +62,9 @@ struct CudaBackendOptions {
   uint64_t reserve_bytes = 1ull << 30;
   // Matmuls with m <= this use the row-invariant decode kernel (<= 16).
   int64_t skinny_max_rows = cuda::kSkinnyMaxRows;
+  // Every Matmul through the decode kernel (16 rows per launch): bitwise
+  // batch-invariant prefill too, at the cost of fp32 CUDA-core GEMMs.
+  bool row_invariant_gemm = false;
   // cuBLASLt path: two bf16 terms per activation (see cublaslt_gemm.h).
   bool split_activations = false;
   uint64_t gemm_workspace_bytes = 32ull << 20;  // cuBLASLt workspace
@@ -135,6 +140,8 @@ class CudaBackend final : public Backend {
   // Enqueues a host -> device copy on a copy stream after the compute stream's
   // queued work; returns the event marking its end (from the pool).
   absl::StatusOr<cudaEvent_t> EnqueueH2D(void* device_dst, const void* host_src, uint64_t bytes);
+  // Any m: the decode kernel over row chunks of kSkinnyMaxRows.
+  cudaError_t SkinnyInChunks(const MatmulParams& p);
 
   const CudaBackendOptions options_;
   std::string device_name_;

@@ -153,5 +153,45 @@ TEST(CudaMatmulTest, SplitActivationsAndRowChunkingOnTheCublasLtPath) {
   }
 }
 
+TEST(CudaMatmulTest, RowInvariantOptionMakesPrefillSizedGemmsBitwiseRowInvariant) {
+  EXPERTD_REQUIRE_GPU();
+  CudaBackendOptions o;
+  o.device_memory_limit = 256ull << 20;
+  o.row_invariant_gemm = true;
+  auto backend = CudaBackend::Create(o);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  CudaBackend* be = backend->get();
+  std::mt19937 rng(5);
+  const int64_t m = 40, n = 96, k = 512;
+  TestWeight w = RandomWeight(DType::kBF16, n, k, &rng, 0.5f);
+  std::vector<float> x = RandomVector(m * k, &rng);
+  auto up = [&](const void* src, uint64_t bytes) {
+    DeviceBuffer d = *be->Allocate(bytes, MemoryKind::kDevice);
+    EXPECT_TRUE(be->CopyToDevice(d.data(), src, bytes).ok());
+    return d;
+  };
+  DeviceBuffer dw = up(w.ref().data, w.ref().nbytes()), dx = up(x.data(), x.size() * 4);
+  DeviceBuffer dy = *be->Allocate(m * n * 4, MemoryKind::kDevice);
+  auto run = [&](int64_t first, int64_t rows) {
+    MatmulParams p;
+    p.x = dx.as<float>() + first * k;
+    p.x_stride = k;
+    p.w = w.ref();
+    p.w.data = dw.data();
+    p.y = dy.as<float>();
+    p.y_stride = n;
+    p.m = rows;
+    be->Matmul(p);
+    std::vector<float> y(rows * n);
+    EXPECT_TRUE(be->CopyToHost(y.data(), dy.data(), y.size() * 4).ok());
+    return y;
+  };
+  const std::vector<float> all = run(0, m);
+  for (int64_t r : {0, 17, 39}) {
+    EXPECT_TRUE(BitwiseEqual(run(r, 1), std::vector<float>(all.begin() + r * n, all.begin() + (r + 1) * n)))
+        << "row " << r;
+  }
+}
+
 }  // namespace
 }  // namespace expertd::engine
