@@ -265,8 +265,24 @@ absl::StatusOr<cudaEvent_t> CudaBackend::EnqueueH2D(void* device_dst, const void
   return done;
 }
 
+bool CudaBackend::IsPageable(const void* host) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeUnregistered;
+}
+
 absl::Status CudaBackend::CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  if (bytes <= kSmallUploadBytes && IsPageable(host_src)) {
+    // The step's small uploads (token layout, dispatch indices): in order on
+    // the compute stream, no host wait. The driver stages pageable memory
+    // before returning, so the caller may reuse host_src at once.
+    RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "set device"));
+    return CudaStatus(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, compute_), "upload");
+  }
   ASSIGN_OR_RETURN(cudaEvent_t done, EnqueueH2D(device_dst, host_src, bytes));
   absl::Status s = CudaStatus(cudaEventSynchronize(done), "copy H2D");
   events_->Put(done);

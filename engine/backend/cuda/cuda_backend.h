@@ -13,7 +13,11 @@
 //   CopyToDevice (blocking, any thread) and CopyToDeviceAsync run on copy
 //     streams of their own, after an event recorded on the compute stream
 //     (the destination may have been read by queued ops: an expert cache
-//     slot being refilled), so host->device paging overlaps compute;
+//     slot being refilled), so host->device paging overlaps compute --
+//     except small (<= 256 KiB) copies from pageable memory (a step's token
+//     layout and dispatch indices), which are enqueued in order on the
+//     compute stream without a host wait (the driver stages pageable memory
+//     before returning, so the source may be reused at once);
 //   CopyToHost runs on the compute stream (after the ops that produced the
 //     data) and waits for the copy only.
 // Errors: ops return void, so a launch error is kept and returned by the
@@ -140,6 +144,8 @@ class CudaBackend final : public Backend {
   // Enqueues a host -> device copy on a copy stream after the compute stream's
   // queued work; returns the event marking its end (from the pool).
   absl::StatusOr<cudaEvent_t> EnqueueH2D(void* device_dst, const void* host_src, uint64_t bytes);
+  static constexpr uint64_t kSmallUploadBytes = 256 << 10;
+  static bool IsPageable(const void* host);
   // Any m: the decode kernel over row chunks of kSkinnyMaxRows.
   cudaError_t SkinnyInChunks(const MatmulParams& p);
 
