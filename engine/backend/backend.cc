@@ -15,6 +15,26 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+namespace {
+
+// The event of work that finished before it was returned.
+class CompletedEvent final : public BackendEvent {
+ public:
+  bool Done() override { return true; }
+  absl::Status Wait() override { return absl::OkStatus(); }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BackendEvent>> Backend::CopyToDeviceAsync(void* device_dst, const void* host_src,
+                                                                          uint64_t bytes) {
+  absl::Status s = CopyToDevice(device_dst, host_src, bytes);
+  if (!s.ok()) return s;
+  return std::unique_ptr<BackendEvent>(new CompletedEvent());
+}
+
+absl::Status Backend::WaitOnDevice(BackendEvent* event) { return event->Wait(); }
+
 void DeviceBuffer::Reset() {
   if (data_ != nullptr && owner_ != nullptr) owner_->Free(data_, size_, kind_);
   owner_ = nullptr;

@@ -72,6 +72,17 @@ class DeviceBuffer {
   MemoryKind kind_ = MemoryKind::kDevice;
 };
 
+// A point in a backend's asynchronous work, e.g. the end of an asynchronous
+// copy (Backend::CopyToDeviceAsync). Must not outlive its backend.
+class BackendEvent {
+ public:
+  virtual ~BackendEvent() = default;
+  // True once the work before the event has completed. Never blocks.
+  virtual bool Done() = 0;
+  // Blocks the calling thread until Done(); the work's error, if it failed.
+  virtual absl::Status Wait() = 0;
+};
+
 struct MemoryStats {
   uint64_t device_bytes_in_use = 0;
   uint64_t device_bytes_limit = 0;  // 0 = no limit
@@ -101,6 +112,20 @@ class Backend {
   virtual absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) = 0;
   // Waits for every op enqueued so far.
   virtual absl::Status Synchronize() = 0;
+
+  // Asynchronous host -> device copy (expert paging). It is ordered after
+  // every op enqueued so far (a reused destination is never overwritten under
+  // a running op) and overlaps the ops enqueued after it (on CUDA: a copy
+  // stream of its own). `host_src` should be kHostPinned memory (pageable
+  // memory makes a CUDA copy synchronous) and must stay valid and unchanged
+  // until the returned event is done. Thread-safe.
+  // Default (CPU): a blocking CopyToDevice and an already-completed event.
+  virtual absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst, const void* host_src,
+                                                                          uint64_t bytes);
+  // Ops enqueued after this call wait for `event` on the device, without
+  // blocking the host (on CUDA: cudaStreamWaitEvent). Engine thread only.
+  // Default: event->Wait() on the host.
+  virtual absl::Status WaitOnDevice(BackendEvent* event);
 
   // ---- Ops (see op_params.h) ----------------------------------------------
   // Preconditions in each params struct are programmer errors if violated

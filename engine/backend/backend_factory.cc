@@ -2,6 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#ifdef EXPERTD_WITH_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 
 namespace expertd::engine {
 
@@ -13,7 +16,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return std::unique_ptr<Backend>(new CpuBackend(cpu));
   }
   if (options.name == "cuda") {
-    return absl::UnimplementedError("backend 'cuda' is not built into this binary (the CUDA backend is issue 8)");
+#ifdef EXPERTD_WITH_CUDA
+    CudaBackendOptions cuda;
+    cuda.device_memory_limit = options.device_memory_limit;
+    auto backend = CudaBackend::Create(cuda);
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<Backend>(std::move(*backend));
+#else
+    return absl::UnimplementedError(
+        "this build has no CUDA backend: build with --config=cuda on a machine with the CUDA toolkit "
+        "(tools/bazel.sh does so when /usr/local/cuda/bin/nvcc exists)");
+#endif
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown backend '", options.name, "' (expected cpu or cuda)"));
 }

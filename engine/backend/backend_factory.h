@@ -10,7 +10,9 @@
 namespace expertd::engine {
 
 // InvalidArgument for an unknown name; Unimplemented for a backend not built
-// into this binary ("cuda" until issue 8 lands, or without --config=cuda).
+// into this binary ("cuda" without --config=cuda); for "cuda", Unavailable
+// when no CUDA device can be used and ResourceExhausted when the device
+// arena (device_memory_limit bytes, or the free memory) cannot be allocated.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 
 }  // namespace expertd::engine

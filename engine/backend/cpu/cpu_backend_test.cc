@@ -40,7 +40,7 @@ TEST(BackendFactoryTest, NamesBackends) {
   auto cpu = CreateBackend(BackendOptions{"cpu", 1, 0});
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ((*cpu)->name(), "cpu");
-  EXPECT_EQ(CreateBackend(BackendOptions{"cuda", 1, 0}).status().code(), absl::StatusCode::kUnimplemented);
+  // "cuda" depends on the build and the machine: engine/backend/backend_factory_test.cc.
   EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

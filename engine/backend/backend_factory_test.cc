@@ -1,0 +1,54 @@
+// CreateBackend's contract for "cuda" in both kinds of build, and the
+// Backend's default asynchronous copy (what the CPU backend uses).
+#include "engine/backend/backend_factory.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace expertd::engine {
+namespace {
+
+TEST(BackendFactoryTest, UnknownNameIsInvalidArgument) {
+  EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+#ifdef EXPERTD_WITH_CUDA
+TEST(BackendFactoryTest, CudaIsBuiltInAndEitherRunsOrSaysWhyNot) {
+  auto b = CreateBackend(BackendOptions{"cuda", 1, 64 << 20});
+  if (b.ok()) {
+    EXPECT_EQ((*b)->name(), "cuda");
+    EXPECT_FALSE((*b)->host_memory_is_device_memory());
+    EXPECT_EQ((*b)->memory_stats().device_bytes_limit, 64u << 20);
+  } else {
+    // No GPU on this machine: a clear Unavailable, never Unimplemented.
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  }
+}
+#else
+TEST(BackendFactoryTest, CudaWithoutTheCudaBuildIsAClearUnimplemented) {
+  auto b = CreateBackend(BackendOptions{"cuda", 1, 0});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(b.status().message().find("this build has no CUDA backend"), std::string::npos) << b.status();
+}
+#endif
+
+TEST(BackendFactoryTest, CpuAsyncCopyIsACompletedEventAndWaitOnDeviceIsANoOp) {
+  auto b = CreateBackend(BackendOptions{"cpu", 1, 0});
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto dst = (*b)->Allocate(64, MemoryKind::kDevice);
+  auto src = (*b)->Allocate(64, MemoryKind::kHostPinned);
+  ASSERT_TRUE(dst.ok() && src.ok());
+  for (int i = 0; i < 16; ++i) src->as<float>()[i] = static_cast<float>(i) + 0.5f;
+  auto event = (*b)->CopyToDeviceAsync(dst->data(), src->data(), 64);
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_TRUE((*event)->Done());
+  EXPECT_TRUE((*b)->WaitOnDevice(event->get()).ok());
+  EXPECT_TRUE((*event)->Wait().ok());
+  EXPECT_EQ(std::memcmp(dst->data(), src->data(), 64), 0);
+}
+
+}  // namespace
+}  // namespace expertd::engine
