@@ -51,6 +51,7 @@ absl::StatusOr<int32_t> DeviceSlotsFor(const ExpertStoreOptions& o, Backend* bac
 ExpertStore::ExpertStore(const ExpertProviderContext& ctx, const ExpertStoreOptions& options)
     : backend_(ctx.backend),
       config_(ctx.config),
+      weights_(ctx.weights),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
       hotness_(1) {}
@@ -414,6 +415,7 @@ ExpertStoreStats ExpertStore::stats() const {
   s.pack_path = reader_->path();
   s.direct_io = reader_->direct_io();
   s.pack_built = pack_built_;
+  s.pack_repairs = pack_repairs_;
   return s;
 }
 
