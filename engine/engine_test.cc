@@ -65,6 +65,24 @@ TEST(EngineTest, FullKvCacheFailsTheWholeStepAndRemovingFreesBlocks) {
   EXPECT_EQ(*engine->SequenceLength(2), 13);
 }
 
+TEST(EngineTest, DeviceBudgetTooSmallIsAnErrorNotACrash) {
+  auto ckpt = models::Checkpoint::Open(kMixtral);
+  ASSERT_TRUE(ckpt.ok());
+  EngineOptions opts;
+  opts.backend.device_memory_limit = 1 << 20;  // the KV cache alone wants 64 MiB
+  auto e = Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), opts);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kResourceExhausted) << e.status();
+}
+
+TEST(EngineTest, UnknownBackendIsAnError) {
+  auto ckpt = models::Checkpoint::Open(kMixtral);
+  ASSERT_TRUE(ckpt.ok());
+  EngineOptions opts;
+  opts.backend.name = "cuda";
+  auto e = Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), opts);
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+}
+
 // Wraps the resident provider, records the calls, and computes experts in
 // DESCENDING order: results must not change.
 class RecordingProvider : public ExpertProvider {

@@ -48,6 +48,12 @@ class ExpertPackReader {
   // lacks; DataLoss (naming the expert and file) on a checksum mismatch.
   absl::Status ReadExpert(ExpertKey key, void* dst) const;
 
+  // File offset of `key`'s slot; -1 when the pack has no such expert.
+  int64_t SlotOffset(ExpertKey key) const {
+    const int64_t i = header_.layout.EntryIndex(key);
+    return i < 0 ? -1 : static_cast<int64_t>(header_.data_offset + static_cast<uint64_t>(i) * header_.layout.slot_bytes);
+  }
+
   // Checks a payload already in memory against the index CRC.
   absl::Status VerifyExpert(ExpertKey key, const void* slot) const;
 

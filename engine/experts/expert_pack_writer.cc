@@ -55,12 +55,7 @@ absl::Status WriteSlots(int fd, const std::string& path, const PackHeader& h, co
   for (size_t i = 0; i < l.num_entries(); ++i) {
     const ExpertKey key = l.EntryKey(i);
     ASSIGN_OR_RETURN(PackSourceExpert e, source(key));
-    RETURN_IF_ERROR(CheckTensor(e.gate, l.gate, "gate", key));
-    RETURN_IF_ERROR(CheckTensor(e.up, l.up, "up", key));
-    RETURN_IF_ERROR(CheckTensor(e.down, l.down, "down", key));
-    std::memcpy(slot.data() + l.gate.offset, e.gate.data, l.gate.nbytes);
-    std::memcpy(slot.data() + l.up.offset, e.up.data, l.up.nbytes);
-    std::memcpy(slot.data() + l.down.offset, e.down.data, l.down.nbytes);
+    RETURN_IF_ERROR(FillExpertSlot(l, key, e, slot.data()));
     crcs->push_back(Crc32c(slot.data(), l.expert_bytes));
     RETURN_IF_ERROR(PwriteAll(fd, slot.data(), l.slot_bytes, h.data_offset + i * l.slot_bytes, path));
   }
@@ -85,6 +80,26 @@ std::string TempName(const std::string& path) {
 }
 
 }  // namespace
+
+absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSourceExpert& e, uint8_t* slot) {
+  RETURN_IF_ERROR(CheckTensor(e.gate, l.gate, "gate", key));
+  RETURN_IF_ERROR(CheckTensor(e.up, l.up, "up", key));
+  RETURN_IF_ERROR(CheckTensor(e.down, l.down, "down", key));
+  std::memset(slot, 0, l.slot_bytes);
+  std::memcpy(slot + l.gate.offset, e.gate.data, l.gate.nbytes);
+  std::memcpy(slot + l.up.offset, e.up.data, l.up.nbytes);
+  std::memcpy(slot + l.down.offset, e.down.data, l.down.nbytes);
+  return absl::OkStatus();
+}
+
+absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot, uint64_t slot_bytes) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open for repair", path, errno);
+  absl::Status s = PwriteAll(fd, slot, slot_bytes, offset, path);
+  if (s.ok() && fdatasync(fd) != 0) s = ErrnoError("cannot sync", path, errno);
+  close(fd);
+  return s;
+}
 
 absl::Status MakeDirs(const std::string& dir) {
   if (dir.empty()) return absl::OkStatus();

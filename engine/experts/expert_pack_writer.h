@@ -38,6 +38,14 @@ using PackSource = std::function<absl::StatusOr<PackSourceExpert>(ExpertKey key)
 absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout, uint64_t source_fingerprint,
                              const PackSource& source);
 
+// Copies one expert's tensors into `slot` (layout.slot_bytes, zero padded) as
+// the pack stores it. InvalidArgument when a tensor does not match the layout.
+absl::Status FillExpertSlot(const PackLayout& layout, ExpertKey key, const PackSourceExpert& expert, uint8_t* slot);
+
+// Overwrites one slot of an existing pack in place (repairing a corrupt
+// expert) and syncs it. Errors name the path.
+absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot, uint64_t slot_bytes);
+
 // mkdir -p. OK if it already exists.
 absl::Status MakeDirs(const std::string& dir);
 

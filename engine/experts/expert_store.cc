@@ -48,33 +48,10 @@ absl::StatusOr<int32_t> DeviceSlotsFor(const ExpertStoreOptions& o, Backend* bac
 
 }  // namespace
 
-const char* PrefetchKindName(PrefetchKind kind) {
-  switch (kind) {
-    case PrefetchKind::kNone:
-      return "none";
-    case PrefetchKind::kAll:
-      return "all";
-    case PrefetchKind::kSpeculative:
-      return "speculative";
-    case PrefetchKind::kPregate:
-      return "pregate";
-  }
-  return "?";
-}
-
-bool ParsePrefetchKind(absl::string_view name, PrefetchKind* kind) {
-  for (PrefetchKind k : {PrefetchKind::kNone, PrefetchKind::kAll, PrefetchKind::kSpeculative, PrefetchKind::kPregate}) {
-    if (name == PrefetchKindName(k)) {
-      *kind = k;
-      return true;
-    }
-  }
-  return false;
-}
-
 ExpertStore::ExpertStore(const ExpertProviderContext& ctx, const ExpertStoreOptions& options)
     : backend_(ctx.backend),
       config_(ctx.config),
+      weights_(ctx.weights),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
       hotness_(1) {}
@@ -261,53 +238,6 @@ void ExpertStore::StartPendingLoads() {
   }
 }
 
-void ExpertStore::IssuePrefetches(int layer, const std::vector<int32_t>& experts) {
-  ExpertLayerCounters& c = Counters(layer);
-  for (int32_t expert : experts) {
-    const ExpertKey key{layer, expert};
-    if (protected_count_ >= max_prefetch_slots_) return;
-    auto it = device_.find(key);
-    if (it != device_.end()) {
-      if (it->second.protect_layer < 0) {
-        it->second.protect_layer = layer;
-        ++protected_count_;
-        SyncPin(key, &it->second);
-      }
-      continue;
-    }
-    const int32_t slot = TakeFreeSlot();
-    if (slot < 0) return;
-    StartLoad(key, slot, TransferEngine::kPrefetch);
-    DeviceEntry& e = device_[key];
-    e.prefetched = true;
-    e.protect_layer = layer;
-    ++protected_count_;
-    SyncPin(key, &e);
-    ++c.prefetch_issued;
-  }
-}
-
-void ExpertStore::ExpireProtections(int layer) {
-  std::vector<ExpertKey> wasted;
-  for (auto& [key, e] : device_) {
-    if (e.protect_layer < 0 || (layer >= 0 && e.protect_layer != layer)) continue;
-    e.protect_layer = -1;
-    --protected_count_;
-    SyncPin(key, &e);
-    if (e.prefetched && !e.needed && !e.pinned) wasted.push_back(key);
-  }
-  // A wrong guess leaves at once (Evict counts it wasted) instead of sitting
-  // in the cache as if just used: under LRU it would push out a useful expert.
-  // One still loading is counted now and ages normally once it lands.
-  for (auto& [key, e] : device_) {
-    if (e.prefetched && !e.needed && e.pinned && e.protect_layer < 0) {
-      ++Counters(key.layer).prefetch_wasted;
-      e.prefetched = false;
-    }
-  }
-  for (const ExpertKey& key : wasted) Evict(key);
-}
-
 void ExpertStore::RefreshStaticPins() {
   static_pins_ = HottestPerLayer(hotness_, reader_->layout().moe_layers, reader_->layout().num_experts,
                                  options_.pin_hot_fraction, static_cast<size_t>(device_slots_ / 2));
@@ -320,19 +250,6 @@ void ExpertStore::BeginStep(int64_t num_tokens) {
   (void)num_tokens;
   absl::MutexLock lock(&mu_);
   ++steps_;
-}
-
-void ExpertStore::OnRouterInput(const RouterInput& input) {
-  if (prefetcher_ == nullptr || input.next_moe_layer < 0) return;
-  if (reader_->layout().EntryIndex({input.next_moe_layer, 0}) < 0) return;
-  absl::StatusOr<std::vector<int32_t>> guess = prefetcher_->Predict(input);
-  if (!guess.ok()) {
-    EXPERTD_LOG(Warn, "expert prefetch failed; loading on demand").With("error", guess.status());
-    return;
-  }
-  absl::MutexLock lock(&mu_);
-  predictions_[input.next_moe_layer] = *guess;
-  IssuePrefetches(input.next_moe_layer, *guess);
 }
 
 void ExpertStore::OnTokenRouting(int layer, absl::Span<const int32_t> ids, int top_k) {
@@ -498,6 +415,7 @@ ExpertStoreStats ExpertStore::stats() const {
   s.pack_path = reader_->path();
   s.direct_io = reader_->direct_io();
   s.pack_built = pack_built_;
+  s.pack_repairs = pack_repairs_;
   return s;
 }
 

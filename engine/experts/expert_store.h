@@ -25,7 +25,8 @@
 // slot (from the policy's victim, else from unused prefetches, static pins,
 // or experts of this layer not yet computed, which go back to waiting).
 // Nothing here changes numbers: an expert's bytes are the checkpoint's bytes
-// (verified by CRC32C), so results are bitwise those of the resident engine.
+// (verified by CRC32C; a corrupt pack slot is repaired from the checkpoint),
+// so results are bitwise those of the resident engine.
 //
 // Thread safety: the ExpertProvider methods are called by the engine thread;
 // stats() may be called from any thread. Transfer workers share the state
@@ -132,6 +133,7 @@ class ExpertStore final : public ExpertProvider {
   Staging BeginLoad(ExpertKey key, int32_t device_slot) ABSL_LOCKS_EXCLUDED(mu_);
   void FinishLoad(ExpertKey key, const Staging& staging, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   int32_t TakeHostSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RepairFromSource(ExpertKey key, uint8_t* slot, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
   void SyncHostPin(ExpertKey key, HostEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RefreshStaticPins() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -139,6 +141,7 @@ class ExpertStore final : public ExpertProvider {
   // Constant after Create.
   Backend* backend_ = nullptr;
   const models::ModelConfig* config_ = nullptr;
+  const WeightSource* weights_ = nullptr;  // outlives the store (contract)
   ExpertStoreOptions options_;
   Clock* clock_ = nullptr;
   std::unique_ptr<ExpertPackReader> reader_;
@@ -176,6 +179,7 @@ class ExpertStore final : public ExpertProvider {
   // Counters, indexed by decoder layer.
   std::vector<ExpertLayerCounters> counters_ ABSL_GUARDED_BY(mu_);
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pack_repairs_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Transfer workers last: destroyed first, so no job outlives the state.
   std::unique_ptr<TransferEngine> transfers_;

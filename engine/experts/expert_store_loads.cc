@@ -4,9 +4,15 @@
 //                     straight into the device slot when the backend's device
 //                     memory is host memory and there is no host tier)
 //                  -> copy -> device slot
+// A pack read that fails its checksum is repaired from the checkpoint (the
+// expert is rebuilt in memory, checked against the pack's CRC, served, and
+// written back into the pack).
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/experts/expert_pack_writer.h"
 #include "engine/experts/expert_store.h"
+#include "engine/experts/pack_builder.h"
 
 namespace expertd::engine {
 
@@ -123,13 +129,32 @@ void ExpertStore::FinishLoad(ExpertKey key, const Staging& st, const absl::Statu
   ++loads_finished_;
 }
 
+absl::Status ExpertStore::RepairFromSource(ExpertKey key, uint8_t* slot, const absl::Status& error) {
+  EXPERTD_LOG(Warn, "corrupt expert in the pack; repairing it from the checkpoint")
+      .With("expert", key.DebugString())
+      .With("error", error);
+  ASSIGN_OR_RETURN(PackSourceExpert e, MakePackSource(*weights_)(key));
+  RETURN_IF_ERROR(FillExpertSlot(reader_->layout(), key, e, slot));
+  // The checkpoint must still hold what the pack was built from.
+  absl::Status same = reader_->VerifyExpert(key, slot);
+  if (!same.ok()) return error;
+  absl::Status rewrite = RewriteExpertSlot(reader_->path(), reader_->SlotOffset(key), slot, slot_bytes_);
+  if (!rewrite.ok()) EXPERTD_LOG(Warn, "cannot rewrite the expert pack").With("error", rewrite);
+  absl::MutexLock lock(&mu_);
+  ++pack_repairs_;
+  return absl::OkStatus();
+}
+
 absl::Status ExpertStore::LoadJob(ExpertKey key, int32_t device_slot) {
   const Staging st = BeginLoad(key, device_slot);
   absl::Status s;
   if (st.ptr == nullptr) {
     s = absl::ResourceExhaustedError(absl::StrCat("cannot allocate a staging buffer of ", slot_bytes_, " bytes"));
   }
-  if (s.ok() && !st.host_hit) s = reader_->ReadExpert(key, st.ptr);
+  if (s.ok() && !st.host_hit) {
+    s = reader_->ReadExpert(key, st.ptr);
+    if (absl::IsDataLoss(s)) s = RepairFromSource(key, st.ptr, s);
+  }
   if (s.ok() && !st.direct) {
     s = backend_->CopyToDevice(DeviceSlot(device_slot), st.ptr, reader_->layout().expert_bytes);
   }

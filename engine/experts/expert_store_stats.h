@@ -55,6 +55,7 @@ struct ExpertStoreStats {
   std::string policy, prefetch, pack_path;
   bool direct_io = false;        // pack reads bypass the page cache
   bool pack_built = false;       // this store wrote the pack (else reused)
+  int64_t pack_repairs = 0;      // corrupt pack slots rewritten from the checkpoint
 };
 
 inline void ExpertLayerCounters::Add(const ExpertLayerCounters& o) {

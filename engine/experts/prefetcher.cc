@@ -131,6 +131,30 @@ absl::Status LoadPregates(Backend* backend, const WeightSource& weights, bool re
 
 }  // namespace
 
+const char* PrefetchKindName(PrefetchKind kind) {
+  switch (kind) {
+    case PrefetchKind::kNone:
+      return "none";
+    case PrefetchKind::kAll:
+      return "all";
+    case PrefetchKind::kSpeculative:
+      return "speculative";
+    case PrefetchKind::kPregate:
+      return "pregate";
+  }
+  return "?";
+}
+
+bool ParsePrefetchKind(absl::string_view name, PrefetchKind* kind) {
+  for (PrefetchKind k : {PrefetchKind::kNone, PrefetchKind::kAll, PrefetchKind::kSpeculative, PrefetchKind::kPregate}) {
+    if (name == PrefetchKindName(k)) {
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<int32_t> RankByVotes(const std::vector<int32_t>& ids, int64_t top_k) {
   struct Score {
     int64_t votes = 0;

@@ -1,9 +1,11 @@
 // ThreadPool: a fixed set of workers for the CPU backend's data-parallel ops.
 //
-// ParallelFor splits [0, n) into at most num_threads() contiguous ranges and
-// runs them concurrently (the calling thread takes the first range). Ops use
-// it only to split OUTPUT elements between threads, never a reduction, so
-// results do not depend on the thread count.
+// ParallelFor splits [0, n) into contiguous chunks (at least `grain` long,
+// about 8 per thread) that the calling thread and the workers take from a
+// shared counter, so a thread that the OS deschedules does not hold up the
+// others (the machine may be shared). Ops use it only to split OUTPUT
+// elements, never a reduction, so results do not depend on which thread ran
+// which chunk, nor on the thread count.
 //
 // Idle workers spin for a short while (~50 us) before sleeping, so the
 // back-to-back small ops of a decode step do not pay a futex wake-up each.
@@ -33,25 +35,31 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(begin, end) over disjoint ranges covering [0, n), each range at
-  // least `grain` long (except when n < grain), and returns when all are done.
+  // Calls fn(begin, end) over disjoint ranges covering [0, n), each at least
+  // `grain` long (except when n < grain), and returns when all are done.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void WorkerLoop(int index);
-  void RunRange(int part);
+  void WorkerLoop();
+  // Takes chunks until none is left.
+  void RunChunks();
 
   std::vector<std::thread> workers_;
+
   std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  // The current job (valid while pending_ > 0); written under mu_.
+  std::condition_variable wake_;  // workers: a job was published
+  std::condition_variable done_;  // caller: chunks finished / workers left
+  // The current job. Written by the caller under mu_ while no worker is
+  // inside the job (active_ == 0); read by workers after entering.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int parts_ = 0;
-  std::atomic<uint64_t> generation_{0};  // written under mu_; spun on by idle workers
-  std::atomic<int> pending_{0};
-  bool stop_ = false;
+  int64_t chunks_ = 0;
+  bool open_ = false;  // workers may still enter (under mu_)
+  int active_ = 0;     // workers inside the job (under mu_)
+  bool stop_ = false;  // under mu_
+  std::atomic<uint64_t> generation_{0};  // bumped per job; spun on by idle workers
+  std::atomic<int64_t> next_chunk_{0};
+  std::atomic<int64_t> done_chunks_{0};
 };
 
 // A ThreadPool-or-inline helper: runs fn(0, n) inline when pool is null.

@@ -1,0 +1,59 @@
+#include "engine/experts/expert_store_flags.h"
+
+#include "gtest/gtest.h"
+
+namespace expertd::engine {
+namespace {
+
+absl::StatusOr<std::optional<ExpertStoreOptions>> Parse(std::vector<const char*> args) {
+  FlagSet flags("test");
+  ExpertStoreFlags v;
+  RegisterExpertStoreFlags(&flags, &v);
+  args.insert(args.begin(), "prog");
+  absl::Status s = flags.Parse(static_cast<int>(args.size()), args.data(), nullptr);
+  if (!s.ok()) return s;
+  return ExpertStoreOptionsFromFlags(v);
+}
+
+TEST(ExpertStoreFlagsTest, OffByDefault) {
+  auto o = Parse({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->has_value());
+}
+
+TEST(ExpertStoreFlagsTest, MapsEveryFlag) {
+  auto o = Parse({"--expert_cache_bytes=2GiB", "--host_expert_bytes=8GiB", "--expert_policy=lfu",
+                  "--prefetch=speculative", "--pin_hot_fraction=0.25", "--expert_pack_dir=/p", "--expert_cache_dir=/c",
+                  "--expert_io_threads=8", "--noexpert_direct_io", "--routing_trace=/t.jsonl"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_TRUE(o->has_value());
+  const ExpertStoreOptions& s = **o;
+  EXPECT_EQ(s.device_cache_bytes, 2ull << 30);
+  EXPECT_EQ(s.host_cache_bytes, 8ull << 30);
+  EXPECT_EQ(s.policy, PolicyKind::kLfu);
+  EXPECT_EQ(s.prefetch, PrefetchKind::kSpeculative);
+  EXPECT_DOUBLE_EQ(s.pin_hot_fraction, 0.25);
+  EXPECT_EQ(s.pack_dir, "/p");
+  EXPECT_EQ(s.cache_dir, "/c");
+  EXPECT_EQ(s.io_threads, 8);
+  EXPECT_FALSE(s.direct_io);
+  EXPECT_EQ(s.routing_trace_path, "/t.jsonl");
+  auto pct = Parse({"--expert_cache_percent=40"});
+  ASSERT_TRUE(pct.ok());
+  EXPECT_DOUBLE_EQ((*pct)->device_cache_fraction, 0.4);
+  auto plain = Parse({"--expert_offload"});
+  ASSERT_TRUE(plain.ok() && plain->has_value());
+  EXPECT_EQ((*plain)->device_cache_bytes, 0u);  // room for every expert
+}
+
+TEST(ExpertStoreFlagsTest, ErrorsNameTheFlag) {
+  auto bad_policy = Parse({"--expert_policy=mru"});
+  EXPECT_NE(bad_policy.status().message().find("--expert_policy"), std::string::npos);
+  auto bad_prefetch = Parse({"--prefetch=oracle"});
+  EXPECT_NE(bad_prefetch.status().message().find("--prefetch"), std::string::npos);
+  auto both = Parse({"--expert_cache_bytes=1GiB", "--expert_cache_percent=10"});
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace expertd::engine
