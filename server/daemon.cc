@@ -43,11 +43,12 @@ ServingMetricsInfo MetricsInfo(const ServerOptions& o) {
   info.cache_config = {
       {"kv_cache_bytes", std::to_string(o.kv_cache_bytes)},
       {"kv_block_size", std::to_string(o.kv_block_size)},
-      {"expert_cache_bytes", std::to_string(o.expert_cache_bytes)},
-      {"expert_cache_percent", absl::StrCat(o.expert_cache_percent)},
-      {"host_expert_bytes", std::to_string(o.host_expert_bytes)},
-      {"expert_policy", o.expert_policy},
-      {"prefetch", o.prefetch},
+      {"expert_offload", o.experts.expert_offload ? "true" : "false"},
+      {"expert_cache_bytes", std::to_string(o.experts.expert_cache_bytes)},
+      {"expert_cache_percent", absl::StrCat(o.experts.expert_cache_percent)},
+      {"host_expert_bytes", std::to_string(o.experts.host_expert_bytes)},
+      {"expert_policy", o.experts.expert_policy},
+      {"prefetch", o.experts.prefetch},
   };
   return info;
 }

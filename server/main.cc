@@ -64,9 +64,10 @@ int main(int argc, char** argv) {
       .With("model_dir", options.model_dir)
       .With("backend", options.backend)
       .With("kv_cache_bytes", options.kv_cache_bytes)
-      .With("expert_cache_bytes", options.expert_cache_bytes)
-      .With("expert_policy", options.expert_policy)
-      .With("prefetch", options.prefetch);
+      .With("expert_offload", options.experts.expert_offload)
+      .With("expert_cache_bytes", options.experts.expert_cache_bytes)
+      .With("expert_policy", options.experts.expert_policy)
+      .With("prefetch", options.experts.prefetch);
 
   const std::string port_file = options.port_file;
   expertd::server::Daemon daemon(std::move(options));

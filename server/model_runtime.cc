@@ -28,26 +28,6 @@ class DetokenizerStreamer final : public TextStreamer {
   models::StreamingDetokenizer detok_;
 };
 
-absl::StatusOr<engine::ExpertStoreOptions> StoreOptions(const ServerOptions& o) {
-  engine::ExpertStoreOptions so;
-  so.device_cache_bytes = o.expert_cache_bytes;
-  so.device_cache_fraction = o.expert_cache_percent / 100.0;
-  so.host_cache_bytes = o.host_expert_bytes;
-  if (!engine::ParsePolicyKind(o.expert_policy, &so.policy)) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --expert_policy: unknown policy '", o.expert_policy, "'"));
-  }
-  if (!engine::ParsePrefetchKind(o.prefetch, &so.prefetch)) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --prefetch: unknown prefetcher '", o.prefetch, "'"));
-  }
-  so.pin_hot_fraction = o.pin_hot_fraction;
-  so.pack_dir = o.expert_pack_dir;
-  so.cache_dir = o.expert_cache_dir;
-  so.io_threads = static_cast<int>(o.expert_io_threads);
-  so.direct_io = o.expert_direct_io;
-  so.routing_trace_path = o.routing_trace;
-  return so;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOptions& o,
@@ -78,8 +58,9 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   eo.max_step_tokens = o.max_batch_tokens;
   eo.backend.device_memory_limit = o.device_memory_bytes;
   rt->backend_name_ = eo.backend.name;
-  if (o.expert_offload) {
-    ASSIGN_OR_RETURN(engine::ExpertStoreOptions store_options, StoreOptions(o));
+  ASSIGN_OR_RETURN(std::optional<engine::ExpertStoreOptions> offload, engine::ExpertStoreOptionsFromFlags(o.experts));
+  if (offload.has_value()) {
+    const engine::ExpertStoreOptions store_options = *offload;
     engine::ExpertStore** slot = &rt->expert_store_;
     eo.expert_provider_factory = [store_options, slot](const engine::ExpertProviderContext& context)
         -> absl::StatusOr<std::unique_ptr<engine::ExpertProvider>> {

@@ -57,21 +57,7 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
               "backend memory limit (CPU: an arena standing in for device memory; 0 = unlimited / all)");
   f->ByteSize("kv_cache_bytes", &o->kv_cache_bytes, "KV-cache budget, e.g. 512MiB");
   f->Int("kv_block_size", &o->kv_block_size, 1, 1024, "tokens per KV-cache block");
-  f->Bool("expert_offload", &o->expert_offload,
-          "page experts through a device cache <- host tier <- expert pack on disk (off: all resident)");
-  f->ByteSize("expert_cache_bytes", &o->expert_cache_bytes, "device memory for the expert cache");
-  f->Double("expert_cache_percent", &o->expert_cache_percent, 0, 100,
-            "device memory for experts as % of free device memory (alternative to expert_cache_bytes)");
-  f->ByteSize("host_expert_bytes", &o->host_expert_bytes,
-              "pinned host tier for experts (0: none; every device miss reads the expert pack)");
-  f->String("expert_policy", &o->expert_policy, "expert cache replacement: lru | lfu");
-  f->String("prefetch", &o->prefetch, "expert prefetch: none | all | speculative | pregate");
-  f->Double("pin_hot_fraction", &o->pin_hot_fraction, 0, 1, "pin this fraction of each layer's hottest experts");
-  f->String("expert_pack_dir", &o->expert_pack_dir, "directory of the expert-packed file (default: beside the model)");
-  f->String("expert_cache_dir", &o->expert_cache_dir, "fallback directory for expert packs (read-only models)");
-  f->Int("expert_io_threads", &o->expert_io_threads, 1, 256, "expert transfer worker threads");
-  f->Bool("expert_direct_io", &o->expert_direct_io, "read the expert pack with O_DIRECT where supported");
-  f->String("routing_trace", &o->routing_trace, "record every routing decision to this JSONL file");
+  engine::RegisterExpertStoreFlags(f, &o->experts);
   f->Int("max_batch_tokens", &o->max_batch_tokens, 1, 1 << 20, "tokens per engine step");
   f->Int("max_running_requests", &o->max_running_requests, 1, 4096, "sequences in the running batch");
   f->Int("max_queue_length", &o->max_queue_length, 0, 1 << 20,
@@ -121,23 +107,11 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
   if (o->model_dir.empty()) return FlagError("model_dir", "is required");
   if (!IsDirectory(o->model_dir)) return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
   RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));
-  RETURN_IF_ERROR(OneOf("expert_policy", o->expert_policy, {"lru", "lfu"}));
-  RETURN_IF_ERROR(OneOf("prefetch", o->prefetch, {"none", "all", "speculative", "pregate"}));
-  if (o->expert_cache_bytes > 0 && o->expert_cache_percent > 0) {
-    return FlagError("expert_cache_percent", "give either --expert_cache_bytes or --expert_cache_percent, not both");
-  }
-  if (!o->expert_offload) {
-    const std::pair<const char*, bool> offload_only[] = {
-        {"expert_cache_bytes", o->expert_cache_bytes > 0},   {"expert_cache_percent", o->expert_cache_percent > 0},
-        {"host_expert_bytes", o->host_expert_bytes > 0},     {"pin_hot_fraction", o->pin_hot_fraction > 0},
-        {"expert_pack_dir", !o->expert_pack_dir.empty()},    {"routing_trace", !o->routing_trace.empty()},
-    };
-    for (const auto& [flag, set] : offload_only) {
-      if (set) return FlagError(flag, "only applies with --expert_offload");
-    }
-  }
-  if (o->expert_cache_percent > 0 && o->device_memory_bytes == 0 && o->backend != "cuda") {
-    return FlagError("expert_cache_percent", "on the CPU backend it needs --device_memory_bytes (the arena it is a percentage of)");
+  auto experts = engine::ExpertStoreOptionsFromFlags(o->experts);
+  if (!experts.ok()) return experts.status();
+  if (o->experts.expert_cache_percent > 0 && o->device_memory_bytes == 0 && o->backend != "cuda") {
+    return FlagError("expert_cache_percent",
+                     "on the CPU backend it needs --device_memory_bytes (the arena it is a percentage of)");
   }
   if (o->kv_cache_bytes < (1u << 20)) return FlagError("kv_cache_bytes", "must be at least 1MiB");
   if (o->tls_cert.empty() != o->tls_key.empty()) {

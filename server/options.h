@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "base/flags.h"
+#include "engine/experts/expert_store_flags.h"
 
 namespace expertd::server {
 
@@ -33,19 +34,9 @@ struct ServerOptions {
   uint64_t kv_cache_bytes = 256ull << 20;
   int64_t kv_block_size = 16;              // tokens per KV block
 
-  // Expert offloading (docs/offload.md). Off: every expert resident.
-  bool expert_offload = false;
-  uint64_t expert_cache_bytes = 0;         // device budget for experts
-  double expert_cache_percent = 0;         // alternative: % of free device memory
-  uint64_t host_expert_bytes = 0;          // pinned host tier; 0 = none (misses read the pack)
-  std::string expert_policy = "lru";       // lru | lfu
-  std::string prefetch = "speculative";    // none | all | speculative | pregate
-  double pin_hot_fraction = 0;             // ES-MoE hot-expert pinning (0.25 in the paper)
-  std::string expert_pack_dir;             // where the expert-packed file lives
-  std::string expert_cache_dir;            // fallback location for packs
-  int64_t expert_io_threads = 4;
-  bool expert_direct_io = true;
-  std::string routing_trace;               // record routing decisions to this file
+  // Expert offloading (docs/offload.md): --expert_offload, budgets, policy,
+  // prefetch, pack location, routing trace. Off: every expert resident.
+  engine::ExpertStoreFlags experts;
 
   // Scheduling.
   int64_t max_batch_tokens = 2048;         // tokens per engine step (prefill chunks + decodes)

@@ -57,10 +57,9 @@ TEST_F(OptionsTest, BadValuesNameTheFlag) {
   ExpectError({"--model_dir=" + dir_, "--kv_cache_bytes=12 parsecs"}, "--kv_cache_bytes");
   ExpectError({"--model_dir=" + dir_, "--kv_cache_bytes=1KiB"}, "at least 1MiB");
   ExpectError({"--model_dir=" + dir_, "--expert_cache_percent=150"}, "--expert_cache_percent");
-  ExpectError({"--model_dir=" + dir_, "--expert_offload", "--expert_cache_bytes=1GiB", "--expert_cache_percent=10"},
-              "not both");
-  ExpectError({"--model_dir=" + dir_, "--expert_cache_bytes=1GiB"}, "--expert_cache_bytes: only applies with --expert_offload");
+  ExpectError({"--model_dir=" + dir_, "--expert_cache_bytes=1GiB", "--expert_cache_percent=10"}, "not both");
   ExpectError({"--model_dir=" + dir_, "--expert_offload", "--expert_cache_percent=10"}, "--device_memory_bytes");
+  ExpectError({"--model_dir=" + dir_, "--expert_policy=mru"}, "--expert_policy");
   ExpectError({"--model_dir=" + dir_, "--expert_offload", "--pin_hot_fraction=2"}, "--pin_hot_fraction");
   ExpectError({"--model_dir=" + dir_, "--tls_cert=/x.pem"}, "--tls_cert and --tls_key go together");
   ExpectError({"--model_dir=" + dir_, "--tls_cert=/x.pem", "--tls_key=/y.pem"}, "cannot read");

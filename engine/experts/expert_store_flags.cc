@@ -22,8 +22,7 @@ void RegisterExpertStoreFlags(FlagSet* f, ExpertStoreFlags* v) {
 
 absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(const ExpertStoreFlags& f) {
   const bool on = f.expert_offload || f.expert_cache_bytes > 0 || f.expert_cache_percent > 0 ||
-                  f.host_expert_bytes > 0 || f.expert_policy != "lru" || f.prefetch != "none" ||
-                  f.pin_hot_fraction > 0 || !f.routing_trace.empty();
+                  f.host_expert_bytes > 0 || f.pin_hot_fraction > 0 || !f.routing_trace.empty();
   ExpertStoreOptions o;
   if (!ParsePolicyKind(f.expert_policy, &o.policy)) {
     return absl::InvalidArgumentError(

@@ -26,7 +26,7 @@ struct ExpertStoreFlags {
   double expert_cache_percent = 0;
   uint64_t host_expert_bytes = 0;
   std::string expert_policy = "lru";
-  std::string prefetch = "none";
+  std::string prefetch = "speculative";
   double pin_hot_fraction = 0;
   std::string expert_pack_dir;
   std::string expert_cache_dir;
@@ -38,8 +38,9 @@ struct ExpertStoreFlags {
 void RegisterExpertStoreFlags(FlagSet* flags, ExpertStoreFlags* values);
 
 // nullopt when offloading is off (--expert_offload not given and no budget
-// flag set: the resident provider is used). Any budget, host tier, policy,
-// prefetch or trace flag turns offloading on. InvalidArgument naming the flag
+// flag set: the resident provider is used). --expert_offload or any budget,
+// host tier, pinning or trace flag turns offloading on; --expert_policy and
+// --prefetch only configure it. InvalidArgument naming the flag
 // for a bad policy / prefetch name or both cache budgets at once.
 absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(const ExpertStoreFlags& flags);
 

@@ -19,6 +19,13 @@ TEST(ExpertStoreFlagsTest, OffByDefault) {
   auto o = Parse({});
   ASSERT_TRUE(o.ok());
   EXPECT_FALSE(o->has_value());
+  // Policy and prefetch configure the store; they do not turn it on.
+  auto configured = Parse({"--expert_policy=lfu", "--prefetch=all"});
+  ASSERT_TRUE(configured.ok());
+  EXPECT_FALSE(configured->has_value());
+  auto on = Parse({"--expert_offload"});
+  ASSERT_TRUE(on.ok() && on->has_value());
+  EXPECT_EQ((*on)->prefetch, PrefetchKind::kSpeculative);  // the default
 }
 
 TEST(ExpertStoreFlagsTest, MapsEveryFlag) {
