@@ -78,9 +78,10 @@ TEST(EngineTest, UnknownBackendIsAnError) {
   auto ckpt = models::Checkpoint::Open(kMixtral);
   ASSERT_TRUE(ckpt.ok());
   EngineOptions opts;
-  opts.backend.name = "cuda";
+  opts.backend.name = "tpu";
   auto e = Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), opts);
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented) << e.status();
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+  EXPECT_NE(e.status().message().find("tpu"), std::string::npos) << e.status();
 }
 
 // Wraps the resident provider, records the calls, and computes experts in

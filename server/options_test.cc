@@ -96,7 +96,7 @@ TEST_F(OptionsTest, ConfigFile) {
   std::ofstream(path) << "{\"model_dir\": \"" << dir_ << "\", \"kv_cache_bytes\": \"64MiB\", \"prefetch\": \"all\"}";
   ASSERT_TRUE(Parse({"--config=" + path, "--prefetch=none"}).ok());
   EXPECT_EQ(options_.kv_cache_bytes, 64ull << 20);
-  EXPECT_EQ(options_.prefetch, "none");
+  EXPECT_EQ(options_.experts.prefetch, "none");
 }
 
 }  // namespace
