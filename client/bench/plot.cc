@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -57,11 +58,17 @@ std::string GnuplotScript(const std::string& base, const std::string& title, con
       "# expert-bench sweep plot; regenerate with: gnuplot ", base, ".gp\n",
       "set terminal pngcairo size 1400,560 noenhanced font 'sans,11'\n", "set output '", base, ".png'\n",
       "set multiplot layout 1,2 title '", title, "'\n", "set grid\n", "set key top left\n",
-      "set xlabel 'achieved output throughput (tok/s)'\n", "set offsets graph 0.05, graph 0.08, graph 0.1, graph 0.05\n",
+      "set xlabel 'achieved output throughput (tok/s)'\n", "set offsets graph 0.05, graph 0.08, graph 0.15, graph 0.05\n",
+      "set autoscale yfix\n",
       Panel(dat, "TTFT", 3, 4, WantsLog(ttft)), Panel(dat, "TPOT", 5, 6, WantsLog(tpot)), "unset multiplot\n");
 }
 
-absl::Status WriteSweepPlot(const std::string& base, const std::string& title, const std::vector<PlotPoint>& points) {
+absl::Status WriteSweepPlot(const std::string& relative_base, const std::string& title,
+                           const std::vector<PlotPoint>& points) {
+  // Absolute, so the script works from any directory.
+  std::error_code ec;
+  const std::string base = std::filesystem::absolute(relative_base, ec).string();
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("bad plot path '", relative_base, "'"));
   if (base.find('\'') != std::string::npos || title.find('\'') != std::string::npos) {
     return absl::InvalidArgumentError("plot paths and titles may not contain a single quote");
   }
