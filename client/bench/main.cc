@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/bench/bench_session.h"
 #include "client/bench/options.h"
 #include "client/bench/plot.h"
@@ -35,19 +36,37 @@ void BlockSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-// Handles SIGINT / SIGTERM on a dedicated thread; a signal that arrived
-// earlier is pending and is taken at once.
-void WatchSignals(BenchSession* session) {
-  std::thread([session] {
+// The session Ctrl-C interrupts; null until connected (Ctrl-C then exits at
+// once: there is nothing to write yet).
+absl::Mutex g_session_mu;
+BenchSession* g_session ABSL_GUARDED_BY(g_session_mu) = nullptr;
+
+// Makes `session` the one Ctrl-C interrupts, until destroyed.
+class InterruptTarget {
+ public:
+  explicit InterruptTarget(BenchSession* session) {
+    absl::MutexLock lock(&g_session_mu);
+    g_session = session;
+  }
+  ~InterruptTarget() {
+    absl::MutexLock lock(&g_session_mu);
+    g_session = nullptr;
+  }
+};
+
+// Handles SIGINT / SIGTERM on a dedicated thread.
+void WatchSignals() {
+  std::thread([] {
     const sigset_t set = StopSignals();
     int seen = 0;
     while (true) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
-      if (++seen > 1) _exit(130);
+      absl::MutexLock lock(&g_session_mu);
+      if (++seen > 1 || g_session == nullptr) _exit(130);
       std::fprintf(stderr, "expert-bench: %s: stopping, cancelling requests in flight (again to quit at once)\n",
                    sig == SIGINT ? "SIGINT" : "SIGTERM");
-      session->Interrupt();
+      g_session->Interrupt();
     }
   }).detach();
 }
@@ -95,6 +114,7 @@ int WriteSweep(const BenchOptions& o, const BenchSession& session, const std::ve
 
 int Main(int argc, char** argv) {
   BlockSignals();
+  WatchSignals();
   BenchOptions options;
   bool run = true;
   absl::Status st = ParseBenchOptions(argc, argv, &options, &run);
@@ -116,7 +136,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "expert-bench: %s\n", std::string(session.status().message()).c_str());
     return 1;
   }
-  WatchSignals(session->get());
+  InterruptTarget target(session->get());
   const bool sweep = loads->size() > 1 || !options.sweep_concurrency.empty() || !options.sweep_rates.empty();
   std::vector<PointResult> points;
   for (const LoadOptions& load : *loads) {

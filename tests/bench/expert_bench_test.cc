@@ -263,6 +263,14 @@ TEST_F(ExpertBenchTest, BadFlagsAndUnreachableServer) {
                                 ::testing::TempDir() + "/unreachable.log"));
   EXPECT_EQ(unreachable.Wait(absl::Seconds(30)), 1) << unreachable.Output();
   EXPECT_NE(unreachable.Output().find("127.0.0.1:1"), std::string::npos) << unreachable.Output();
+  // Ctrl-C while still waiting for the server exits at once.
+  Subprocess waiting;
+  ASSERT_TRUE(waiting.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=60",
+                             "--out_dir=" + ::testing::TempDir() + "/waiting"},
+                            ::testing::TempDir() + "/waiting.log"));
+  absl::SleepFor(absl::Milliseconds(300));
+  waiting.Signal(SIGINT);
+  EXPECT_EQ(waiting.Wait(absl::Seconds(10)), 130) << waiting.Output();
 }
 
 }  // namespace
