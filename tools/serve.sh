@@ -25,5 +25,6 @@ cat >&2 <<MSG
 serve: starting expertd on $listen with $model_dir. From another terminal:
   bazel-bin/client/expertctl --server=$listen health
   bazel-bin/client/expertctl --server=$listen info
+  bazel-bin/client/expertctl --server=$listen generate --prompt="Once upon a time" --max_new_tokens=32
 MSG
 exec bazel-bin/server/expertd --model_dir="$model_dir" --listen="$listen" --log_format=text "$@"

@@ -44,13 +44,14 @@ bool ParsePolicyKind(absl::string_view name, PolicyKind* kind);
 struct PolicyOptions {
   PolicyKind kind = PolicyKind::kLru;
   // LFU only: ticks after which an access's weight has halved. 0 = default
-  // (kDefaultLfuHalfLifePerSlot * capacity, at least 64).
+  // (kDefaultLfuHalfLifePerSlot * capacity, at least 64; tuned with
+  // expert-cache-sim on skewed traces, see docs/offload.md).
   double lfu_half_life = 0;
   // Capacity of the cache in experts (used for defaults only).
   int64_t capacity = 0;
 };
 
-inline constexpr double kDefaultLfuHalfLifePerSlot = 8.0;
+inline constexpr double kDefaultLfuHalfLifePerSlot = 32.0;
 
 class EvictionPolicy {
  public:

@@ -108,7 +108,8 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
   host_slots_ = static_cast<int32_t>(std::min<uint64_t>(options_.host_cache_bytes / slot_bytes_, total));
   max_prefetch_slots_ = std::max(1, device_slots_ / 2);
   RETURN_IF_ERROR(AllocateTiers());
-  ASSIGN_OR_RETURN(prefetcher_, CreatePrefetcher(options_.prefetch, backend_, *ctx.weights));
+  ASSIGN_OR_RETURN(const bool declared, ConfigDeclaresPregate(where.model_dir));
+  ASSIGN_OR_RETURN(prefetcher_, CreatePrefetcher(options_.prefetch, backend_, *ctx.weights, declared));
   if (!options_.routing_trace_path.empty()) {
     RoutingTraceHeader h{static_cast<int32_t>(config_->num_hidden_layers), static_cast<int32_t>(config_->num_experts),
                          static_cast<int32_t>(config_->num_experts_per_tok), l.expert_bytes, config_->model_type};
@@ -287,16 +288,24 @@ void ExpertStore::IssuePrefetches(int layer, const std::vector<int32_t>& experts
 }
 
 void ExpertStore::ExpireProtections(int layer) {
+  std::vector<ExpertKey> wasted;
   for (auto& [key, e] : device_) {
     if (e.protect_layer < 0 || (layer >= 0 && e.protect_layer != layer)) continue;
     e.protect_layer = -1;
     --protected_count_;
-    if (e.prefetched && !e.needed) {
+    SyncPin(key, &e);
+    if (e.prefetched && !e.needed && !e.pinned) wasted.push_back(key);
+  }
+  // A wrong guess leaves at once (Evict counts it wasted) instead of sitting
+  // in the cache as if just used: under LRU it would push out a useful expert.
+  // One still loading is counted now and ages normally once it lands.
+  for (auto& [key, e] : device_) {
+    if (e.prefetched && !e.needed && e.pinned && e.protect_layer < 0) {
       ++Counters(key.layer).prefetch_wasted;
       e.prefetched = false;
     }
-    SyncPin(key, &e);
   }
+  for (const ExpertKey& key : wasted) Evict(key);
 }
 
 void ExpertStore::RefreshStaticPins() {
@@ -488,6 +497,7 @@ ExpertStoreStats ExpertStore::stats() const {
   s.prefetch = PrefetchKindName(options_.prefetch);
   s.pack_path = reader_->path();
   s.direct_io = reader_->direct_io();
+  s.pack_built = pack_built_;
   return s;
 }
 

@@ -53,7 +53,8 @@ struct ExpertStoreStats {
   uint64_t expert_bytes = 0;     // payload bytes per expert
   int64_t static_pins = 0;       // hot experts pinned now
   std::string policy, prefetch, pack_path;
-  bool direct_io = false;
+  bool direct_io = false;        // pack reads bypass the page cache
+  bool pack_built = false;       // this store wrote the pack (else reused)
 };
 
 inline void ExpertLayerCounters::Add(const ExpertLayerCounters& o) {

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <set>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -63,7 +63,19 @@ uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& 
   const models::ModelConfig& c = weights.config();
   std::string desc = absl::StrCat("layout:", layout.num_layers, ",", layout.num_experts, ",",
                                   absl::StrJoin(layout.moe_layers, "/"), ",", layout.expert_bytes, ";");
-  std::set<std::string> files;
+  // File-backed tensors: path, offset, and the file's size and mtime (cheap).
+  // Anything else (in-memory sources): the bytes themselves.
+  std::map<std::string, std::string> file_ids;  // path -> "size:mtime", "" if not a file
+  auto file_id = [&file_ids](const std::string& path) -> const std::string& {
+    auto it = file_ids.find(path);
+    if (it != file_ids.end()) return it->second;
+    struct stat st;
+    std::string id;
+    if (!path.empty() && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      id = absl::StrCat(st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+    }
+    return file_ids[path] = id;
+  };
   for (size_t i = 0; i < layout.num_entries(); ++i) {
     for (ExpertProj proj : {ExpertProj::kGate, ExpertProj::kUp, ExpertProj::kDown}) {
       const std::string name = Name(c, layout.EntryKey(i), proj);
@@ -73,18 +85,12 @@ uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& 
         continue;
       }
       absl::StrAppend(&desc, name, ":", models::DTypeName(v->dtype), ":", absl::StrJoin(v->shape, "x"), ":");
-      if (v->file.empty()) {
+      const std::string& id = file_id(v->file);
+      if (id.empty()) {
         absl::StrAppend(&desc, "crc", Crc32c(v->data, v->nbytes), ";");
       } else {
-        absl::StrAppend(&desc, v->file, "@", v->file_offset, ";");
-        files.insert(v->file);
+        absl::StrAppend(&desc, v->file, "@", v->file_offset, "@", id, ";");
       }
-    }
-  }
-  for (const std::string& f : files) {
-    struct stat st;
-    if (stat(f.c_str(), &st) == 0) {
-      absl::StrAppend(&desc, f, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ";");
     }
   }
   return Fnv1a64(desc);

@@ -1,12 +1,15 @@
 #include "engine/experts/prefetcher.h"
 
 #include <algorithm>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "models/checkpoint/tensor_names.h"
+#include "nlohmann/json.hpp"
 
 namespace expertd::engine {
 namespace {
@@ -92,11 +95,19 @@ class GatePrefetcher final : public Prefetcher {
   int64_t capacity_rows_ = 0;
 };
 
-absl::Status LoadPregates(Backend* backend, const WeightSource& weights, GatePrefetcher* p) {
+absl::Status LoadPregates(Backend* backend, const WeightSource& weights, bool require_every, GatePrefetcher* p) {
   const models::ModelConfig& c = weights.config();
   for (int64_t layer = 0; layer + 1 < c.num_hidden_layers; ++layer) {
     const std::string name = models::PregateName(c, layer);
-    if (!weights.Has(name)) continue;  // that layer falls back to the speculative guess
+    if (!weights.Has(name)) {
+      const bool predicts = std::find(c.is_moe_layer.begin() + layer + 1, c.is_moe_layer.end(), true) !=
+                            c.is_moe_layer.end();
+      if (require_every && predicts) {
+        return absl::NotFoundError(absl::StrCat("config.json declares \"", kPregateConfigKey,
+                                                "\": true but the checkpoint has no '", name, "'"));
+      }
+      continue;  // that layer falls back to the speculative guess
+    }
     ASSIGN_OR_RETURN(models::TensorView v, weights.Get(name));
     if (v.shape != std::vector<int64_t>{c.num_experts, c.hidden_size}) {
       return absl::InvalidArgumentError(absl::StrCat("pre-gate '", name, "' has shape [", absl::StrJoin(v.shape, ","),
@@ -140,8 +151,22 @@ std::vector<int32_t> RankByVotes(const std::vector<int32_t>& ids, int64_t top_k)
   return out;
 }
 
+absl::StatusOr<bool> ConfigDeclaresPregate(const std::string& model_dir) {
+  std::ifstream in(model_dir + "/config.json");
+  if (model_dir.empty() || !in) return false;
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains(kPregateConfigKey)) return false;
+  if (!j[kPregateConfigKey].is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat(model_dir, "/config.json: \"", kPregateConfigKey,
+                                                   "\" must be true or false"));
+  }
+  return j[kPregateConfigKey].get<bool>();
+}
+
 absl::StatusOr<std::unique_ptr<Prefetcher>> CreatePrefetcher(PrefetchKind kind, Backend* backend,
-                                                             const WeightSource& weights) {
+                                                             const WeightSource& weights, bool require_every_pregate) {
   const models::ModelConfig& c = weights.config();
   switch (kind) {
     case PrefetchKind::kNone:
@@ -152,7 +177,7 @@ absl::StatusOr<std::unique_ptr<Prefetcher>> CreatePrefetcher(PrefetchKind kind, 
       return std::unique_ptr<Prefetcher>(new GatePrefetcher(kind, backend, c));
     case PrefetchKind::kPregate: {
       auto p = std::make_unique<GatePrefetcher>(kind, backend, c);
-      RETURN_IF_ERROR(LoadPregates(backend, weights, p.get()));
+      RETURN_IF_ERROR(LoadPregates(backend, weights, require_every_pregate, p.get()));
       return std::unique_ptr<Prefetcher>(std::move(p));
     }
   }

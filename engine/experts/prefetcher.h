@@ -45,10 +45,20 @@ class Prefetcher {
 
 // Creates the prefetcher of `kind`. For kPregate, loads every pre-gate tensor
 // present in `weights` onto `backend` (InvalidArgument naming a tensor with
-// the wrong shape; NotFound when the checkpoint has none at all). Returns
+// the wrong shape; NotFound when the checkpoint has none at all, or, with
+// `require_every_pregate`, naming the first layer that lacks one). Returns
 // null for kNone.
 absl::StatusOr<std::unique_ptr<Prefetcher>> CreatePrefetcher(PrefetchKind kind, Backend* backend,
-                                                             const WeightSource& weights);
+                                                             const WeightSource& weights,
+                                                             bool require_every_pregate = false);
+
+// The config.json key a checkpoint with trained pre-gates carries.
+inline constexpr char kPregateConfigKey[] = "expertd_pregate";
+
+// True when DIR/config.json has "expertd_pregate": true. False when the key
+// is absent or false, or there is no such file; InvalidArgument when the key
+// is not a boolean.
+absl::StatusOr<bool> ConfigDeclaresPregate(const std::string& model_dir);
 
 // Turns per-token top-k choices [rows, top_k] into distinct experts, ordered
 // by how many tokens chose each (then by best rank, then id).

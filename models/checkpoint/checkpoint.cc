@@ -114,7 +114,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   ASSIGN_OR_RETURN(impl->config, LoadModelConfig(dir + "/config.json"));
   RETURN_IF_ERROR(ApplyGenerationConfig(dir + "/generation_config.json", &impl->config));
 
-  const std::string single = dir + "/" + (options.weights_file.empty() ? "model.safetensors" : options.weights_file);
+  const std::string& wf = options.weights_file;
+  const std::string single = !wf.empty() && wf[0] == '/' ? wf : dir + "/" + (wf.empty() ? "model.safetensors" : wf);
   if (!options.weights_file.empty() || FileExists(single)) {
     ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single));
     RETURN_IF_ERROR(impl->AddFile(std::move(file), nullptr, ""));

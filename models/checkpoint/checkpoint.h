@@ -47,8 +47,8 @@ struct TensorView {
 };
 
 struct CheckpointOptions {
-  // If non-empty, read the weights from this one safetensors file (a name
-  // relative to DIR, e.g. "model.bf16.safetensors") instead of
+  // If non-empty, read the weights from this one safetensors file (a path
+  // relative to DIR, e.g. "model.bf16.safetensors", or absolute) instead of
   // model.safetensors / the shard index.
   std::string weights_file;
 };

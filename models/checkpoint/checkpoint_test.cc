@@ -105,6 +105,11 @@ TEST(CheckpointTest, MissingDirectoryConfigOrWeights) {
   auto noweights = Checkpoint::Open(dir);
   EXPECT_EQ(noweights.status().code(), absl::StatusCode::kNotFound);
   ExpectMessageHas(noweights.status(), {"model.safetensors"});
+  auto absolute = Checkpoint::Open(FixtureDir("mixtral"), {std::string(std::getenv("TEST_SRCDIR")) + "/" +
+                                                           std::getenv("TEST_WORKSPACE") + "/" + FixtureDir("olmoe") +
+                                                           "/model.safetensors"});
+  ASSERT_TRUE(absolute.ok()) << absolute.status();
+  EXPECT_TRUE((*absolute)->Has("model.layers.0.self_attn.q_norm.weight"));  // OLMoE's weights, Mixtral's config
   auto nofile = Checkpoint::Open(FixtureDir("mixtral"), {"model.fp8.safetensors"});
   EXPECT_EQ(nofile.status().code(), absl::StatusCode::kNotFound);
   ExpectMessageHas(nofile.status(), {"model.fp8.safetensors"});

@@ -71,7 +71,7 @@ void AddedTokenMatcher::Split(absl::string_view text, std::vector<Segment>* out)
       bool stop_space = stop == text.size() ||
                         !IsWordChar(unicode::DecodeUtf8(text.data() + stop, text.size() - stop, &len));
       if (!start_space || !stop_space) {
-        ++pos;
+        pos = stop;  // HF iterates non-overlapping matches: skip the rejected one
         continue;
       }
     }

@@ -1,6 +1,7 @@
 #include "models/tokenizer/bpe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/hash/hash.h"
@@ -53,7 +54,9 @@ int UnicodeToByte(char32_t cp) {
 }
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& j, bool byte_level) {
+  static std::atomic<uint64_t> next_instance_id{1};
   std::unique_ptr<BpeModel> m(new BpeModel());
+  m->instance_id_ = next_instance_id.fetch_add(1);
   m->byte_level_ = byte_level;
   if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].get<double>() != 0.0) {
     return absl::InvalidArgumentError("unsupported BPE option: dropout (non-deterministic)");
@@ -178,20 +181,38 @@ void BpeModel::EncodeCached(absl::string_view piece, std::vector<int32_t>* ids) 
     ids->insert(ids->end(), out.begin(), out.end());
     return;
   }
+  struct LocalCache {
+    uint64_t owner = 0;
+    absl::flat_hash_map<std::string, Ids> map;
+  };
+  static thread_local LocalCache local;
+  if (local.owner != instance_id_) {
+    local.map.clear();
+    local.owner = instance_id_;
+  }
+  auto hit = local.map.find(piece);
+  if (hit != local.map.end()) {
+    ids->insert(ids->end(), hit->second.begin(), hit->second.end());
+    return;
+  }
+  Ids out;
+  bool found = false;
   Shard& shard = cache_[absl::Hash<absl::string_view>()(piece) % kShards];
   {
     absl::MutexLock lock(&shard.mu);
     auto it = shard.map.find(piece);
     if (it != shard.map.end()) {
-      ids->insert(ids->end(), it->second.begin(), it->second.end());
-      return;
+      out = it->second;
+      found = true;
     }
   }
-  Ids out;
-  EncodeWord(piece, &out);
+  if (!found) {
+    EncodeWord(piece, &out);
+    absl::MutexLock lock(&shard.mu);
+    if (shard.map.size() < kMaxEntriesPerShard) shard.map.emplace(std::string(piece), out);
+  }
   ids->insert(ids->end(), out.begin(), out.end());
-  absl::MutexLock lock(&shard.mu);
-  if (shard.map.size() < kMaxEntriesPerShard) shard.map.emplace(std::string(piece), std::move(out));
+  if (local.map.size() < kMaxThreadLocalEntries) local.map.emplace(std::string(piece), std::move(out));
 }
 
 void BpeModel::EncodeWord(absl::string_view word, Ids* out) const {

@@ -83,7 +83,11 @@ class BpeModel {
   // pre-tokenizer) use the word cache. Checked at load time.
   bool split_at_metaspace_ = false;
 
-  // Word cache: shards keyed by the piece bytes. Stops growing when full.
+  // Word cache, two levels: a per-thread map (no locking; reset when the thread
+  // switches to another BpeModel) in front of a shared sharded map. Both are
+  // keyed by the piece bytes and stop growing when full.
+  static constexpr size_t kMaxThreadLocalEntries = 32768;
+  uint64_t instance_id_ = 0;  // unique per BpeModel, never reused
   static constexpr int kShards = 16;
   static constexpr size_t kMaxEntriesPerShard = 8192;
   static constexpr size_t kMaxCachedWordLen = 256;

@@ -183,6 +183,7 @@ class WordPieceDecoder : public Decoder {
 class BpeSuffixDecoder : public Decoder {
  public:
   explicit BpeSuffixDecoder(std::string suffix) : suffix_(std::move(suffix)) {}
+  bool HasLastTokenRule() const override { return true; }
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
       (*tokens)[i] = SplitPattern::Literal(suffix_).ReplaceAll((*tokens)[i], i + 1 == tokens->size() ? "" : " ");
@@ -202,6 +203,12 @@ class SequenceDecoder : public Decoder {
   bool HasByteFallback() const override {
     for (const auto& p : parts_) {
       if (p->HasByteFallback()) return true;
+    }
+    return false;
+  }
+  bool HasLastTokenRule() const override {
+    for (const auto& p : parts_) {
+      if (p->HasLastTokenRule()) return true;
     }
     return false;
   }

@@ -21,6 +21,9 @@ class Decoder {
   virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
   // True if the decoder (or a part of a Sequence) is ByteFallback.
   virtual bool HasByteFallback() const { return false; }
+  // True if the last token decodes differently from the others (BPEDecoder),
+  // so a streaming decoder must hold its text back.
+  virtual bool HasLastTokenRule() const { return false; }
 };
 
 // Null JSON yields nullptr (HF then joins tokens with spaces). Unknown types are

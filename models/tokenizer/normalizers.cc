@@ -73,7 +73,7 @@ class StripNormalizer : public Normalizer {
   bool left_, right_;
 };
 
-// Removes combining marks (category Mn), as HF's StripAccents does.
+// Removes combining marks (categories Mn, Mc, Me), as HF's StripAccents does.
 class StripAccentsNormalizer : public Normalizer {
  public:
   void Normalize(std::string* text) const override {
@@ -82,7 +82,7 @@ class StripAccentsNormalizer : public Normalizer {
     for (size_t i = 0; i < text->size();) {
       size_t len;
       char32_t c = unicode::DecodeUtf8(text->data() + i, text->size() - i, &len);
-      if (unicode::GetCategory(c) != unicode::kMn) out.append(*text, i, len);
+      if (((unicode::kMaskM >> unicode::GetCategory(c)) & 1) == 0) out.append(*text, i, len);
       i += len;
     }
     *text = std::move(out);
@@ -134,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json
       if (!n.ok()) return n.status();
       if (*n) parts.push_back(std::move(n).value());
     }
+    if (parts.empty()) return std::unique_ptr<Normalizer>();  // identity, e.g. DeepSeek-V3
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));
   }
   return absl::InvalidArgumentError(absl::StrCat("unsupported normalizer type \"", type, "\""));

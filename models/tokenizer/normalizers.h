@@ -18,8 +18,9 @@ class Normalizer {
   virtual void Normalize(std::string* text) const = 0;
 };
 
-// Builds the normalizer described by `j`; null JSON yields nullptr (no
-// normalizer). An unknown "type" is an InvalidArgument error naming it.
+// Builds the normalizer described by `j`; null JSON or an empty Sequence
+// yields nullptr (no normalizer). An unknown "type" is an InvalidArgument error
+// naming it.
 absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j);
 
 }  // namespace expertd::models

@@ -12,6 +12,18 @@ namespace expertd::models {
 
 void SplitPiece(const PreToken& piece, const std::vector<std::pair<size_t, size_t>>& matches,
                 SplitBehavior behavior, bool invert, std::vector<PreToken>* out) {
+  if (behavior == SplitBehavior::kIsolated) {  // the common case: every span is a piece
+    size_t prev = 0;
+    for (const auto& m : matches) {
+      if (m.first > prev) out->push_back({piece.text.substr(prev, m.first - prev), piece.at_start && prev == 0});
+      if (m.second > m.first) {
+        out->push_back({piece.text.substr(m.first, m.second - m.first), piece.at_start && m.first == 0});
+      }
+      prev = m.second;
+    }
+    if (prev < piece.text.size()) out->push_back({piece.text.substr(prev), piece.at_start && prev == 0});
+    return;
+  }
   struct Span {
     size_t b, e;
     bool match;

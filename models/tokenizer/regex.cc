@@ -8,6 +8,17 @@ namespace expertd::models {
 
 using unicode::IsWhiteSpace;
 
+// Oniguruma's Unicode \w: Alphabetic (letters, Nl, and the Other_Alphabetic
+// marks and circled/squared letters), Mark, Decimal_Number,
+// Connector_Punctuation and Join_Control (ZWNJ, ZWJ).
+static bool IsWordChar(char32_t c) {
+  constexpr uint32_t kWordMask = unicode::kMaskL | unicode::kMaskM | unicode::Bit(unicode::kNd) |
+                                 unicode::Bit(unicode::kNl) | unicode::Bit(unicode::kPc);
+  if ((kWordMask >> unicode::GetCategory(c)) & 1) return true;
+  return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+         (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189);
+}
+
 bool Regex::CharSet::MatchSlow(char32_t c) const {
   bool in = false;
   for (const auto& r : ranges) {
@@ -20,9 +31,7 @@ bool Regex::CharSet::MatchSlow(char32_t c) const {
   if (!in && props != 0) {
     if ((props & kSpace) && IsWhiteSpace(c)) in = true;
     if ((props & kNotSpace) && !IsWhiteSpace(c)) in = true;
-    uint32_t word_mask = unicode::kMaskL | unicode::kMaskM | unicode::Bit(unicode::kNd) |
-                         unicode::Bit(unicode::kNl) | unicode::Bit(unicode::kPc);
-    bool word = (word_mask >> unicode::GetCategory(c)) & 1;
+    bool word = IsWordChar(c);
     if ((props & kWord) && word) in = true;
     if ((props & kNotWord) && !word) in = true;
   }
@@ -89,6 +98,7 @@ class RegexParser {
     if (!s.ok()) return s;
     if (pos_ != p_.size()) return Error("unbalanced ')'");
     for (auto& set : re_->sets_) Finalize(&set);
+    for (Regex::Seq& seq : re_->alts_[0].seqs) ComputeFirst(&seq);
     return absl::OkStatus();
   }
 
@@ -100,6 +110,24 @@ class RegexParser {
   bool AtEnd() const { return pos_ >= p_.size(); }
   char32_t Peek(size_t ahead = 0) const {
     return pos_ + ahead < p_.size() ? p_[pos_ + ahead] : 0;
+  }
+
+  // Conservative first-character filter of a top-level alternative: the union
+  // of the leading optional sets up to the first mandatory set. Anything else
+  // (groups, assertions, a sequence that can match empty) allows everything.
+  void ComputeFirst(Regex::Seq* seq) {
+    uint64_t bits[2] = {0, 0};
+    for (const Regex::Item& it : seq->items) {
+      if (it.kind != Regex::Item::kSet) return;  // keep "all"
+      const Regex::CharSet& set = re_->sets_[it.index];
+      bits[0] |= set.ascii[0];
+      bits[1] |= set.ascii[1];
+      if (it.min > 0) {
+        seq->first_ascii[0] = bits[0];
+        seq->first_ascii[1] = bits[1];
+        return;
+      }
+    }
   }
 
   absl::Status ParseAlt(int alt, bool icase) {
@@ -414,123 +442,6 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(absl::string_view pattern,
   absl::Status s = parser.Parse();
   if (!s.ok()) return s;
   return re;
-}
-
-// Backtracking matcher with continuations (for groups).
-class RegexMatcher {
- public:
-  RegexMatcher(const Regex& re, const char32_t* cps, size_t n) : re_(re), cps_(cps), n_(n) {}
-
-  struct Cont {
-    const Regex::Seq* seq;
-    size_t idx;
-    const Cont* next;
-  };
-
-  // Tries to match the whole pattern at pos; *end gets the match end.
-  bool MatchAt(size_t pos, size_t* end) const {
-    for (const Regex::Seq& seq : re_.alts_[0].seqs) {
-      if (MatchSeq(seq, 0, pos, nullptr, end)) return true;
-    }
-    return false;
-  }
-
- private:
-  bool MatchSeq(const Regex::Seq& seq, size_t i, size_t pos, const Cont* k, size_t* end) const {
-    const size_t count = seq.items.size();
-    for (; i < count; ++i) {
-      const Regex::Item& it = seq.items[i];
-      switch (it.kind) {
-        case Regex::Item::kSet: {
-          const Regex::CharSet& set = re_.sets_[it.index];
-          if (it.min == 1 && it.max == 1) {
-            if (pos >= n_ || !set.Match(cps_[pos])) return false;
-            ++pos;
-            continue;
-          }
-          size_t limit = it.max < 0 ? n_ - pos : std::min<size_t>(it.max, n_ - pos);
-          size_t c = 0;
-          if (it.greedy) {
-            while (c < limit && set.Match(cps_[pos + c])) ++c;
-            if (c < static_cast<size_t>(it.min)) return false;
-            for (size_t m = c + 1; m-- > static_cast<size_t>(it.min);) {
-              if (MatchSeq(seq, i + 1, pos + m, k, end)) return true;
-            }
-            return false;
-          }
-          for (c = 0;; ++c) {
-            if (c >= static_cast<size_t>(it.min) && MatchSeq(seq, i + 1, pos + c, k, end)) return true;
-            if (c >= limit || !set.Match(cps_[pos + c])) return false;
-          }
-        }
-        case Regex::Item::kGroup: {
-          Cont next{&seq, i + 1, k};
-          for (const Regex::Seq& s : re_.alts_[it.index].seqs) {
-            if (MatchSeq(s, 0, pos, &next, end)) return true;
-          }
-          if (it.min == 0) return MatchSeq(seq, i + 1, pos, k, end);
-          return false;
-        }
-        case Regex::Item::kLookahead:
-        case Regex::Item::kNegLookahead: {
-          bool found = false;
-          size_t ignored;
-          for (const Regex::Seq& s : re_.alts_[it.index].seqs) {
-            if (MatchSeq(s, 0, pos, nullptr, &ignored)) {
-              found = true;
-              break;
-            }
-          }
-          if (found != (it.kind == Regex::Item::kLookahead)) return false;
-          continue;
-        }
-        case Regex::Item::kStart:
-          if (pos != 0) return false;
-          continue;
-        case Regex::Item::kEnd:
-          if (pos != n_) return false;
-          continue;
-      }
-    }
-    if (k == nullptr) {
-      *end = pos;
-      return true;
-    }
-    return MatchSeq(*k->seq, k->idx, pos, k->next, end);
-  }
-
-  const Regex& re_;
-  const char32_t* cps_;
-  size_t n_;
-};
-
-void Regex::FindAll(absl::string_view text, std::vector<std::pair<size_t, size_t>>* out) const {
-  if (fast_ != nullptr) {
-    fast_->FindAll(text, out);
-    return;
-  }
-  std::vector<char32_t> cps;
-  std::vector<uint32_t> offs;
-  cps.reserve(text.size());
-  offs.reserve(text.size() + 1);
-  for (size_t i = 0; i < text.size();) {
-    size_t len;
-    offs.push_back(static_cast<uint32_t>(i));
-    cps.push_back(unicode::DecodeUtf8(text.data() + i, text.size() - i, &len));
-    i += len;
-  }
-  offs.push_back(static_cast<uint32_t>(text.size()));
-  RegexMatcher m(*this, cps.data(), cps.size());
-  size_t pos = 0;
-  while (pos < cps.size()) {
-    size_t end;
-    if (m.MatchAt(pos, &end) && end > pos) {
-      out->push_back({offs[pos], offs[end]});
-      pos = end;
-    } else {
-      ++pos;
-    }
-  }
 }
 
 }  // namespace expertd::models

@@ -64,6 +64,9 @@ class Regex {
   };
   struct Seq {
     std::vector<Item> items;
+    // Top-level alternatives only: a superset of the ASCII code points a match
+    // can start with (all ones when unknown). Lets MatchAt skip alternatives.
+    uint64_t first_ascii[2] = {~uint64_t{0}, ~uint64_t{0}};
   };
   struct Alt {
     std::vector<Seq> seqs;

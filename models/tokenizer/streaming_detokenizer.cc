@@ -3,11 +3,15 @@
 // Each Push decodes a small window of recent ids and returns the part of that
 // decode beyond what was already returned, minus a tail that a later token
 // could still change: trailing U+FFFD (an incomplete UTF-8 sequence in the
-// byte-level decoder) and the text of trailing byte-fallback tokens (a later
-// byte token can turn a valid group into U+FFFDs). Once everything is final the
-// window is cut to its last few ids, which stay as context so that first-token
-// rules of the decoder (Strip, Metaspace) do not apply to new text.
+// byte-level decoder), the text of trailing byte-fallback tokens (a later
+// byte token can turn a valid group into U+FFFDs) and, with BPEDecoder, the
+// last token's text (its suffix decodes differently once it is not last). Once
+// everything else is final the window is cut to its last few ids, which stay as
+// context so that first-token rules of the decoder (Strip, Metaspace) do not
+// apply to new text.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "models/tokenizer/tokenizer.h"
@@ -51,6 +55,19 @@ std::string StreamingDetokenizer::Flush() {
   return rest;
 }
 
+// Drops all but the last kContext ids, provided the text still held back
+// (text past emitted_) is also the tail of the shorter window's decode.
+void StreamingDetokenizer::Slide(const std::string& text) {
+  std::vector<int32_t> tail(window_.end() - kContext, window_.end());
+  std::string tail_text = tok_->DecodeUnchecked(tail, skip_special_);
+  size_t held = text.size() - std::min(emitted_, text.size());
+  if (held > tail_text.size() || tail_text.compare(tail_text.size() - held, held, text, text.size() - held, held) != 0) {
+    return;
+  }
+  window_ = std::move(tail);
+  emitted_ = tail_text.size() - held;
+}
+
 std::string StreamingDetokenizer::Advance(bool final) {
   std::string text = tok_->DecodeUnchecked(window_, skip_special_);
   size_t stable = text.size();
@@ -63,18 +80,27 @@ std::string StreamingDetokenizer::Advance(bool final) {
         stable = CommonPrefix(head, text);
       }
     }
+    if (tok_->decoder_has_last_token_rule() && !window_.empty()) {
+      // Decode once more with the last token repeated, so it is not last.
+      std::vector<int32_t> probe = window_;
+      probe.push_back(window_.back());
+      stable = std::min(stable, CommonPrefix(text, tok_->DecodeUnchecked(probe, skip_special_)));
+    }
     while (stable >= 3 && text.compare(stable - 3, 3, kReplacement) == 0) stable -= 3;
   }
   // Never return a partial character (the window's text is valid UTF-8).
   while (stable > 0 && stable < text.size() && (static_cast<unsigned char>(text[stable]) & 0xC0) == 0x80) {
     --stable;
   }
-  if (stable <= emitted_) return std::string();
-  std::string delta = text.substr(emitted_, stable - emitted_);
-  emitted_ = stable;
-  if (!final && stable == text.size() && window_.size() > kMaxWindow) {
-    window_.erase(window_.begin(), window_.end() - kContext);
-    emitted_ = tok_->DecodeUnchecked(window_, skip_special_).size();
+  std::string delta;
+  if (stable > emitted_) {
+    delta = text.substr(emitted_, stable - emitted_);
+    emitted_ = stable;
+  }
+  // Slide once everything is emitted, or (BPEDecoder) all but the last token.
+  if (!final && window_.size() > kMaxWindow &&
+      (emitted_ == text.size() || tok_->decoder_has_last_token_rule())) {
+    Slide(text);
   }
   return delta;
 }

@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonl(const std::string& path);
 // The raw bytes of a corpus entry ({"text": s} or {"hex": h}).
 std::string CorpusInput(const nlohmann::json& entry);
 
-// ~1 MB of mixed text: the valid-UTF-8 corpus entries (without the long_* ones),
+// ~1 MB of mixed text: the valid-UTF-8 corpus entries (without long_* and random*),
 // joined by "\n" and repeated until at least `bytes` long. tools/oracle/bench.js
 // builds the same text.
 absl::StatusOr<std::string> BenchmarkText(size_t bytes);

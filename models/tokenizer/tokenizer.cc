@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "models/tokenizer/added_tokens.h"
 #include "models/tokenizer/bpe.h"
 #include "models/tokenizer/decoders.h"
@@ -18,6 +19,9 @@
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
+
+// Offsets inside the matchers are 32-bit.
+constexpr size_t kMaxInputBytes = size_t{1} << 31;
 
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
@@ -59,63 +63,63 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromJson(absl::string_
   if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("tokenizer.json is not a JSON object");
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
   try {
-    const auto& model = j.at("model");
-    std::string model_type = model.value("type", std::string(model.contains("merges") ? "BPE" : ""));
-    if (model_type != "BPE") {
-      return absl::InvalidArgumentError(absl::StrCat("unsupported model type \"", model_type, "\""));
-    }
-    auto normalizer = ParseNormalizer(j.value("normalizer", nlohmann::json()));
-    if (!normalizer.ok()) return normalizer.status();
-    tok->normalizer_ = std::move(normalizer).value();
-    bool byte_level = false;
-    auto pre = ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), &byte_level);
-    if (!pre.ok()) return pre.status();
-    tok->pre_tokenizer_ = std::move(pre).value();
-    auto bpe = BpeModel::FromJson(model, byte_level);
-    if (!bpe.ok()) return bpe.status();
-    tok->model_ = std::move(bpe).value();
-    auto post = ParsePostProcessor(j.value("post_processor", nlohmann::json()));
-    if (!post.ok()) return post.status();
-    tok->post_processor_ = std::move(post).value();
-    auto decoder = ParseDecoder(j.value("decoder", nlohmann::json()));
-    if (!decoder.ok()) return decoder.status();
-    tok->decoder_ = std::move(decoder).value();
-    auto added = ParseAddedTokens(j.value("added_tokens", nlohmann::json()));
-    if (!added.ok()) return added.status();
-
-    tok->raw_matcher_ = std::make_unique<AddedTokenMatcher>();
-    tok->normalized_matcher_ = std::make_unique<AddedTokenMatcher>();
-    int32_t end = tok->model_->id_end();
-    for (const AddedToken& a : *added) end = std::max(end, a.id + 1);
-    tok->vocab_size_ = end;
-    tok->added_content_.assign(end, std::string());
-    tok->is_added_.assign(end, false);
-    tok->is_special_.assign(end, false);
-    absl::flat_hash_set<std::string> special_contents;
-    for (const AddedToken& a : *added) {
-      tok->added_content_[a.id] = a.content;
-      tok->is_added_[a.id] = true;
-      if (a.special) special_contents.insert(a.content);
-      if (a.normalized && tok->normalizer_ != nullptr) {
-        std::string pattern = a.content;
-        tok->normalizer_->Normalize(&pattern);
-        tok->normalized_matcher_->Add(std::move(pattern), a);
-      } else if (a.normalized) {
-        tok->normalized_matcher_->Add(a.content, a);
-      } else {
-        tok->raw_matcher_->Add(a.content, a);
-      }
-    }
-    // Like HF, "special" is a property of the token string.
-    for (int32_t id = 0; id < end; ++id) {
-      const std::string* t = tok->IdToToken(id);
-      if (t != nullptr && special_contents.contains(*t)) tok->is_special_[id] = true;
-    }
+    RETURN_IF_ERROR(tok->ParseComponents(j));
+    ASSIGN_OR_RETURN(std::vector<AddedToken> added, ParseAddedTokens(j.value("added_tokens", nlohmann::json())));
+    tok->SetAddedTokens(added);
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: ", e.what()));
   }
   tok->DeriveWellKnownIds();
   return tok;
+}
+
+absl::Status Tokenizer::ParseComponents(const nlohmann::json& j) {
+  const auto& model = j.at("model");
+  if (!model.contains("type") && !model.contains("merges")) {
+    return absl::InvalidArgumentError("unsupported model: no \"type\" and no BPE \"merges\"");
+  }
+  std::string model_type = model.value("type", std::string("BPE"));
+  if (model_type != "BPE") {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported model type \"", model_type, "\""));
+  }
+  ASSIGN_OR_RETURN(normalizer_, ParseNormalizer(j.value("normalizer", nlohmann::json())));
+  bool byte_level = false;
+  ASSIGN_OR_RETURN(pre_tokenizer_, ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), &byte_level));
+  ASSIGN_OR_RETURN(model_, BpeModel::FromJson(model, byte_level));
+  ASSIGN_OR_RETURN(post_processor_, ParsePostProcessor(j.value("post_processor", nlohmann::json())));
+  ASSIGN_OR_RETURN(decoder_, ParseDecoder(j.value("decoder", nlohmann::json())));
+  return absl::OkStatus();
+}
+
+void Tokenizer::SetAddedTokens(const std::vector<AddedToken>& added) {
+  raw_matcher_ = std::make_unique<AddedTokenMatcher>();
+  normalized_matcher_ = std::make_unique<AddedTokenMatcher>();
+  int32_t end = model_->id_end();
+  for (const AddedToken& a : added) end = std::max(end, a.id + 1);
+  vocab_size_ = end;
+  added_content_.assign(end, std::string());
+  is_added_.assign(end, false);
+  is_special_.assign(end, false);
+  absl::flat_hash_set<std::string> special_contents;
+  for (const AddedToken& a : added) {
+    added_content_[a.id] = a.content;
+    added_by_content_.emplace(a.content, a.id);
+    is_added_[a.id] = true;
+    if (a.special) special_contents.insert(a.content);
+    if (!a.normalized) {
+      raw_matcher_->Add(a.content, a);
+      continue;
+    }
+    // Normalized tokens are matched on normalized text, so normalize them too.
+    std::string pattern = a.content;
+    if (normalizer_ != nullptr) normalizer_->Normalize(&pattern);
+    normalized_matcher_->Add(std::move(pattern), a);
+  }
+  // Like HF, "special" is a property of the token string.
+  for (int32_t id = 0; id < end; ++id) {
+    const std::string* t = IdToToken(id);
+    if (t != nullptr && special_contents.contains(*t)) is_special_[id] = true;
+  }
 }
 
 void Tokenizer::DeriveWellKnownIds() {
@@ -151,15 +155,9 @@ const std::string* Tokenizer::IdToToken(int32_t id) const {
 }
 
 int32_t Tokenizer::TokenToId(absl::string_view token) const {
-  for (int32_t id = model_->id_end(); id < vocab_size_; ++id) {
-    if (is_added_[id] && added_content_[id] == token) return id;
-  }
-  int32_t id = model_->TokenToId(token);
-  if (id >= 0) return id;
-  for (int32_t i = 0; i < std::min(vocab_size_, model_->id_end()); ++i) {
-    if (is_added_[i] && added_content_[i] == token) return i;
-  }
-  return -1;
+  auto it = added_by_content_.find(token);
+  if (it != added_by_content_.end()) return it->second;
+  return model_->TokenToId(token);
 }
 
 std::vector<SpecialToken> Tokenizer::special_tokens() const {
@@ -171,6 +169,9 @@ std::vector<SpecialToken> Tokenizer::special_tokens() const {
 }
 
 bool Tokenizer::decoder_has_byte_fallback() const { return decoder_ != nullptr && decoder_->HasByteFallback(); }
+bool Tokenizer::decoder_has_last_token_rule() const {
+  return decoder_ != nullptr && decoder_->HasLastTokenRule();
+}
 
 absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start, std::vector<int32_t>* ids) const {
   std::string normalized;
@@ -202,6 +203,9 @@ absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start, std::v
 }
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, bool add_special_tokens) const {
+  if (text.size() >= kMaxInputBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("input of ", text.size(), " bytes is too large to tokenize"));
+  }
   std::string clean;
   if (unicode::ValidUtf8Prefix(text) != text.size()) {
     clean = unicode::SanitizeUtf8(text);

@@ -17,10 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace expertd::models {
 
@@ -30,6 +32,7 @@ class BpeModel;
 class Decoder;
 class AddedTokenMatcher;
 class PostProcessor;
+struct AddedToken;
 
 struct SpecialToken {
   int32_t id;
@@ -48,6 +51,7 @@ class Tokenizer {
   // subsequence is replaced by U+FFFD first (what Rust's from_utf8_lossy and
   // JavaScript's TextDecoder do), then the text is encoded as HF would encode
   // that string. add_special_tokens applies the post-processor (e.g. BOS).
+  // Errors: InvalidArgument for inputs of 2 GiB or more.
   absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_special_tokens) const;
 
   // Decodes ids to UTF-8 text (HF decode). An id that is neither in the vocab
@@ -76,13 +80,17 @@ class Tokenizer {
   absl::optional<int32_t> pad_id() const { return pad_; }
   absl::optional<int32_t> unk_id() const { return unk_; }
 
-  // Internal for StreamingDetokenizer: whether the decoder groups byte tokens.
-  bool decoder_has_byte_fallback() const;
-  // Internal for StreamingDetokenizer: decode of already-validated ids.
-  std::string DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
-
  private:
+  friend class StreamingDetokenizer;
   Tokenizer();
+  // Whether the decoder groups byte-fallback tokens (StreamingDetokenizer).
+  bool decoder_has_byte_fallback() const;
+  // Whether the decoder treats the last token specially (StreamingDetokenizer).
+  bool decoder_has_last_token_rule() const;
+  // Decode of ids already checked with IsValidId.
+  std::string DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
+  absl::Status ParseComponents(const nlohmann::json& j);
+  void SetAddedTokens(const std::vector<AddedToken>& added);
   absl::Status EncodeText(absl::string_view text, bool at_start, std::vector<int32_t>* ids) const;
   void DeriveWellKnownIds();
 
@@ -95,6 +103,7 @@ class Tokenizer {
   std::unique_ptr<AddedTokenMatcher> raw_matcher_;         // non-normalized added tokens
   std::unique_ptr<AddedTokenMatcher> normalized_matcher_;  // normalized added tokens
   std::vector<std::string> added_content_;  // by id; empty if not an added token
+  absl::flat_hash_map<std::string, int32_t> added_by_content_;
   std::vector<bool> is_added_;
   std::vector<bool> is_special_;
   int32_t vocab_size_ = 0;
@@ -122,6 +131,7 @@ class StreamingDetokenizer {
 
  private:
   std::string Advance(bool final);
+  void Slide(const std::string& text);
 
   const Tokenizer* tok_;
   bool skip_special_;

@@ -1,9 +1,10 @@
 // Encode throughput (MB/s) on ~1 MB of mixed text (testdata::BenchmarkText),
 // for comparison with tools/oracle/bench.js (HF tokenizers through Node).
 //
-//   bazel run -c opt //models/tokenizer:tokenizer_benchmark
+//   bazel run //models/tokenizer:tokenizer_benchmark   (.bazelrc builds with -O2)
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "benchmark/benchmark.h"
 #include "models/tokenizer/regex.h"
@@ -36,6 +37,22 @@ void BM_Encode(benchmark::State& state, const std::string& name) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));
   state.counters["tokens"] = static_cast<double>(ids);
+}
+
+// The same text cut at line ends into ~4 KB requests (tools/oracle/bench.js
+// does the same), encoded one after another.
+void BM_EncodeChunks(benchmark::State& state, const std::string& name) {
+  auto tok = testdata::Load(name);
+  std::vector<std::string> parts(1);
+  for (char c : Text()) {
+    parts.back().push_back(c);
+    if (c == '\n' && parts.back().size() >= 4096) parts.emplace_back();
+  }
+  for (auto _ : state) {
+    for (const std::string& p : parts) benchmark::DoNotOptimize((*tok)->Encode(p, false));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * Text().size()));
+  state.counters["requests"] = static_cast<double>(parts.size());
 }
 
 // Cold: a fresh tokenizer (empty word cache) for every timed encode.
@@ -82,6 +99,8 @@ BENCHMARK_CAPTURE(BM_Encode, llama3, std::string("llama3"))->Unit(benchmark::kMi
 BENCHMARK_CAPTURE(BM_Encode, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, deepseek_v3, std::string("deepseek_v3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EncodeChunks, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EncodeChunks, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EncodeCold, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_EncodeCold, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_Decode, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);

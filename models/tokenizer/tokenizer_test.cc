@@ -2,12 +2,14 @@
 // errors, the invalid-UTF-8 policy, special tokens, bad ids, concurrency.
 #include "models/tokenizer/tokenizer.h"
 
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "models/tokenizer/testdata_util.h"
+#include "models/tokenizer/unicode.h"
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
@@ -114,6 +116,31 @@ TEST(TokenizerTest, RoundTripsValidText) {
   auto ids = (*tok)->Encode(text, true);
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ((*tok)->Decode(*ids, true).value(), text);
+}
+
+// Byte-level tokenizers without a normalizer are lossless on valid UTF-8, so
+// Decode(Encode(bytes)) must give back the input with invalid sequences replaced.
+TEST(TokenizerTest, RandomBytesRoundTripThroughReplacement) {
+  std::mt19937 rng(3);
+  const char* pieces[] = {"a", " ", "  ", "\n", "\t", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80", "1", "'s", "<|",
+                          "|>", "\xFF", "\xC3", "\xE4\xB8", "\x80", "\xED\xA0\x80", "<|endoftext|>", "\r\n", "."};
+  for (const std::string name : {"llama3", "gpt2", "deepseek_v3"}) {
+    auto tok = testdata::Load(name);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    for (int trial = 0; trial < 300; ++trial) {
+      std::string in;
+      for (int i = rng() % 30; i > 0; --i) in += pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))];
+      auto ids = (*tok)->Encode(in, false);
+      ASSERT_TRUE(ids.ok());
+      auto out = (*tok)->Decode(*ids, false);
+      ASSERT_TRUE(out.ok());
+      EXPECT_EQ(*out, unicode::SanitizeUtf8(in)) << name;
+      auto again = (*tok)->Encode(*out, false);
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(*again, *ids) << name << " [" << in << "]";
+      EXPECT_EQ(out->find("\xFF"), std::string::npos);
+    }
+  }
 }
 
 TEST(TokenizerTest, ConcurrentEncodeMatchesSerial) {

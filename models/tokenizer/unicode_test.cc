@@ -62,6 +62,16 @@ TEST(UnicodeTest, NormalForms) {
   EXPECT_EQ(Normalize("ascii only", NormalForm::kNFKD), "ascii only");
 }
 
+// Only runs around non-inert code points are renormalized; the result must be
+// the same as normalizing everything.
+TEST(UnicodeTest, NormalizesRunsInsideLongerText) {
+  std::u32string in = U"x e\u0301 \u4E2D\u6587 A\u030A\u0301 \u1100\u1161\u11A8 \uD55C\u11A8 q\u0307\u0323 \u212B";
+  std::u32string nfc = U"x \u00E9 \u4E2D\u6587 \u01FA \uAC01 \uD55C\u11A8 q\u0323\u0307 \u00C5";
+  EXPECT_EQ(Normalize(U8(in), NormalForm::kNFC), U8(nfc));
+  EXPECT_EQ(Normalize(U8(U"\u0301a\u0301"), NormalForm::kNFC), U8(U"\u0301\u00E1"));
+  EXPECT_EQ(Normalize(U8(U"\u00E9\u4E2D\uAC01"), NormalForm::kNFD), U8(U"e\u0301\u4E2D\u1100\u1161\u11A8"));
+}
+
 TEST(UnicodeTest, Lowercase) {
   EXPECT_EQ(ToLower(U8(U"\u00C0B\u0130\u03A3")), U8(U"\u00E0bi\u0307\u03C3"));
 }

@@ -27,5 +27,11 @@ grep -q -- "--out" "$TEST_TMPDIR/err"
 if "$ZOO" --preset=tiny --top_k=20 --out="$OUT/y" 2> "$TEST_TMPDIR/err"; then echo "accepted top_k > experts"; exit 1; fi
 grep -q "top_k" "$TEST_TMPDIR/err"
 test ! -e "$OUT/y/config.json"
+# --if_missing keeps an existing complete model (even with other flags).
+before=$(sha256sum "$OUT/m/model.safetensors")
+"$ZOO" --arch=mixtral --preset=tiny --seed=1 --if_missing --out="$OUT/m" | grep -q '"layers":3'
+test "$before" = "$(sha256sum "$OUT/m/model.safetensors")"
+"$ZOO" --preset=tiny --if_missing --out="$OUT/fresh" | grep -q '"architecture":"Qwen3MoeForCausalLM"'
+
 "$ZOO" --help | grep -q -- "--preset"
 echo PASS

@@ -3,10 +3,15 @@
 //   expertd-zoo [--arch=mixtral|qwen2_moe|qwen3_moe|olmoe] [--preset=tiny|default|olmoe_1b7b_4l]
 //               [--hidden=N --layers=N --experts=N --top_k=N --moe_intermediate=N --heads=N
 //                --kv_heads=N --head_dim=N --vocab=N --dtype=bf16|f32|f16 --seed=N --shards=N
-//                --tie_word_embeddings] --out=DIR
+//                --tie_word_embeddings --if_missing] --out=DIR
 //
 // The preset gives every size; explicit flags override it. Prints one JSON
-// line describing what was written; errors go to stderr with exit code 1.
+// line describing the model in DIR (re-opened and validated); errors go to
+// stderr with exit code 1. With --if_missing an existing DIR/config.json
+// (which the generator writes last) means "already complete": nothing is
+// written, the existing model is validated and described.
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -33,7 +38,13 @@ struct Options {
   int64_t hidden = 0, layers = 0, experts = 0, top_k = 0, moe_intermediate = 0, heads = 0, kv_heads = 0;
   int64_t head_dim = 0, vocab = 0, seed = 0, shards = 1, intermediate = 0, shared_intermediate = 0;
   bool tie_word_embeddings = false;
+  bool if_missing = false;
 };
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 void Override(const std::vector<std::string>& set, const char* flag, int64_t value, int64_t* field) {
   for (const std::string& s : set) {
@@ -98,6 +109,7 @@ int Run(int argc, char** argv) {
   flags.Int("seed", &o.seed, 0, INT64_MAX, "weights seed");
   flags.Int("shards", &o.shards, 1, 1024, "number of safetensors shards");
   flags.Bool("tie_word_embeddings", &o.tie_word_embeddings, "share embeddings and lm_head");
+  flags.Bool("if_missing", &o.if_missing, "do nothing if OUT/config.json exists (a complete model is there)");
   absl::Status st = flags.Parse(argc, argv, nullptr);
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
@@ -105,8 +117,8 @@ int Run(int argc, char** argv) {
   }
   if (st.ok() && o.out.empty()) st = absl::InvalidArgumentError("flag --out is required");
   absl::StatusOr<ZooSpec> spec = st.ok() ? BuildSpec(o, flags.set_flags()) : absl::StatusOr<ZooSpec>(st);
-  if (spec.ok()) st = GenerateModel(*spec, o.out);
-  else st = spec.status();
+  if (!spec.ok()) st = spec.status();
+  else if (!(o.if_missing && FileExists(o.out + "/config.json"))) st = GenerateModel(*spec, o.out);
   // Read back what was written, as a user of the checkpoint would.
   std::unique_ptr<Checkpoint> ckpt;
   if (st.ok()) {

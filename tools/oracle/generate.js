@@ -51,6 +51,54 @@ const TOKENIZERS = [
           special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] },
                             '</s>': { id: '</s>', ids: [2], tokens: ['</s>'] } } },
   } },
+  // Added-token options no packaged file uses: lstrip / rstrip / single_word,
+  // a non-special token, a normalized one (filled in from llama3's list by
+  // applyAddedOptions), and a Sequence post-processor adding BOS.
+  { name: 'llama3_added_options', base: 'llama3', addedOptions: {
+      128002: { lstrip: true }, 128003: { rstrip: true }, 128004: { single_word: true },
+      128005: { lstrip: true, rstrip: true }, 128006: { special: false },
+      128007: { normalized: true, special: false, single_word: true },
+  }, override: {
+      // Meta's own Llama-3 files add BOS this way.
+      post_processor: { type: 'Sequence', processors: [
+          { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+          { type: 'TemplateProcessing',
+            single: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+            pair: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } },
+                   { SpecialToken: { id: '<|begin_of_text|>', type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } }],
+            special_tokens: { '<|begin_of_text|>': { id: '<|begin_of_text|>', ids: [128000],
+                                                      tokens: ['<|begin_of_text|>'] } } }] },
+  } },
+  // The remaining implemented components, on GPT-2's vocab (chars outside
+  // the byte alphabet are dropped by BPE without unk_token, as in HF).
+  { name: 'gpt2_misc_a', base: 'gpt2', override: {
+      normalizer: { type: 'Sequence', normalizers: [{ type: 'NFKD' }, { type: 'StripAccents' },
+          { type: 'Strip', strip_left: true, strip_right: true },
+          { type: 'Replace', pattern: { Regex: '\\s{2,}' }, content: ' ' }] },
+      pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Whitespace' },
+          { type: 'Punctuation', behavior: 'Contiguous' }, { type: 'ByteLevel', add_prefix_space: false,
+            trim_offsets: true, use_regex: false }] },
+      post_processor: { type: 'RobertaProcessing', sep: ['<|endoftext|>', 50256], cls: ['<|endoftext|>', 50256],
+                        trim_offsets: true, add_prefix_space: true },
+      decoder: { type: 'Sequence', decoders: [{ type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+          { type: 'Strip', content: ' ', start: 2, stop: 0 }] },  // stop > 0 panics in HF on empty text
+  } },
+  { name: 'gpt2_misc_b', base: 'gpt2', override: {
+      normalizer: null,
+      pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'BertPreTokenizer' },
+          { type: 'Split', pattern: { Regex: '[aeiou]' }, behavior: 'MergedWithNext', invert: false },
+          { type: 'Split', pattern: { String: 'x' }, behavior: 'Removed', invert: false },
+          { type: 'Split', pattern: { Regex: '\\d+' }, behavior: 'Contiguous', invert: true },
+          { type: 'WhitespaceSplit' }] },
+      post_processor: { type: 'BertProcessing', sep: ['<|endoftext|>', 50256], cls: ['!', 0] },
+      decoder: { type: 'Sequence', decoders: [{ type: 'WordPiece', prefix: 'Ġ', cleanup: true },
+          { type: 'BPEDecoder', suffix: 'ing' }] },
+  } },
+  // SentencePiece BPE without byte fallback: unknown chars become <unk>, fused.
+  { name: 'llama2_unk', base: 'llama2', override: { 'model.byte_fallback': false, 'model.fuse_unk': true } },
+  // A small synthetic BPE (written out in full) for continuing_subword_prefix,
+  // end_of_word_suffix, unk without fusing, and the matching BPEDecoder.
+  { name: 'tiny_affixes', json: tinyAffixes() },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
@@ -70,11 +118,52 @@ function rng(seed) {
   };
 }
 
+function tinyAffixes() {
+  const vocab = { '[UNK]': 0 };
+  for (const c of 'abcdefghijklmnopqrstuvwxyz0123456789.,!?\'') {
+    for (const form of [c, '##' + c, c + '</w>', '##' + c + '</w>']) vocab[form] = Object.keys(vocab).length;
+  }
+  const merges = [['t', '##h'], ['th', '##e</w>'], ['##e', '##r</w>'], ['i', '##n'], ['in', '##g</w>'],
+                  ['a', '##n'], ['an', '##d</w>'], ['##i', '##n'], ['##in', '##g</w>'], ['th', '##e']];
+  for (const [a, b] of merges) {
+    const merged = a + b.slice(2);
+    if (!(merged in vocab)) vocab[merged] = Object.keys(vocab).length;
+  }
+  return {
+    version: '1.0', truncation: null, padding: null,
+    added_tokens: [{ id: 0, content: '[UNK]', single_word: false, lstrip: false, rstrip: false,
+                     normalized: false, special: true }],
+    normalizer: { type: 'Lowercase' },
+    pre_tokenizer: { type: 'Whitespace' },
+    post_processor: null,
+    decoder: { type: 'BPEDecoder', suffix: '</w>' },
+    model: { type: 'BPE', dropout: null, unk_token: '[UNK]', continuing_subword_prefix: '##',
+             end_of_word_suffix: '</w>', fuse_unk: false, byte_fallback: false, ignore_merges: false,
+             vocab, merges: merges.map(([a, b]) => a + ' ' + b) },
+  };
+}
+
+function applyAddedOptions(t) {
+  if (!t.addedOptions || t.override.added_tokens) return;
+  const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
+                                                    'models/tokenizer.json'), 'utf8'));
+  t.override.added_tokens = base.added_tokens.map((a) => Object.assign({}, a, t.addedOptions[a.id] || {}));
+}
+
 function loadJson(t) {
+  if (t.json) return JSON.parse(JSON.stringify(t.json));
+  applyAddedOptions(t);
   if (t.pkg) return JSON.parse(fs.readFileSync(path.join(PKG, t.pkg, 'models/tokenizer.json'), 'utf8'));
   const base = JSON.parse(fs.readFileSync(path.join(PKG, TOKENIZERS.find((b) => b.name === t.base).pkg,
                                                      'models/tokenizer.json'), 'utf8'));
-  return Object.assign(base, t.override);
+  // Keys with a dot set a nested field ("model.byte_fallback").
+  for (const [key, value] of Object.entries(t.override)) {
+    const parts = key.split('.');
+    let obj = base;
+    for (const p of parts.slice(0, -1)) obj = obj[p];
+    obj[parts[parts.length - 1]] = value;
+  }
+  return base;
 }
 
 function inputString(entry) {
@@ -95,7 +184,9 @@ async function main() {
     const json = loadJson(t);
     const dir = path.join(OUT, t.name);
     fs.mkdirSync(dir, { recursive: true });
-    if (t.pkg) {
+    if (t.json) {
+      fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(t.json, null, 1) + '\n');
+    } else if (t.pkg) {
       fs.copyFileSync(path.join(PKG, t.pkg, 'models/tokenizer.json'), path.join(dir, 'tokenizer.json'));
     } else {
       fs.writeFileSync(path.join(dir, 'overrides.json'),
@@ -112,6 +203,15 @@ async function main() {
       const b = added[Math.floor(r() * added.length)].content;
       extra.push({ name: 'own_added_' + k, text: ['Hello ' + a + ' world', a + b + '\n' + a, ' ' + a + '  x' + b + 'y',
                                                   '中文' + a + '😀' + b][k % 4] });
+    }
+    // The first added tokens in context: whitespace on either side, glued to
+    // words, at the ends of the text.
+    for (const a of added.slice(0, 8)) {
+      const c = a.content;
+      extra.push({ name: 'added_ctx', text: ' x ' + c + '  y' });
+      extra.push({ name: 'added_ctx', text: 'word' + c + 'word_' + c + '_ ' + c });
+      extra.push({ name: 'added_ctx', text: c + '\n\t' + c + c + ' ' });
+      extra.push({ name: 'added_ctx', text: '中' + c + '。' + c.slice(0, -1) + ' ' + c + '9' });
     }
     const cases = corpus.concat(extra);
     for (let i = 0; i < cases.length; i++) {

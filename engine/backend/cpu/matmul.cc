@@ -21,12 +21,15 @@ namespace expertd::engine::cpu {
 namespace {
 
 struct F32W {
+  static constexpr int kBytes = 4;
   static __m256 Load8(const void* w, int64_t i) { return LoadF32x8(static_cast<const float*>(w) + i); }
 };
 struct Bf16W {
+  static constexpr int kBytes = 2;
   static __m256 Load8(const void* w, int64_t i) { return LoadBf16x8(static_cast<const uint16_t*>(w) + i); }
 };
 struct F16W {
+  static constexpr int kBytes = 2;
   static __m256 Load8(const void* w, int64_t i) { return LoadF16x8(static_cast<const uint16_t*>(w) + i); }
 };
 
@@ -42,8 +45,18 @@ inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) x[r] = p.x + (r0 + r) * p.x_stride;
   const void* w = p.w.data;
+  // Rows of C weights are streamed at once; each row is its own page-sized
+  // stream, which hardware prefetchers restart cold. So prefetch the NEXT
+  // tile's rows at the same offset, one cache line per row per 64 bytes.
+  const char* next = static_cast<const char*>(w) + (c0 + C) * k * W::kBytes;
+  const bool prefetch = c0 + 2 * C <= p.w.rows;
+  constexpr int64_t kLineElems = 64 / W::kBytes;
   int64_t kk = 0;
   for (; kk + 8 <= k; kk += 8) {
+    if (prefetch && (kk & (kLineElems - 1)) == 0) {
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) _mm_prefetch(next + (c * k + kk) * W::kBytes, _MM_HINT_T0);
+    }
     __m256 xv[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) xv[r] = LoadF32x8(x[r] + kk);

@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <immintrin.h>
 
 namespace expertd::engine {
@@ -41,7 +42,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     n_ = n;
     parts_ = parts;
     pending_.store(parts - 1, std::memory_order_release);
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   RunRange(0);
@@ -56,6 +57,12 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
+    // Spin briefly for the next job before sleeping on the condition variable.
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    for (int i = 0; generation_.load(std::memory_order_acquire) == seen; ++i) {
+      _mm_pause();
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_until) break;
+    }
     int part;
     {
       std::unique_lock<std::mutex> lock(mu_);

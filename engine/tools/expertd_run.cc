@@ -1,0 +1,121 @@
+// expertd-run: run a model on a prompt from the command line (no server).
+//
+//   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=cpu]
+//               [--weights=model.bf16.safetensors] [--threads=N]
+//
+// Prints ONE JSON object on stdout:
+//   {"last_logits": [...],            logits of the last prompt position
+//    "routing": [[[e, ...], ...], ...] per decoder layer, per prompt position,
+//                                      the experts in router rank order
+//                                      ([] for a dense layer)
+//    "generated": [...]}               N greedy tokens via the KV cache
+// Errors go to stderr with exit status 1 (2 for bad usage).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "base/flags.h"
+#include "engine/engine.h"
+#include "engine/greedy.h"
+#include "models/checkpoint/checkpoint.h"
+#include "nlohmann/json.hpp"
+
+namespace expertd {
+namespace {
+
+struct Options {
+  std::string model;
+  std::string tokens;
+  int64_t generate = 0;
+  std::string backend = "cpu";
+  std::string weights;
+  int64_t threads = 0;
+  uint64_t kv_cache = 256ull << 20;
+};
+
+absl::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError("--tokens: '" + std::string(part) + "' is not an integer token id");
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) return absl::InvalidArgumentError("--tokens is empty");
+  return ids;
+}
+
+nlohmann::json ToJson(const engine::GreedyResult& r, size_t prompt_len) {
+  nlohmann::json out;
+  out["last_logits"] = r.last_logits;
+  nlohmann::json routing = nlohmann::json::array();
+  for (const engine::LayerRouting& layer : r.routing) {
+    nlohmann::json per_token = nlohmann::json::array();
+    if (layer.top_k > 0) {
+      for (size_t t = 0; t < prompt_len; ++t) {
+        per_token.push_back(std::vector<int32_t>(layer.expert_ids.begin() + t * layer.top_k,
+                                                 layer.expert_ids.begin() + (t + 1) * layer.top_k));
+      }
+    }
+    routing.push_back(per_token);
+  }
+  out["routing"] = routing;
+  out["generated"] = r.generated;
+  return out;
+}
+
+absl::Status Run(const Options& o) {
+  if (o.model.empty()) return absl::InvalidArgumentError("--model=DIR is required");
+  if (o.tokens.empty()) return absl::InvalidArgumentError("--tokens=1,2,3 is required");
+  auto tokens = ParseTokens(o.tokens);
+  if (!tokens.ok()) return tokens.status();
+  models::CheckpointOptions copts;
+  copts.weights_file = o.weights;
+  auto ckpt = models::Checkpoint::Open(o.model, copts);
+  if (!ckpt.ok()) return ckpt.status();
+  engine::EngineOptions eopts;
+  eopts.backend.name = o.backend;
+  eopts.backend.threads = static_cast<int>(o.threads);
+  eopts.kv_cache_bytes = o.kv_cache;
+  eopts.max_step_tokens = std::max<int64_t>(8192, static_cast<int64_t>(tokens->size()));
+  auto engine = engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), eopts);
+  if (!engine.ok()) return engine.status();
+  auto result = engine::RunGreedy(engine->get(), 1, *tokens, o.generate);
+  if (!result.ok()) return result.status();
+  std::cout << ToJson(*result, tokens->size()).dump() << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace expertd
+
+int main(int argc, char** argv) {
+  expertd::Options o;
+  expertd::FlagSet flags("expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=cpu] [--weights=FILE]");
+  flags.String("model", &o.model, "Hugging Face checkpoint directory (config.json + safetensors)");
+  flags.String("tokens", &o.tokens, "prompt token ids, comma-separated");
+  flags.Int("generate", &o.generate, 0, 1 << 20, "greedy tokens to generate after the prompt");
+  flags.String("backend", &o.backend, "compute backend: cpu (cuda with issue 8)");
+  flags.String("weights", &o.weights, "safetensors file in DIR to read instead of model.safetensors");
+  flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
+  flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");
+  absl::Status st = flags.Parse(argc, argv, nullptr);
+  if (!st.ok()) {
+    std::cerr << "expertd-run: " << st.message() << "\n" << flags.Usage();
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  st = expertd::Run(o);
+  if (!st.ok()) {
+    std::cerr << "expertd-run: " << st.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
