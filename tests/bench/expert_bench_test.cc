@@ -1,0 +1,277 @@
+// expert-bench against the real daemon on the default zoo model: each test
+// starts expertd on free ports, runs the expert-bench binary for a second or
+// two and checks its result files.
+#include <signal.h>
+
+#include <fstream>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/bench/bench_files.h"
+#include "tests/testing/expertd_process.h"
+#include "tests/testing/subprocess.h"
+
+namespace expertd::testing {
+namespace {
+
+constexpr char kModel[] = "tests/data/zoo_default";
+
+struct BenchRun {
+  int exit_code = -1;
+  std::string output;
+  std::string base;  // <out_dir>/<label>
+};
+
+class ExpertBenchTest : public ::testing::Test {
+ protected:
+  void StartDaemon(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"});
+    absl::Status s = daemon_.Start(kModel, flags, ::testing::TempDir());
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.Output();
+    metrics_url_ = absl::StrCat("http://127.0.0.1:", daemon_.MetricsPort(), "/metrics");
+  }
+  void TearDown() override {
+    if (!daemon_.process().running()) return;
+    daemon_.process().Signal(SIGTERM);
+    EXPECT_EQ(daemon_.process().Wait(absl::Seconds(30)), 0) << daemon_.Output();
+  }
+
+  // Starts expert-bench against the daemon with `flags`, writing into a
+  // fresh directory; `label` names the files.
+  void StartBench(Subprocess* bench, const std::string& label, const std::vector<std::string>& flags,
+                  BenchRun* run) {
+    const std::string dir = absl::StrCat(::testing::TempDir(), "/bench_", label);
+    run->base = dir + "/" + label;
+    std::vector<std::string> argv = {RunfilePath("client/expert-bench"), "--server=" + daemon_.address(),
+                                     "--out_dir=" + dir, "--label=" + label, "--progress_interval_s=0",
+                                     "--connect_timeout_s=20"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    ASSERT_TRUE(bench->Start(argv, dir + ".log"));
+  }
+
+  BenchRun Bench(const std::string& label, const std::vector<std::string>& flags) {
+    Subprocess bench;
+    BenchRun run;
+    StartBench(&bench, label, flags, &run);
+    run.exit_code = bench.Wait(absl::Seconds(120));
+    run.output = bench.Output();
+    return run;
+  }
+
+  ExpertdProcess daemon_;
+  std::string metrics_url_;
+};
+
+TEST_F(ExpertBenchTest, ClosedLoopResultIsCompleteAndConsistent) {
+  const std::string token_file = ::testing::TempDir() + "/admin_token";
+  std::ofstream(token_file) << "bench-test-admin-token-0123456789\n";
+  StartDaemon({"--admin_token_file=" + token_file});
+  BenchRun run = Bench("closed", {"--concurrency=4", "--num_requests=16", "--warmup_requests=3",
+                                  "--input_len=uniform:8,24", "--output_len=uniform:4,16", "--ignore_eos",
+                                  "--save_detailed", "--slo_ttft_ms=10000", "--slo_tpot_ms=10000",
+                                  "--metrics_url=" + metrics_url_, "--admin_token_file=" + token_file});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("Serving Benchmark Result"), std::string::npos) << run.output;
+  nlohmann::json j = ReadJson(run.base + ".json");
+  std::vector<CsvRow> rows = ReadCsv(run.base + ".csv");
+  ExpectConsistent(j, rows);
+  EXPECT_EQ(j["issued"], 16);
+  EXPECT_EQ(j["completed"], 16);
+  EXPECT_EQ(j["warmup_requests"], 3);
+  EXPECT_EQ(j["mode"], "concurrency");
+  EXPECT_EQ(j["max_concurrency"], 4);
+  EXPECT_EQ(j["request_rate"], "inf");
+  EXPECT_EQ(j["model_id"], "zoo_default");
+  EXPECT_LE(j["max_concurrent_requests"].get<int>(), 4);
+  EXPECT_EQ(j["good_requests"], 16);  // generous SLOs
+  EXPECT_EQ(j["request_goodput"], j["request_throughput"]);
+  for (const CsvRow& row : rows) {
+    EXPECT_EQ(row.at("outcome"), "ok");
+    EXPECT_EQ(Num(row, "output_tokens"), Num(row, "max_new_tokens"));  // --ignore_eos
+    EXPECT_GE(Num(row, "input_tokens"), 8);
+    EXPECT_LE(Num(row, "input_tokens"), 24);
+  }
+  // Detailed arrays: one entry per measured request.
+  for (const char* key : {"input_lens", "output_lens", "ttfts", "itls", "latencies", "errors"}) {
+    EXPECT_EQ(j[key].size(), 16u) << key;
+  }
+  // Expert cache: the metrics source answers; hit_rate is defined only when
+  // there were lookups. The admin source answers, or says why not.
+  const auto& m = j["expert_cache"]["metrics"];
+  ASSERT_EQ(m["available"], true) << m;
+  EXPECT_GT(m["tokens"].get<double>(), 0);
+  EXPECT_EQ(m["hit_rate"].is_null(), m["hits"].get<double>() + m["misses"].get<double>() == 0) << m;
+  const auto& a = j["expert_cache"]["admin"];
+  if (a["available"] == false) {
+    EXPECT_TRUE(absl::StartsWith(a["reason"].get<std::string>(), "GetExpertStats: ")) << a;
+    EXPECT_NE(run.output.find("unavailable: GetExpertStats"), std::string::npos);
+  } else {
+    EXPECT_GT(a["tokens"].get<double>(), 0) << a;
+  }
+}
+
+TEST_F(ExpertBenchTest, OpenLoopPoissonFollowsItsSchedule) {
+  StartDaemon({});
+  BenchRun run = Bench("poisson", {"--request_rate=50", "--num_requests=30", "--input_len=16", "--output_len=8",
+                                   "--ignore_eos", "--seed=3"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  nlohmann::json j = ReadJson(run.base + ".json");
+  std::vector<CsvRow> rows = ReadCsv(run.base + ".csv");
+  ExpectConsistent(j, rows);
+  EXPECT_EQ(j["mode"], "rate");
+  EXPECT_EQ(j["request_rate"], 50.0);
+  EXPECT_EQ(j["burstiness"], 1.0);
+  EXPECT_TRUE(j["max_concurrency"].is_null());
+  EXPECT_EQ(j["completed"], 30);
+  ASSERT_EQ(rows.size(), 30u);
+  double previous = 0;
+  for (const CsvRow& row : rows) {
+    const double scheduled = Num(row, "scheduled_ms");
+    EXPECT_GE(scheduled, previous);
+    EXPECT_GE(Num(row, "start_ms"), scheduled - 0.01);  // never early
+    previous = scheduled;
+  }
+  EXPECT_EQ(Num(rows[0], "scheduled_ms"), 0);
+  // 29 exponential gaps of mean 20 ms: their mean is within 10..40 ms by far.
+  const double mean_gap = previous / 29;
+  EXPECT_GT(mean_gap, 10);
+  EXPECT_LT(mean_gap, 40);
+}
+
+TEST_F(ExpertBenchTest, SameSeedSameScheduleAndPrompts) {
+  StartDaemon({});
+  const std::vector<std::string> flags = {"--request_rate=100", "--burstiness=0.5", "--num_requests=12",
+                                          "--input_len=normal:20,6", "--output_len=uniform:2,6", "--ignore_eos"};
+  auto with_seed = [&](const std::string& label, int seed) {
+    std::vector<std::string> f = flags;
+    f.push_back(absl::StrCat("--seed=", seed));
+    BenchRun run = Bench(label, f);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    std::vector<std::string> plan;
+    for (const CsvRow& row : ReadCsv(run.base + ".csv")) {
+      plan.push_back(absl::StrCat(row.at("index"), " ", row.at("scheduled_ms"), " ", row.at("input_tokens"), " ",
+                                  row.at("max_new_tokens"), " ", row.at("prompt_hash")));
+    }
+    return plan;
+  };
+  const std::vector<std::string> a = with_seed("seed7a", 7), b = with_seed("seed7b", 7), c = with_seed("seed8", 8);
+  ASSERT_EQ(a.size(), 12u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST_F(ExpertBenchTest, OverloadIsCountedAsResourceExhausted) {
+  StartDaemon({"--max_queue_length=1", "--max_running_requests=1"});
+  BenchRun run = Bench("overload", {"--concurrency=8", "--num_requests=24", "--input_len=8", "--output_len=24",
+                                    "--ignore_eos"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;  // errors are counted, not fatal
+  nlohmann::json j = ReadJson(run.base + ".json");
+  ExpectConsistent(j, ReadCsv(run.base + ".csv"));
+  EXPECT_GT(j["completed"].get<int>(), 0) << j.dump();
+  ASSERT_TRUE(j["error_counts"].contains("RESOURCE_EXHAUSTED")) << j.dump();
+  EXPECT_GT(j["error_counts"]["RESOURCE_EXHAUSTED"].get<int>(), 0);
+  EXPECT_NE(run.output.find("RESOURCE_EXHAUSTED:"), std::string::npos) << run.output;
+}
+
+TEST_F(ExpertBenchTest, DeadlinesAreCountedNotFatal) {
+  StartDaemon({});
+  BenchRun run = Bench("deadline", {"--concurrency=2", "--num_requests=4", "--input_len=8", "--output_len=2000",
+                                    "--ignore_eos", "--timeout_s=0.05"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  nlohmann::json j = ReadJson(run.base + ".json");
+  ExpectConsistent(j, ReadCsv(run.base + ".csv"));
+  EXPECT_EQ(j["error_counts"]["DEADLINE_EXCEEDED"], 4) << j.dump();
+}
+
+TEST_F(ExpertBenchTest, SigintCancelsInFlightAndWritesPartialResults) {
+  StartDaemon({});
+  Subprocess bench;
+  BenchRun run;
+  StartBench(&bench, "sigint",
+             {"--concurrency=4", "--num_requests=1000", "--input_len=8", "--output_len=3000", "--ignore_eos"},
+             &run);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (bench.Output().find("measuring") == std::string::npos && absl::Now() < deadline && bench.running()) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::SleepFor(absl::Milliseconds(300));  // let the streams produce some tokens
+  bench.Signal(SIGINT);
+  EXPECT_EQ(bench.Wait(absl::Seconds(30)), 130) << bench.Output();
+  nlohmann::json j = ReadJson(run.base + ".json");
+  ASSERT_TRUE(j.is_object()) << bench.Output();
+  EXPECT_EQ(j["interrupted"], true);
+  ExpectConsistent(j, ReadCsv(run.base + ".csv"));
+  EXPECT_GE(j["outcomes"]["cancelled"].get<int>(), 1) << j.dump();
+  EXPECT_LT(j["issued"].get<int>(), 1000);
+  EXPECT_NE(bench.Output().find("Interrupted:"), std::string::npos) << bench.Output();
+  // The daemon freed the cancelled requests and keeps serving.
+  EXPECT_EQ(daemon_.Health(""), "SERVING");
+}
+
+TEST_F(ExpertBenchTest, SweepWritesEveryPointTheCombinedJsonAndAPng) {
+  StartDaemon({});
+  BenchRun run = Bench("sweep", {"--sweep_concurrency=1,3", "--num_requests=6", "--input_len=8", "--output_len=6",
+                                 "--ignore_eos"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const char* point : {"-c1", "-c3"}) {
+    nlohmann::json j = ReadJson(run.base + point + ".json");
+    ExpectConsistent(j, ReadCsv(run.base + point + ".csv"));
+    EXPECT_EQ(j["completed"], 6);
+  }
+  nlohmann::json sweep = ReadJson(run.base + "-sweep.json");
+  ASSERT_EQ(sweep["points"].size(), 2u);
+  EXPECT_EQ(sweep["points"][0]["max_concurrency"], 1);
+  EXPECT_EQ(sweep["points"][1]["max_concurrency"], 3);
+  const std::string png = ReadText(run.base + "-sweep.png");
+  ASSERT_GT(png.size(), 1000u) << run.output;
+  EXPECT_EQ(png.substr(0, 4), "\x89PNG");
+}
+
+TEST_F(ExpertBenchTest, JsonlPromptsWithTextAndTokenIds) {
+  StartDaemon({});
+  const std::string dataset = ::testing::TempDir() + "/prompts.jsonl";
+  std::ofstream(dataset) << "{\"text\": \"Once upon a time\", \"max_new_tokens\": 5}\n"
+                         << "{\"token_ids\": [10, 11, 12, 13], \"max_new_tokens\": 7}\n"
+                         << "{\"text\": \"The small house\"}\n";
+  BenchRun run = Bench("jsonl", {"--dataset=" + dataset, "--concurrency=2", "--num_requests=6", "--output_len=3",
+                                 "--ignore_eos"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  nlohmann::json j = ReadJson(run.base + ".json");
+  std::vector<CsvRow> rows = ReadCsv(run.base + ".csv");
+  ExpectConsistent(j, rows);
+  std::set<double> lengths;
+  for (const CsvRow& row : rows) {
+    EXPECT_GT(Num(row, "input_tokens"), 0);  // text prompts: from the server's usage
+    EXPECT_EQ(Num(row, "output_tokens"), Num(row, "max_new_tokens"));
+    lengths.insert(Num(row, "max_new_tokens"));
+  }
+  EXPECT_EQ(lengths, (std::set<double>{3, 5, 7}));  // 6 requests = two passes over 3 prompts
+}
+
+TEST_F(ExpertBenchTest, BadFlagsAndUnreachableServer) {
+  Subprocess bad;
+  ASSERT_TRUE(bad.Start({RunfilePath("client/expert-bench"), "--concurrency=2", "--request_rate=3"},
+                        ::testing::TempDir() + "/bad_flags.log"));
+  EXPECT_EQ(bad.Wait(absl::Seconds(30)), 2) << bad.Output();
+  Subprocess unreachable;
+  ASSERT_TRUE(unreachable.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=0.5",
+                                 "--out_dir=" + ::testing::TempDir() + "/unreachable"},
+                                ::testing::TempDir() + "/unreachable.log"));
+  EXPECT_EQ(unreachable.Wait(absl::Seconds(30)), 1) << unreachable.Output();
+  EXPECT_NE(unreachable.Output().find("127.0.0.1:1"), std::string::npos) << unreachable.Output();
+  // Ctrl-C while still waiting for the server exits at once.
+  Subprocess waiting;
+  ASSERT_TRUE(waiting.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=60",
+                             "--out_dir=" + ::testing::TempDir() + "/waiting"},
+                            ::testing::TempDir() + "/waiting.log"));
+  absl::SleepFor(absl::Milliseconds(300));
+  waiting.Signal(SIGINT);
+  EXPECT_EQ(waiting.Wait(absl::Seconds(10)), 130) << waiting.Output();
+}
+
+}  // namespace
+}  // namespace expertd::testing
