@@ -83,10 +83,10 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerC
                                          "GetExpertStats: every expert is resident (the daemon runs without "
                                          "--expert_offload), so there is no expert cache to report"));
   }
-  if (request->per_expert()) {
-    return FinishUnary(ctx, Unimplemented("GetExpertStats", "per_expert placement is not reported yet"));
-  }
   FillExpertStats(store->stats(), model->runtime->scheduler()->stats().tokens_processed, response);
+  // Layer residency is cheap to count; the per-expert list only on request.
+  FillExpertPlacement(store->Placement(), response);
+  if (!request->per_expert()) response->clear_experts();
   return FinishUnary(ctx, grpc::Status::OK);
 }
 

@@ -38,6 +38,28 @@ void FillExpertStats(const engine::ExpertStoreStats& s, int64_t tokens_processed
   out->set_tokens_processed(static_cast<uint64_t>(tokens_processed));
 }
 
+void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement, v1::ExpertStats* out) {
+  std::vector<uint32_t> on_device;
+  for (const engine::ExpertPlacementEntry& p : placement) {
+    v1::ExpertPlacement* e = out->add_experts();
+    e->set_layer(static_cast<uint32_t>(p.layer));
+    e->set_expert(static_cast<uint32_t>(p.expert));
+    switch (p.tier) {
+      case engine::ExpertPlacementEntry::Tier::kDevice: e->set_tier(v1::EXPERT_TIER_DEVICE); break;
+      case engine::ExpertPlacementEntry::Tier::kHost: e->set_tier(v1::EXPERT_TIER_HOST); break;
+      case engine::ExpertPlacementEntry::Tier::kDisk: e->set_tier(v1::EXPERT_TIER_DISK); break;
+    }
+    e->set_uses(p.token_uses);
+    if (p.tier == engine::ExpertPlacementEntry::Tier::kDevice) {
+      if (on_device.size() <= static_cast<size_t>(p.layer)) on_device.resize(p.layer + 1, 0);
+      ++on_device[p.layer];
+    }
+  }
+  for (v1::LayerExpertStats& l : *out->mutable_layers()) {
+    if (l.layer() < on_device.size()) l.set_experts_on_device(on_device[l.layer()]);
+  }
+}
+
 ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& s) {
   ExpertCacheSnapshot snap;
   for (const engine::ExpertLayerCounters& c : s.layers) {

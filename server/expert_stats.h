@@ -3,6 +3,8 @@
 #ifndef EXPERTD_SERVER_EXPERT_STATS_H_
 #define EXPERTD_SERVER_EXPERT_STATS_H_
 
+#include <vector>
+
 #include "engine/experts/expert_store_stats.h"
 #include "proto/expertd.pb.h"
 #include "server/metrics/serving_metrics.h"
@@ -10,6 +12,7 @@
 namespace expertd::server {
 
 void FillExpertStats(const engine::ExpertStoreStats& stats, int64_t tokens_processed, v1::ExpertStats* out);
+void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement, v1::ExpertStats* out);
 ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& stats);
 
 }  // namespace expertd::server

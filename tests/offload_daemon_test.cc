@@ -96,6 +96,27 @@ TEST_F(OffloadDaemonTest, SameTokensAsResidentAndStatsReported) {
   EXPECT_GT(stats.totals().prefetch_issued(), 0u);
   EXPECT_GT(stats.tokens_processed(), 0u);
   EXPECT_LE(stats.device_cache_used_bytes(), stats.device_cache_capacity_bytes());
+  EXPECT_EQ(stats.experts_size(), 0) << "per_expert was not asked for";
+
+  grpc::ClientContext pctx;
+  pctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  v1::GetExpertStatsRequest per_expert;
+  per_expert.set_per_expert(true);
+  v1::ExpertStats placed;
+  ASSERT_TRUE(admin->GetExpertStats(&pctx, per_expert, &placed).ok());
+  ASSERT_EQ(placed.experts_size(), 4 * 16);
+  uint64_t uses = 0, on_device = 0, layer_on_device = 0;
+  for (const auto& e : placed.experts()) {
+    uses += e.uses();
+    on_device += e.tier() == v1::EXPERT_TIER_DEVICE;
+    EXPECT_NE(e.tier(), v1::EXPERT_TIER_HOST) << "no host tier was configured";
+  }
+  for (const auto& l : placed.layers()) layer_on_device += l.experts_on_device();
+  EXPECT_EQ(on_device, layer_on_device);
+  EXPECT_GT(on_device, 0u);
+  EXPECT_LE(on_device * 3 * 256 * 256 * 2, placed.device_cache_capacity_bytes());
+  // Every processed token was routed to top_k = 4 experts in each of 4 layers.
+  EXPECT_EQ(uses, placed.tokens_processed() * 4 * 4);
 
   httplib::Client http("127.0.0.1", offload.MetricsPort());
   auto res = http.Get("/metrics");

@@ -253,6 +253,16 @@ void ExpertStore::BeginStep(int64_t num_tokens) {
 }
 
 void ExpertStore::OnTokenRouting(int layer, absl::Span<const int32_t> ids, int top_k) {
+  {
+    absl::MutexLock lock(&mu_);
+    const int64_t experts = config_->num_experts;
+    if (token_uses_.empty()) token_uses_.assign(config_->num_hidden_layers * experts, 0);
+    if (layer >= 0 && layer < config_->num_hidden_layers) {
+      for (int32_t id : ids) {
+        if (id >= 0 && id < experts) ++token_uses_[layer * experts + id];
+      }
+    }
+  }
   if (trace_ == nullptr || top_k != trace_->header().top_k) return;
   int64_t step;
   {
@@ -417,6 +427,31 @@ ExpertStoreStats ExpertStore::stats() const {
   s.pack_built = pack_built_;
   s.pack_repairs = pack_repairs_;
   return s;
+}
+
+std::vector<ExpertPlacementEntry> ExpertStore::Placement() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ExpertPlacementEntry> out;
+  const int32_t experts = static_cast<int32_t>(config_->num_experts);
+  for (int32_t layer : reader_->layout().moe_layers) {
+    for (int32_t e = 0; e < experts; ++e) {
+      ExpertPlacementEntry p;
+      p.layer = layer;
+      p.expert = e;
+      const ExpertKey key{layer, e};
+      auto d = device_.find(key);
+      auto h = host_.find(key);
+      if (d != device_.end() && d->second.ready) {
+        p.tier = ExpertPlacementEntry::Tier::kDevice;
+      } else if (h != host_.end() && h->second.ready) {
+        p.tier = ExpertPlacementEntry::Tier::kHost;
+      }
+      const size_t index = static_cast<size_t>(layer) * experts + e;
+      if (index < token_uses_.size()) p.token_uses = token_uses_[index];
+      out.push_back(p);
+    }
+  }
+  return out;
 }
 
 ExpertProviderFactory ExpertStoreFactory(ExpertStoreOptions options) {

@@ -78,6 +78,9 @@ class ExpertStore final : public ExpertProvider {
 
   // A consistent snapshot of every counter. Thread-safe.
   ExpertStoreStats stats() const;
+  // Every routed expert of every MoE layer (layer-major): its tier now and
+  // its token count. Thread-safe.
+  std::vector<ExpertPlacementEntry> Placement() const;
   const PackLayout& layout() const { return reader_->layout(); }
 
  private:
@@ -178,6 +181,8 @@ class ExpertStore final : public ExpertProvider {
   std::map<int32_t, std::vector<int32_t>> predictions_ ABSL_GUARDED_BY(mu_);  // layer -> guess
   // Counters, indexed by decoder layer.
   std::vector<ExpertLayerCounters> counters_ ABSL_GUARDED_BY(mu_);
+  // Tokens routed to each expert, [num_hidden_layers * num_experts].
+  std::vector<uint64_t> token_uses_ ABSL_GUARDED_BY(mu_);
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t pack_repairs_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -58,6 +58,16 @@ struct ExpertStoreStats {
   int64_t pack_repairs = 0;      // corrupt pack slots rewritten from the checkpoint
 };
 
+// Where one routed expert lives now, and how many tokens have been routed to
+// it since the store was created.
+struct ExpertPlacementEntry {
+  enum class Tier { kDevice, kHost, kDisk };
+  int32_t layer = 0;
+  int32_t expert = 0;
+  Tier tier = Tier::kDisk;
+  uint64_t token_uses = 0;
+};
+
 inline void ExpertLayerCounters::Add(const ExpertLayerCounters& o) {
   requests += o.requests;
   hits += o.hits;
