@@ -1,12 +1,9 @@
 #include "server/expert_stats.h"
 
+#include "server/proto_time.h"
+
 namespace expertd::server {
 namespace {
-
-void SetDuration(int64_t ns, google::protobuf::Duration* out) {
-  out->set_seconds(ns / 1000000000);
-  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
-}
 
 void FillCounters(const engine::ExpertLayerCounters& c, v1::ExpertCounters* out) {
   // A prefetched expert that was ready (or in flight) when needed is a hit.
@@ -17,7 +14,7 @@ void FillCounters(const engine::ExpertLayerCounters& c, v1::ExpertCounters* out)
   out->set_prefetch_wasted(c.prefetch_wasted);
   out->set_bytes_host_to_device(c.bytes_host_to_device);
   out->set_bytes_disk_to_host(c.bytes_disk_to_host);
-  SetDuration(c.stall_ns, out->mutable_stall_time());
+  ToProtoDuration(absl::Nanoseconds(c.stall_ns), out->mutable_stall_time());
 }
 
 }  // namespace

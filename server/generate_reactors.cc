@@ -1,3 +1,4 @@
+#include "server/proto_time.h"
 #include "server/generate_reactors.h"
 
 #include "server/grpc_status.h"
@@ -15,12 +16,6 @@ v1::FinishReason ToProto(FinishReason r) {
     case FinishReason::kError: return v1::FINISH_REASON_ERROR;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
-}
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t ns = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(ns / 1000000000);
-  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
 }
 
 // Shared by both response types (same field names and numbers).
@@ -48,10 +43,10 @@ void AppendUpdateImpl(const GenerationUpdate& u, Response* out) {
   usage->set_completion_tokens(u.completion_tokens);
   usage->set_total_tokens(u.prompt_tokens + u.completion_tokens);
   v1::Timing* t = out->mutable_timing();
-  SetDuration(u.timing.queue_time, t->mutable_queue_time());
-  SetDuration(u.timing.time_to_first_token, t->mutable_time_to_first_token());
-  SetDuration(u.timing.decode_time, t->mutable_decode_time());
-  SetDuration(u.timing.total_time, t->mutable_total_time());
+  ToProtoDuration(u.timing.queue_time, t->mutable_queue_time());
+  ToProtoDuration(u.timing.time_to_first_token, t->mutable_time_to_first_token());
+  ToProtoDuration(u.timing.decode_time, t->mutable_decode_time());
+  ToProtoDuration(u.timing.total_time, t->mutable_total_time());
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include "server/proto_time.h"
 #include "server/inference_service.h"
 
 #include <atomic>
@@ -14,12 +15,6 @@
 
 namespace expertd::server {
 namespace {
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  int64_t ns = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(ns / 1000000000);
-  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
-}
 
 std::string NextRequestId() {
   static std::atomic<uint64_t> counter{0};
@@ -150,7 +145,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServ
                                                               const v1::GetServerInfoRequest* request,
                                                               v1::ServerInfo* response) {
   response->set_version(kVersion);
-  SetDuration(absl::Now() - state_->start_time(), response->mutable_uptime());
+  ToProtoDuration(absl::Now() - state_->start_time(), response->mutable_uptime());
   response->set_ready(state_->ready());
   response->set_draining(state_->draining());
   response->set_max_batch_tokens(state_->options().max_batch_tokens);
