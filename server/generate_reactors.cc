@@ -1,6 +1,6 @@
-#include "server/proto_time.h"
 #include "server/generate_reactors.h"
 
+#include "server/proto_time.h"
 #include "server/grpc_status.h"
 
 namespace expertd::server {

@@ -1,4 +1,3 @@
-#include "server/proto_time.h"
 #include "server/inference_service.h"
 
 #include <atomic>
@@ -6,6 +5,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/proto_time.h"
 #include "server/generate_reactors.h"
 #include "server/grpc_status.h"
 #include "server/model_info.h"
