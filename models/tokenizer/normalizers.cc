@@ -73,7 +73,8 @@ class StripNormalizer : public Normalizer {
   bool left_, right_;
 };
 
-// Removes combining marks (categories Mn, Mc, Me), as HF's StripAccents does.
+// Removes combining marks (categories Mn, Mc, Me, as of Unicode 9.0), as HF's
+// StripAccents does.
 class StripAccentsNormalizer : public Normalizer {
  public:
   void Normalize(std::string* text) const override {
@@ -82,7 +83,7 @@ class StripAccentsNormalizer : public Normalizer {
     for (size_t i = 0; i < text->size();) {
       size_t len;
       char32_t c = unicode::DecodeUtf8(text->data() + i, text->size() - i, &len);
-      if (((unicode::kMaskM >> unicode::GetCategory(c)) & 1) == 0) out.append(*text, i, len);
+      if (!unicode::IsStrippableMark(c)) out.append(*text, i, len);
       i += len;
     }
     *text = std::move(out);

@@ -43,6 +43,20 @@ inline uint8_t CombiningClass(char32_t cp) {
   return kCccStage2[kCccStage1[cp >> 7] * 128u + (cp & 127u)];
 }
 
+// Oniguruma's \w: Alphabetic, marks, Nd, Pc and Join_Control (ZWNJ, ZWJ).
+inline bool IsWordChar(char32_t cp) {
+  if (cp >= 0x110000) return false;
+  using namespace unicode_tables;  // NOLINT
+  return (kFlagsStage2[kFlagsStage1[cp >> 7] * 128u + (cp & 127u)] & 1) != 0;
+}
+
+// A combining mark that HF's StripAccents removes (its tables are Unicode 9.0).
+inline bool IsStrippableMark(char32_t cp) {
+  if (cp >= 0x110000) return false;
+  using namespace unicode_tables;  // NOLINT
+  return (kFlagsStage2[kFlagsStage1[cp >> 7] * 128u + (cp & 127u)] & 2) != 0;
+}
+
 // The Unicode White_Space property (what regex \s and Rust's char::is_whitespace use).
 bool IsWhiteSpace(char32_t cp);
 
