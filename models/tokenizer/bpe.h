@@ -26,6 +26,9 @@ char32_t ByteToUnicode(uint8_t b);
 // Returns -1 when cp is not in the alphabet.
 int UnicodeToByte(char32_t cp);
 
+// Ids are dense array indices; real vocabularies stay far below this.
+constexpr int32_t kMaxTokenId = 1 << 22;
+
 class BpeModel {
  public:
   // `byte_level`: pieces are raw bytes to be mapped through the byte alphabet

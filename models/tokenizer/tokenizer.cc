@@ -44,7 +44,9 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j
   for (const auto& t : j) {
     AddedToken a;
     a.id = t.at("id").get<int32_t>();
-    if (a.id < 0) return absl::InvalidArgumentError("added token with a negative id");
+    if (a.id < 0 || a.id >= kMaxTokenId) {
+      return absl::InvalidArgumentError(absl::StrCat("added token id ", a.id, " is out of range [0, ", kMaxTokenId, ")"));
+    }
     a.content = t.at("content").get<std::string>();
     a.special = t.value("special", false);
     a.single_word = t.value("single_word", false);
