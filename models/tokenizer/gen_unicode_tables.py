@@ -17,7 +17,7 @@ The tables follow the Unicode versions Hugging Face `tokenizers` itself uses:
     code points assigned by 9.0 (DerivedAge.txt).
 
 Tables (layout in unicode_tables.h): general category; flags (Oniguruma's \\w,
-StripAccents marks); canonical combining class (all two-level, 128-code-point
+StripAccents marks, BertNormalizer's "other" and nonspacing marks); canonical combining class (all two-level, 128-code-point
 blocks); full canonical and compatibility decompositions (Hangul excluded:
 algorithmic); primary composition pairs (Full_Composition_Exclusion removed);
 full lowercase mappings (what Rust's char::to_lowercase returns).
@@ -180,8 +180,11 @@ def main():
     flags = []
     for cp in range(N):
         word = cp in ucd.alphabetic or ucd.gc[cp][0] == "M" or ucd.gc[cp] in ("Nd", "Pc") or cp in ucd.join_control
-        old_mark = ucd.gc[cp][0] == "M" and ucd.old(cp)
-        flags.append((1 if word else 0) | (2 if old_mark else 0))
+        old = ucd.old(cp)
+        old_mark = ucd.gc[cp][0] == "M" and old
+        old_mn = ucd.gc[cp] == "Mn" and old
+        control = ucd.gc[cp] in ("Cc", "Cf", "Co", "Cs")  # BertNormalizer's is_other (no Cn)
+        flags.append((1 if word else 0) | (2 if old_mark else 0) | (4 if control else 0) | (8 if old_mn else 0))
     two_level("Flags", flags, out)
     two_level("Ccc", [c if ucd.old(cp) else 0 for cp, c in enumerate(ucd.ccc)], out)
 

@@ -16,6 +16,7 @@
 #include "models/tokenizer/post_processors.h"
 #include "models/tokenizer/pre_tokenizers.h"
 #include "models/tokenizer/unicode.h"
+#include "models/tokenizer/wordpiece.h"
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
@@ -81,13 +82,18 @@ absl::Status Tokenizer::ParseComponents(const nlohmann::json& j) {
     return absl::InvalidArgumentError("unsupported model: no \"type\" and no BPE \"merges\"");
   }
   std::string model_type = model.value("type", std::string("BPE"));
-  if (model_type != "BPE") {
+  if (model_type != "BPE" && model_type != "WordPiece") {
     return absl::InvalidArgumentError(absl::StrCat("unsupported model type \"", model_type, "\""));
   }
   ASSIGN_OR_RETURN(normalizer_, ParseNormalizer(j.value("normalizer", nlohmann::json())));
   bool byte_level = false;
   ASSIGN_OR_RETURN(pre_tokenizer_, ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), &byte_level));
-  ASSIGN_OR_RETURN(model_, BpeModel::FromJson(model, byte_level));
+  if (model_type == "WordPiece") {
+    if (byte_level) return absl::InvalidArgumentError("unsupported: ByteLevel pre_tokenizer with a WordPiece model");
+    ASSIGN_OR_RETURN(model_, WordPieceModel::FromJson(model));
+  } else {
+    ASSIGN_OR_RETURN(model_, BpeModel::FromJson(model, byte_level));
+  }
   ASSIGN_OR_RETURN(post_processor_, ParsePostProcessor(j.value("post_processor", nlohmann::json())));
   ASSIGN_OR_RETURN(decoder_, ParseDecoder(j.value("decoder", nlohmann::json())));
   return absl::OkStatus();

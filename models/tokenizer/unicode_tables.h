@@ -18,7 +18,8 @@ extern const uint16_t kCccStage1[];
 extern const uint8_t kCccStage2[];        // canonical combining class
 extern const uint16_t kFlagsStage1[];
 // Bit 0: Oniguruma's \w (Alphabetic, M, Nd, Pc, Join_Control). Bit 1: a mark
-// (M) that HF's StripAccents removes (assigned by Unicode 9.0).
+// (M) that HF's StripAccents removes (assigned by Unicode 9.0). Bit 2: category
+// Cc, Cf, Co or Cs (BertNormalizer's "other"). Bit 3: Mn as of Unicode 9.0.
 extern const uint8_t kFlagsStage2[];
 
 // Full (recursive) decompositions of one code point, sorted by cp. The canonical
