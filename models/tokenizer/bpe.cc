@@ -67,7 +67,10 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   int32_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id > (1 << 30)) return absl::InvalidArgumentError(absl::StrCat("bad vocab id ", id));
+    if (id < 0 || id >= kMaxTokenId) {
+      return absl::InvalidArgumentError(absl::StrCat("vocab id ", id, " of \"", it.key(), "\" is out of range [0, ",
+                                                     kMaxTokenId, ")"));
+    }
     m->vocab_[it.key()] = static_cast<int32_t>(id);
     max_id = std::max<int32_t>(max_id, static_cast<int32_t>(id));
   }

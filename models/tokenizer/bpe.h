@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "models/tokenizer/model.h"
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
@@ -26,22 +27,20 @@ char32_t ByteToUnicode(uint8_t b);
 // Returns -1 when cp is not in the alphabet.
 int UnicodeToByte(char32_t cp);
 
-class BpeModel {
+// Ids are dense array indices; real vocabularies stay far below this.
+constexpr int32_t kMaxTokenId = 1 << 22;
+
+class BpeModel : public Model {
  public:
   // `byte_level`: pieces are raw bytes to be mapped through the byte alphabet
   // before lookup (the ByteLevel pre-tokenizer ended the chain).
   static absl::StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& model, bool byte_level);
 
-  // Appends the ids of one pre-token (an empty piece yields nothing).
-  void Encode(absl::string_view piece, std::vector<int32_t>* ids) const;
-
-  // -1 when absent.
-  int32_t TokenToId(absl::string_view token) const;
-  // nullptr when absent.
-  const std::string* IdToToken(int32_t id) const;
-  // One past the largest id in the vocab.
-  int32_t id_end() const { return static_cast<int32_t>(id_to_token_.size()); }
-  int32_t unk_id() const { return unk_id_; }
+  void Encode(absl::string_view piece, std::vector<int32_t>* ids) const override;
+  int32_t TokenToId(absl::string_view token) const override;
+  const std::string* IdToToken(int32_t id) const override;
+  int32_t id_end() const override { return static_cast<int32_t>(id_to_token_.size()); }
+  int32_t unk_id() const override { return unk_id_; }
 
  private:
   using Ids = absl::InlinedVector<int32_t, 6>;

@@ -73,7 +73,8 @@ class StripNormalizer : public Normalizer {
   bool left_, right_;
 };
 
-// Removes combining marks (categories Mn, Mc, Me), as HF's StripAccents does.
+// Removes combining marks (categories Mn, Mc, Me, as of Unicode 9.0), as HF's
+// StripAccents does.
 class StripAccentsNormalizer : public Normalizer {
  public:
   void Normalize(std::string* text) const override {
@@ -82,11 +83,58 @@ class StripAccentsNormalizer : public Normalizer {
     for (size_t i = 0; i < text->size();) {
       size_t len;
       char32_t c = unicode::DecodeUtf8(text->data() + i, text->size() - i, &len);
-      if (((unicode::kMaskM >> unicode::GetCategory(c)) & 1) == 0) out.append(*text, i, len);
+      if (!unicode::IsStrippableMark(c)) out.append(*text, i, len);
       i += len;
     }
     *text = std::move(out);
   }
+};
+
+// HF's BertNormalizer: drop NUL, U+FFFD and control chars and map whitespace
+// to ' ' (clean_text), pad CJK ideographs with spaces, strip accents (NFD, then
+// drop Mn), lowercase.
+class BertNormalizer : public Normalizer {
+ public:
+  BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
+      : clean_text_(clean_text), chinese_(chinese), strip_accents_(strip_accents), lowercase_(lowercase) {}
+  void Normalize(std::string* text) const override {
+    std::string out;
+    out.reserve(text->size() + text->size() / 4);
+    for (size_t i = 0; i < text->size();) {
+      size_t len;
+      char32_t c = unicode::DecodeUtf8(text->data() + i, text->size() - i, &len);
+      i += len;
+      if (clean_text_) {
+        bool control = c != '\t' && c != '\n' && c != '\r' && unicode::IsBertOther(c);
+        if (c == 0 || c == 0xFFFD || control) continue;
+        if (unicode::IsWhiteSpace(c)) c = ' ';
+      }
+      bool pad = chinese_ && IsChinese(c);
+      if (pad) out.push_back(' ');
+      unicode::AppendUtf8(c, &out);
+      if (pad) out.push_back(' ');
+    }
+    if (strip_accents_) {
+      std::string nfd = unicode::Normalize(out, unicode::NormalForm::kNFD);
+      out.clear();
+      for (size_t i = 0; i < nfd.size();) {
+        size_t len;
+        char32_t c = unicode::DecodeUtf8(nfd.data() + i, nfd.size() - i, &len);
+        if (!unicode::IsNonspacingMarkV9(c)) out.append(nfd, i, len);
+        i += len;
+      }
+    }
+    if (lowercase_) out = unicode::ToLower(out);
+    *text = std::move(out);
+  }
+
+ private:
+  static bool IsChinese(char32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+  }
+  bool clean_text_, chinese_, strip_accents_, lowercase_;
 };
 
 class SequenceNormalizer : public Normalizer {
@@ -126,6 +174,13 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json
     if (!pattern.ok()) return pattern.status();
     return std::unique_ptr<Normalizer>(
         new ReplaceNormalizer(std::move(pattern).value(), j.at("content").get<std::string>()));
+  }
+  if (type == "BertNormalizer") {
+    bool lowercase = j.value("lowercase", true);
+    bool strip = lowercase;
+    if (j.contains("strip_accents") && j["strip_accents"].is_boolean()) strip = j["strip_accents"].get<bool>();
+    return std::unique_ptr<Normalizer>(new BertNormalizer(j.value("clean_text", true),
+                                                          j.value("handle_chinese_chars", true), strip, lowercase));
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;

@@ -1,5 +1,5 @@
 // Normalizers of tokenizer.json ("normalizer"): NFC, NFD, NFKC, NFKD,
-// Lowercase, Prepend, Replace, Strip, StripAccents and Sequence.
+// Lowercase, Prepend, Replace, Strip, StripAccents, BertNormalizer and Sequence.
 #ifndef EXPERTD_MODELS_TOKENIZER_NORMALIZERS_H_
 #define EXPERTD_MODELS_TOKENIZER_NORMALIZERS_H_
 

@@ -8,17 +8,6 @@ namespace expertd::models {
 
 using unicode::IsWhiteSpace;
 
-// Oniguruma's Unicode \w: Alphabetic (letters, Nl, and the Other_Alphabetic
-// marks and circled/squared letters), Mark, Decimal_Number,
-// Connector_Punctuation and Join_Control (ZWNJ, ZWJ).
-static bool IsWordChar(char32_t c) {
-  constexpr uint32_t kWordMask = unicode::kMaskL | unicode::kMaskM | unicode::Bit(unicode::kNd) |
-                                 unicode::Bit(unicode::kNl) | unicode::Bit(unicode::kPc);
-  if ((kWordMask >> unicode::GetCategory(c)) & 1) return true;
-  return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
-         (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189);
-}
-
 bool Regex::CharSet::MatchSlow(char32_t c) const {
   bool in = false;
   for (const auto& r : ranges) {
@@ -31,7 +20,7 @@ bool Regex::CharSet::MatchSlow(char32_t c) const {
   if (!in && props != 0) {
     if ((props & kSpace) && IsWhiteSpace(c)) in = true;
     if ((props & kNotSpace) && !IsWhiteSpace(c)) in = true;
-    bool word = IsWordChar(c);
+    bool word = unicode::IsWordChar(c);
     if ((props & kWord) && word) in = true;
     if ((props & kNotWord) && !word) in = true;
   }

@@ -12,7 +12,8 @@ namespace expertd::models::testdata {
 std::vector<std::string> TokenizerNames() {
   return {"gpt2", "llama2", "llama3", "qwen2_5", "qwen3", "deepseek_v3",
           "llama2_metaspace", "llama2_metaspace_always", "llama3_added_options", "gpt2_digits_nfd",
-          "gpt2_misc_a", "gpt2_misc_b", "llama2_unk", "tiny_affixes"};
+          "gpt2_misc_a", "gpt2_misc_b", "llama2_unk", "tiny_affixes",
+          "tiny_wordpiece", "tiny_wordpiece_cased"};
 }
 
 std::string Dir() {

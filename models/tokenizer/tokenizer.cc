@@ -16,6 +16,7 @@
 #include "models/tokenizer/post_processors.h"
 #include "models/tokenizer/pre_tokenizers.h"
 #include "models/tokenizer/unicode.h"
+#include "models/tokenizer/wordpiece.h"
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
@@ -44,7 +45,9 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j
   for (const auto& t : j) {
     AddedToken a;
     a.id = t.at("id").get<int32_t>();
-    if (a.id < 0) return absl::InvalidArgumentError("added token with a negative id");
+    if (a.id < 0 || a.id >= kMaxTokenId) {
+      return absl::InvalidArgumentError(absl::StrCat("added token id ", a.id, " is out of range [0, ", kMaxTokenId, ")"));
+    }
     a.content = t.at("content").get<std::string>();
     a.special = t.value("special", false);
     a.single_word = t.value("single_word", false);
@@ -79,13 +82,18 @@ absl::Status Tokenizer::ParseComponents(const nlohmann::json& j) {
     return absl::InvalidArgumentError("unsupported model: no \"type\" and no BPE \"merges\"");
   }
   std::string model_type = model.value("type", std::string("BPE"));
-  if (model_type != "BPE") {
+  if (model_type != "BPE" && model_type != "WordPiece") {
     return absl::InvalidArgumentError(absl::StrCat("unsupported model type \"", model_type, "\""));
   }
   ASSIGN_OR_RETURN(normalizer_, ParseNormalizer(j.value("normalizer", nlohmann::json())));
   bool byte_level = false;
   ASSIGN_OR_RETURN(pre_tokenizer_, ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), &byte_level));
-  ASSIGN_OR_RETURN(model_, BpeModel::FromJson(model, byte_level));
+  if (model_type == "WordPiece") {
+    if (byte_level) return absl::InvalidArgumentError("unsupported: ByteLevel pre_tokenizer with a WordPiece model");
+    ASSIGN_OR_RETURN(model_, WordPieceModel::FromJson(model));
+  } else {
+    ASSIGN_OR_RETURN(model_, BpeModel::FromJson(model, byte_level));
+  }
   ASSIGN_OR_RETURN(post_processor_, ParsePostProcessor(j.value("post_processor", nlohmann::json())));
   ASSIGN_OR_RETURN(decoder_, ParseDecoder(j.value("decoder", nlohmann::json())));
   return absl::OkStatus();

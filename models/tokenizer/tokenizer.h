@@ -28,7 +28,7 @@ namespace expertd::models {
 
 class Normalizer;
 class PreTokenizer;
-class BpeModel;
+class Model;
 class Decoder;
 class AddedTokenMatcher;
 class PostProcessor;
@@ -97,7 +97,7 @@ class Tokenizer {
   // Constant after construction.
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<PostProcessor> post_processor_;
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<AddedTokenMatcher> raw_matcher_;         // non-normalized added tokens
@@ -113,12 +113,19 @@ class Tokenizer {
 // Incremental detokenizer for one generated sequence. Push() returns the new
 // text each token adds, such that (1) the concatenation of all Push() results
 // and Flush() equals tokenizer.Decode(all ids, skip_special_tokens); (2) a
-// delta never ends inside a UTF-8 character; (3) text that a later token could
-// still change (an incomplete UTF-8 sequence, a pending group of byte-fallback
-// tokens) is held back instead of being emitted as U+FFFD.
+// delta never ends inside a UTF-8 character, and all text returned so far is a
+// prefix of that full decode; (3) text that a later token could still change
+// (an incomplete UTF-8 sequence, a pending group of byte-fallback tokens, the
+// last token under a BPEDecoder) is held back instead of being emitted, so no
+// delta carries a U+FFFD that a later token would have completed.
 //
 // Not thread-safe (one per sequence). The tokenizer must outlive it. Cost per
-// Push is a decode of a small window of recent tokens.
+// Push is a decode of a small window of recent tokens (plus whatever is held
+// back, e.g. a long run of byte-fallback tokens).
+//
+//   StreamingDetokenizer stream(tokenizer, /*skip_special_tokens=*/true);
+//   for (int32_t id : generated) send(stream.Push(id).value());
+//   send(stream.Flush());
 class StreamingDetokenizer {
  public:
   StreamingDetokenizer(const Tokenizer* tokenizer, bool skip_special_tokens);
@@ -126,7 +133,8 @@ class StreamingDetokenizer {
   // Returns the text that became final with this token (possibly empty).
   // Invalid ids are InvalidArgument and leave the state unchanged.
   absl::StatusOr<std::string> Push(int32_t id);
-  // Returns whatever is still held back (end of sequence).
+  // Ends the sequence: returns whatever is still held back and resets the
+  // object for a new sequence.
   std::string Flush();
 
  private:
@@ -135,8 +143,8 @@ class StreamingDetokenizer {
 
   const Tokenizer* tok_;
   bool skip_special_;
-  std::vector<int32_t> window_;  // ids since the window start
-  size_t emitted_ = 0;          // bytes of Decode(window_) already returned
+  std::vector<int32_t> window_;  // recent ids: context plus ids not yet final
+  size_t emitted_ = 0;           // bytes of Decode(window_) already returned
 };
 
 }  // namespace expertd::models

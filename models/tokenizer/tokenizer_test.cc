@@ -53,6 +53,18 @@ TEST(TokenizerTest, BadFilesAndJson) {
   EXPECT_EQ(Tokenizer::LoadFromJson("{}").status().code(), absl::StatusCode::kInvalidArgument);
   auto bad_vocab = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": [], "merges": []}})");
   EXPECT_FALSE(bad_vocab.ok());
+  auto huge_id = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})");
+  ASSERT_FALSE(huge_id.ok());
+  EXPECT_NE(huge_id.status().message().find("out of range"), std::string::npos) << huge_id.status();
+  auto bad_merge = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
+  ASSERT_FALSE(bad_merge.ok());
+  EXPECT_NE(bad_merge.status().message().find("a b"), std::string::npos) << bad_merge.status();
+  auto tiny = Tokenizer::LoadFromJson(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]},
+          "added_tokens": [{"id": 3, "content": "<x>", "special": true}]})");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ((*tiny)->Encode("ab<x>ba", false).value(), (std::vector<int32_t>{2, 3, 1, 0}));
+  EXPECT_EQ((*tiny)->Decode({2, 3, 1}, false).value(), "ab <x> b");  // no decoder: joined by spaces
 }
 
 TEST(TokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {

@@ -43,6 +43,24 @@ inline uint8_t CombiningClass(char32_t cp) {
   return kCccStage2[kCccStage1[cp >> 7] * 128u + (cp & 127u)];
 }
 
+// Oniguruma's \w: Alphabetic, marks, Nd, Pc and Join_Control (ZWNJ, ZWJ).
+inline bool IsWordChar(char32_t cp) {
+  if (cp >= 0x110000) return false;
+  using namespace unicode_tables;  // NOLINT
+  return (kFlagsStage2[kFlagsStage1[cp >> 7] * 128u + (cp & 127u)] & 1) != 0;
+}
+
+inline uint8_t Flags(char32_t cp) {
+  if (cp >= 0x110000) return 4;
+  using namespace unicode_tables;  // NOLINT
+  return kFlagsStage2[kFlagsStage1[cp >> 7] * 128u + (cp & 127u)];
+}
+// A combining mark that HF's StripAccents removes (its tables are Unicode 9.0).
+inline bool IsStrippableMark(char32_t cp) { return (Flags(cp) & 2) != 0; }
+// BertNormalizer's "other" (Cc, Cf, Co, Cs) and nonspacing marks (Mn, Unicode 9.0).
+inline bool IsBertOther(char32_t cp) { return (Flags(cp) & 4) != 0; }
+inline bool IsNonspacingMarkV9(char32_t cp) { return (Flags(cp) & 8) != 0; }
+
 // The Unicode White_Space property (what regex \s and Rust's char::is_whitespace use).
 bool IsWhiteSpace(char32_t cp);
 

@@ -39,6 +39,14 @@ const FIXED = [
                    '<｜begin▁of▁sentence｜> <|eot_id|> <pad> <bos> <0x41> <|fim_prefix|>'],
   ['special_adjacent', '<s><s></s>text</s><|endoftext|><|endoftext|>x<|im_start|><|im_end|>'],
   ['metaspace_char', '▁already▁has▁metaspace ▁ ▁▁'],
+  // Code points assigned in Unicode 14, 15.0, 15.1 and 16.0: the category
+  // tables must agree with the Unicode version of HF's regex engine.
+  ['new_unicode', 'a\u{1FAE0}b a\u{1FAE8}b x \u{1FAE8}\u{1FAE8}y \u{31350}\u{31351} z\u{1F6DC}! k\u{0CF3}m ' +
+                  'q\u{11F00}r \u{1FAE8}. a\u{2FFC}b! a\u{2EBF0}b x\u{1FAE9}. x\u{1CC00}! a\u{16D40}b ' +
+                  // Marks from Unicode 8-14 (HF's normalizers know 9.0): stripping and reordering.
+                  'k\u0898m k\u1DF6m k\u1DF5m k\u08E3m e\u1DF6\u0301 e\u0301\u1DF6 a\u0B55\u0327 a\u0327\u1AC1 ' +
+                  // Case pairs from Unicode 14-16.
+                  '\u{10D50}\uA7CB\uA7DC\u1C89\u2C2F\u{16E40}'],
   ['byte_fallback', '\u{1F9EC}\u{1FAE0}\u{10348} 𓀀 ꙮ ᚠᛇᚻ'],
   ['long_word', 'a'.repeat(3000)],
   ['long_spaces', ' '.repeat(2000) + 'x' + ' '.repeat(500)],

@@ -99,6 +99,9 @@ const TOKENIZERS = [
   // A small synthetic BPE (written out in full) for continuing_subword_prefix,
   // end_of_word_suffix, unk without fusing, and the matching BPEDecoder.
   { name: 'tiny_affixes', json: tinyAffixes() },
+  // A small synthetic WordPiece (BERT layout) and a cased variant.
+  { name: 'tiny_wordpiece', json: tinyWordPiece(true) },
+  { name: 'tiny_wordpiece_cased', json: tinyWordPiece(false) },
   { name: 'gpt2_digits_nfd', base: 'gpt2', override: {
       normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'Lowercase' }] },
       pre_tokenizer: { type: 'Sequence', pretokenizers: [
@@ -140,6 +143,30 @@ function tinyAffixes() {
     model: { type: 'BPE', dropout: null, unk_token: '[UNK]', continuing_subword_prefix: '##',
              end_of_word_suffix: '</w>', fuse_unk: false, byte_fallback: false, ignore_merges: false,
              vocab, merges: merges.map(([a, b]) => a + ' ' + b) },
+  };
+}
+
+function tinyWordPiece(uncased) {
+  const vocab = {};
+  const add = (t) => { if (!(t in vocab)) vocab[t] = Object.keys(vocab).length; };
+  for (const t of ['[PAD]', '[UNK]', '[CLS]', '[SEP]']) add(t);
+  const chars = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?\'"-()<>|_中文日本語éÅ\u0301';
+  for (const c of chars) { add(c); add('##' + c); }
+  for (const w of ['the', 'quick', 'brown', 'fox', 'play', '##ing', '##ed', '##s', 'un', '##believ', '##able',
+                   'The', 'I', "'", 'm', 'you', '##re', 'code', 'def', 'return', 'int', 'main', 'cafe', 'naive',
+                   '##ly', 'word', '12', '##34', 'hello', 'world', 'Hello', 'World']) add(w);
+  const added = ['[PAD]', '[UNK]', '[CLS]', '[SEP]'].map((c) => ({ id: vocab[c], content: c, single_word: false,
+      lstrip: false, rstrip: false, normalized: false, special: true }));
+  return {
+    version: '1.0', truncation: null, padding: null, added_tokens: added,
+    normalizer: uncased
+      ? { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true }
+      : { type: 'BertNormalizer', clean_text: false, handle_chinese_chars: false, strip_accents: true, lowercase: false },
+    pre_tokenizer: { type: 'BertPreTokenizer' },
+    post_processor: { type: 'BertProcessing', sep: ['[SEP]', vocab['[SEP]']], cls: ['[CLS]', vocab['[CLS]']] },
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##',
+             max_input_chars_per_word: uncased ? 100 : 8, vocab },
   };
 }
 
