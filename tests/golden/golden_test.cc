@@ -10,6 +10,7 @@
 #include "engine/greedy.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
+#include "models/safetensors/dtype.h"
 #include "tests/golden/golden_data.h"
 
 namespace expertd::golden {
@@ -115,6 +116,35 @@ TEST_P(GoldenTest, Bf16WeightsMatchTheBf16Reference) {
     EXPECT_LT(RelError(r->last_logits, c.logits_last), 1e-2);
     EXPECT_EQ(r->generated, c.greedy);
   }
+}
+
+// fp16 weights (the fp32 fixture rounded to fp16 in memory) run through the
+// same kernels' F16C path: within fp16 rounding of the fp32 reference.
+TEST_P(GoldenTest, Fp16WeightsStayWithinHalfPrecisionOfFp32) {
+  const std::string arch = GetParam();
+  auto golden = LoadGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  auto ckpt = models::Checkpoint::Open(FixtureDir(arch));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto source = std::make_shared<engine::InMemoryWeightSource>((*ckpt)->config());
+  for (const std::string& name : (*ckpt)->Names()) {
+    auto view = (*ckpt)->Get(name);
+    ASSERT_TRUE(view.ok());
+    ASSERT_EQ(view->dtype, models::DType::kF32);
+    std::vector<uint8_t> bytes(view->numel() * 2);
+    models::ConvertFromF32(models::DType::kF16, static_cast<const float*>(view->data), bytes.data(), view->numel());
+    source->Add(name, models::DType::kF16, view->shape, std::move(bytes));
+  }
+  EngineOptions opts;
+  opts.backend.threads = 2;
+  auto engine = Engine::Create(std::shared_ptr<const engine::WeightSource>(source), opts);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const GoldenCase& c = golden->cases.at(1);
+  auto r = engine::RunGreedy(engine->get(), 1, c.input_ids, 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double err = RelError(r->last_logits, c.logits_last);
+  EXPECT_LT(err, 1e-2);
+  EXPECT_GT(err, 0.0);  // really ran on rounded weights
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
