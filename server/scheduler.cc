@@ -255,10 +255,21 @@ void Scheduler::RunStep() {
   for (Sequence* s : in_step) {
     if (s->first_scheduled == absl::InfiniteFuture()) s->first_scheduled = start;
   }
+  int64_t prompt_tokens = 0;  // chunks after the decodes are prefill chunks
+  for (size_t k = decodes; k < step.chunks.size(); ++k) {
+    prompt_tokens += static_cast<int64_t>(step.chunks[k].tokens.size());
+  }
   absl::StatusOr<engine::StepResult> result = engine_->Step(step);
   int64_t generated_tokens = 0;
   const absl::Time now = absl::Now();
   ++steps_;
+  if (result.ok()) {
+    // Published before any client hears about this step's tokens, so a stats
+    // read that follows a response already counts the step.
+    tokens_processed_ += prompt_tokens + static_cast<int64_t>(decodes);
+    absl::MutexLock lock(&mu_);
+    stats_.tokens_processed = tokens_processed_;
+  }
   if (!result.ok()) {
     EXPERTD_LOG(Error, "engine step failed").With("error", result.status()).With("sequences", in_step.size());
     for (size_t i = 0; i < running_.size();) {
@@ -288,11 +299,6 @@ void Scheduler::RunStep() {
                                   [](const std::unique_ptr<Sequence>& s) { return s->observer == nullptr; }),
                    running_.end());
   }
-  int64_t prompt_tokens = 0;  // chunks after the decodes are prefill chunks
-  for (size_t k = decodes; k < step.chunks.size(); ++k) {
-    prompt_tokens += static_cast<int64_t>(step.chunks[k].tokens.size());
-  }
-  tokens_processed_ += prompt_tokens + static_cast<int64_t>(decodes);
   SchedulerStats snapshot = PublishStats();
   if (listener_ != nullptr) listener_->OnStep(snapshot, prompt_tokens, generated_tokens);
 }
