@@ -56,6 +56,24 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out) { A
 
 grpc::Status FinalStatus(const GenerationUpdate& u) { return ToGrpcStatus(u.status); }
 
+absl::StatusCode CancelReason(absl::Time deadline, absl::Time now) {
+  // gRPC's deadline timer and absl::Now() are different clocks: allow a few
+  // milliseconds of skew (a client cancelling that close to its deadline is
+  // indistinguishable from the deadline anyway).
+  return now + absl::Milliseconds(5) >= deadline ? absl::StatusCode::kDeadlineExceeded
+                                                 : absl::StatusCode::kCancelled;
+}
+
+namespace {
+
+grpc::Status CancelStatus(absl::StatusCode why) {
+  return why == absl::StatusCode::kDeadlineExceeded
+             ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
+             : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // Streaming
 
@@ -65,7 +83,7 @@ void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
 }
 
 GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request, RpcDone done) {
-  std::shared_ptr<GenerateStreamReactor> r(new GenerateStreamReactor(scheduler, std::move(done)));
+  std::shared_ptr<GenerateStreamReactor> r(new GenerateStreamReactor(scheduler, request.deadline, std::move(done)));
   r->self_ = r;
   {
     absl::MutexLock lock(&r->mu_);
@@ -156,14 +174,15 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
 }
 
 void GenerateStreamReactor::OnCancel() {
+  const absl::StatusCode why = CancelReason(deadline_, absl::Now());
   std::shared_ptr<RequestHandle> handle;
   {
     absl::MutexLock lock(&mu_);
     handle = handle_;
-    final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    final_status_ = CancelStatus(why);
   }
   if (handle != nullptr) {
-    handle->Cancel();
+    handle->Cancel(why);
     scheduler_->Notify();
   }
 }
@@ -184,7 +203,8 @@ void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
 
 GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
                                                    v1::GenerateUnaryResponse* response, RpcDone done) {
-  std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(scheduler, response, std::move(done)));
+  std::shared_ptr<GenerateUnaryReactor> r(
+      new GenerateUnaryReactor(scheduler, request.deadline, response, std::move(done)));
   r->self_ = r;
   response->set_request_id(request.request_id);
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
@@ -208,13 +228,14 @@ void GenerateUnaryReactor::OnUpdate(GenerationUpdate u) {
 }
 
 void GenerateUnaryReactor::OnCancel() {
+  const absl::StatusCode why = CancelReason(deadline_, absl::Now());
   std::shared_ptr<RequestHandle> handle;
   {
     absl::MutexLock lock(&mu_);
     handle = handle_;
   }
   if (handle != nullptr) {
-    handle->Cancel();
+    handle->Cancel(why);
     scheduler_->Notify();
   }
 }

@@ -22,6 +22,9 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateResponse* out);
 void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out);
 // gRPC status for a finished update (OK unless cancelled / deadline).
 grpc::Status FinalStatus(const GenerationUpdate& u);
+// Why gRPC cancelled a call: its deadline passed (DEADLINE_EXCEEDED) or the
+// client went away (CANCELLED). gRPC reports both through OnCancel.
+absl::StatusCode CancelReason(absl::Time deadline, absl::Time now);
 
 // Called once with the status a call ends with (metrics).
 using RpcDone = std::function<void(const grpc::Status&)>;
@@ -41,7 +44,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void OnDone() override;
 
  private:
-  GenerateStreamReactor(Scheduler* scheduler, RpcDone done) : scheduler_(scheduler), on_finish_(std::move(done)) {}
+  GenerateStreamReactor(Scheduler* scheduler, absl::Time deadline, RpcDone done)
+      : scheduler_(scheduler), deadline_(deadline), on_finish_(std::move(done)) {}
   void FinishWith(const grpc::Status& status);
   // Under mu_: decides the next network action. Returns true if `in_flight_`
   // should be written; sets *finish when the call should end instead.
@@ -49,6 +53,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void Act();
 
   Scheduler* const scheduler_;
+  const absl::Time deadline_;  // the call's; OnCancel after it means DEADLINE_EXCEEDED
   const RpcDone on_finish_;
   std::shared_ptr<GenerateStreamReactor> self_;  // released in OnDone
   absl::Mutex mu_;
@@ -76,11 +81,13 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
   void OnDone() override;
 
  private:
-  GenerateUnaryReactor(Scheduler* scheduler, v1::GenerateUnaryResponse* response, RpcDone done)
-      : scheduler_(scheduler), response_(response), on_finish_(std::move(done)) {}
+  GenerateUnaryReactor(Scheduler* scheduler, absl::Time deadline, v1::GenerateUnaryResponse* response,
+                       RpcDone done)
+      : scheduler_(scheduler), deadline_(deadline), response_(response), on_finish_(std::move(done)) {}
   void FinishWith(const grpc::Status& status);
 
   Scheduler* const scheduler_;
+  const absl::Time deadline_;
   v1::GenerateUnaryResponse* const response_;  // owned by gRPC until OnDone
   const RpcDone on_finish_;
   std::shared_ptr<GenerateUnaryReactor> self_;

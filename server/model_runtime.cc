@@ -96,6 +96,17 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   }
   rt->scheduler_ = std::make_unique<Scheduler>(rt->engine_.get(), std::move(text), so, listener);
   rt->scheduler_->Start();
+  const int64_t kv_tokens = rt->scheduler_->kv_capacity_tokens();
+  if (kv_tokens < c.max_position_embeddings) {
+    rt->warnings_.push_back(absl::StrCat(
+        "the KV cache (--kv_cache_bytes=", o.kv_cache_bytes, ") holds ", kv_tokens,
+        " tokens, less than one full-context sequence (", c.max_position_embeddings,
+        "): requests whose prompt + max_new_tokens exceed ", kv_tokens, " are refused"));
+    EXPERTD_LOG(Warn, "KV cache cannot hold one full-context sequence")
+        .With("kv_cache_bytes", o.kv_cache_bytes)
+        .With("kv_cache_tokens", kv_tokens)
+        .With("max_context", c.max_position_embeddings);
+  }
 
   rt->limits_.model_name = o.model_name;
   rt->limits_.vocab_size = c.vocab_size;

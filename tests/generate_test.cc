@@ -86,6 +86,8 @@ class GenerateTest : public ::testing::Test {
     stub_ = v1::InferenceService::NewStub(daemon_.channel());
   }
   void TearDown() override {
+    // A second SIGTERM would end a drain at once: only if no test stopped it.
+    if (!daemon_.process().running()) return;
     daemon_.process().Signal(SIGTERM);
     EXPECT_EQ(daemon_.process().Wait(absl::Seconds(30)), 0) << daemon_.process().Output();
   }
@@ -199,6 +201,26 @@ TEST_F(GenerateTest, CancelMidStreamFreesTheSequence) {
 TEST_F(GenerateTest, DeadlineExceeded) {
   StreamResult r = Stream(stub_.get(), Req(Prompt(8, 4), 240, 1.0f, 9), absl::Milliseconds(50));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << r.status.error_message();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(50)));
+  v1::GenerateUnaryResponse unary;
+  grpc::Status us = stub_->GenerateUnary(&ctx, Req(Prompt(8, 5), 240, 1.0f, 9), &unary);
+  EXPECT_EQ(us.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << us.error_message();
+  // The server counts both as DEADLINE_EXCEEDED, never as CANCELLED (the
+  // client hears of its deadline first: wait for the server's count).
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  std::string metrics = Scrape();
+  while (absl::Now() < until &&
+         (MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\"") < 1 ||
+          MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\"") < 1)) {
+    absl::SleepFor(absl::Milliseconds(20));
+    metrics = Scrape();
+  }
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\""), 1)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\""), 1)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "code=\"CANCELLED\""), -1) << metrics;
   EXPECT_EQ(daemon_.Health(""), "SERVING");
 }
 
@@ -317,7 +339,7 @@ TEST_F(GenerateTest, SigtermWhileStreamingDrains) {
   EXPECT_TRUE(last.finish_reason() == v1::FINISH_REASON_CANCELLED ||
               last.finish_reason() == v1::FINISH_REASON_LENGTH)
       << last.DebugString();
-  // TearDown checks the exit status is 0.
+  EXPECT_EQ(daemon_.process().Wait(absl::Seconds(30)), 0) << daemon_.process().Output();
 }
 
 }  // namespace
