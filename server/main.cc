@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/flags.h"
+#include "google/protobuf/stubs/logging.h"
 #include "base/log.h"
 #include "server/daemon.h"
 #include "server/options.h"
@@ -29,6 +30,16 @@
 namespace {
 
 constexpr int kExitForcedBySecondSignal = 3;
+
+// The protobuf runtime's own messages go through our logger, so
+// --log_format=json output stays one JSON object per line.
+void ProtobufLogToOurLog(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+  if (level >= google::protobuf::LOGLEVEL_ERROR) {
+    EXPERTD_LOG(Error, "protobuf").With("message", message).With("file", file).With("line", line);
+  } else {
+    EXPERTD_LOG(Warn, "protobuf").With("message", message).With("file", file).With("line", line);
+  }
+}
 
 const char* SignalName(int sig) {
   switch (sig) {
@@ -95,6 +106,7 @@ int main(int argc, char** argv) {
   expertd::log::ParseFormat(options.log_format, &format);
   expertd::log::SetMinLevel(level);
   expertd::log::SetFormat(format);
+  google::protobuf::SetLogHandler(&ProtobufLogToOurLog);
 
   EXPERTD_LOG(Info, "starting")
       .With("version", expertd::server::kVersion)

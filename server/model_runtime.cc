@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -111,6 +113,16 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   rt->limits_.model_name = o.model_name;
   rt->limits_.vocab_size = c.vocab_size;
   rt->limits_.max_context = c.max_position_embeddings;
+  if (rt->tokenizer_ != nullptr) {
+    // No token covers more bytes of text than its vocabulary entry has (byte
+    // -level and SentencePiece entries spell each byte in >= 1 byte), so a
+    // longer text cannot fit the context: refused before tokenizing.
+    size_t longest = 1;
+    for (int32_t id = 0; id < rt->tokenizer_->vocab_size(); ++id) {
+      if (const std::string* t = rt->tokenizer_->IdToToken(id)) longest = std::max(longest, t->size());
+    }
+    rt->limits_.max_prompt_bytes = static_cast<size_t>(c.max_position_embeddings) * longest;
+  }
   return rt;
 }
 
