@@ -44,7 +44,7 @@ step "yamllint"
 yamllint -s -c "$deploy/.yamllint" "$deploy"
 
 step "shellcheck"
-shellcheck "$deploy"/*.sh
+shellcheck -x --source-path=SCRIPTDIR "$deploy"/*.sh "$deploy"/image/*.sh
 
 step "kustomize"
 rendered=()
