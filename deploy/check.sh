@@ -14,15 +14,22 @@
 #   under `bazel test`, the runfiles of //deploy:check_test)
 set -euo pipefail
 
-# Work on the real source tree: kustomize refuses files that resolve outside
-# the kustomization (Bazel's runfiles are symlinks into the source tree).
-deploy=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+# kustomize refuses files that resolve outside the kustomization, and Bazel's
+# runfiles are symlinks into the source tree: under `bazel test`, check a
+# dereferenced copy of exactly the declared inputs. The npm packages are not
+# Bazel inputs: they come from the source tree, where tools/setup.sh put them.
+source_deploy=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 if [[ -n "${TEST_SRCDIR:-}" ]]; then
   runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
   expertd="${1:-$runfiles/server/expertd}"
   model_dir="${2:-$runfiles/tests/data/fixtures/qwen2_moe_mixed}"
   tmp="${TEST_TMPDIR}"
+  cp -rL "$runfiles/deploy" "$tmp/deploy"
+  cp -L "${BASH_SOURCE[0]}" "$tmp/deploy/check.sh"
+  deploy="$tmp/deploy"
+  ln -s "$source_deploy/validate/node_modules" "$deploy/validate/node_modules"
 else
+  deploy=$source_deploy
   expertd="${1:-$deploy/../bazel-bin/server/expertd}"
   model_dir="${2:-$deploy/../tests/data/fixtures/qwen2_moe_mixed}"
   tmp=$(mktemp -d)
@@ -35,8 +42,8 @@ step() { echo "== $*"; }
 for tool in kubectl node promtool yamllint shellcheck python3; do
   command -v "$tool" >/dev/null || fail "$tool is missing (run tools/setup.sh)"
 done
-[[ -d "$deploy/validate/node_modules/kubernetes-models" ]] ||
-  fail "$deploy/validate/node_modules is missing (run tools/setup.sh)"
+[[ -d "$source_deploy/validate/node_modules/kubernetes-models" ]] ||
+  fail "$source_deploy/validate/node_modules is missing (run tools/setup.sh)"
 [[ -x "$expertd" ]] || fail "no expertd binary at $expertd (bazel build //server:expertd)"
 [[ -f "$model_dir/config.json" ]] || fail "no model at $model_dir"
 
