@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/backend/backend.h"
+#include "engine/model/routed_experts.h"
 #include "engine/model/weight_source.h"
 #include "models/config/model_config.h"
 
@@ -118,6 +119,11 @@ class ExpertProvider {
   virtual void Release(int layer, int expert) = 0;
 
   virtual void EndStep() {}
+
+  // A provider that computes the routed experts itself (a multi-device
+  // strategy, engine/parallel) returns its executor; the MoE block then calls
+  // RoutedExperts::Run instead of OnRouting/Acquire/Release. Default: none.
+  virtual RoutedExperts* routed_experts() { return nullptr; }
 };
 
 using ExpertProviderFactory =

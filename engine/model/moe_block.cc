@@ -86,19 +86,32 @@ class MoeBlock final : public FeedForward {
       routing->weights.resize(rows * k);
       RETURN_IF_ERROR(be->CopyToHost(routing->weights.data(), weights, routing->weights.size() * sizeof(float)));
     }
-    Dispatch d = GroupByExpert(host_ids, rows, k, num_experts_);
-    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), d.gather_index.data(), d.gather_index.size() * 4));
-    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), d.slot_index.data(), d.slot_index.size() * 4));
-    ctx.experts->OnTokenRouting(ctx.layer, host_ids, static_cast<int>(k));
-    RETURN_IF_ERROR(RunExperts(ctx, x, d));
     float* out = ws->f(Buf::kFfnOut);
-    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), weights, ids, out, hidden_, rows, k, hidden_, false});
+    ctx.experts->OnTokenRouting(ctx.layer, host_ids, static_cast<int>(k));
+    if (RoutedExperts* routed = ctx.experts->routed_experts()) {
+      RETURN_IF_ERROR(routed->Run(ctx, RoutedExpertsInput{ctx.layer, rows, k, hidden_, x, weights, host_ids}, out));
+    } else {
+      RETURN_IF_ERROR(RunAndCombine(ctx, x, host_ids, ids, weights, out));
+    }
     if (!shared_.gate.empty()) AddShared(ctx, x, out);
     be->AddRows(AddRowsParams{residual, hidden_, out, hidden_, nullptr, 1, RowScale::kIdentity, rows, hidden_});
     return absl::OkStatus();
   }
 
  private:
+  absl::Status RunAndCombine(const LayerContext& ctx, const float* x, const std::vector<int32_t>& host_ids,
+                             const int32_t* ids, const float* weights, float* out) {
+    Backend* be = ctx.backend;
+    Workspace* ws = ctx.ws;
+    const int64_t rows = ctx.batch->rows, k = router_->top_k();
+    Dispatch d = GroupByExpert(host_ids, rows, k, num_experts_);
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), d.gather_index.data(), d.gather_index.size() * 4));
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), d.slot_index.data(), d.slot_index.size() * 4));
+    RETURN_IF_ERROR(RunExperts(ctx, x, d));
+    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), weights, ids, out, hidden_, rows, k, hidden_, false});
+    return absl::OkStatus();
+  }
+
   absl::Status RunExperts(const LayerContext& ctx, const float* x, const Dispatch& d) {
     Backend* be = ctx.backend;
     Workspace* ws = ctx.ws;

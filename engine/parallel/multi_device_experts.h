@@ -1,0 +1,102 @@
+// MultiDeviceExperts: an MoE layer's routed experts spread over D devices,
+// plugged into the engine as an ExpertProvider that computes the routed
+// experts itself (ExpertProvider::routed_experts(), engine/model/
+// routed_experts.h). Everything else in the model (embedding, attention,
+// routers, shared experts, lm_head) stays with the engine; its routing and
+// normalised input are broadcast from rank 0 to every device each layer, so
+// the devices see exactly the replicated inputs the non-expert part of an SPMD
+// run would compute.
+//
+// Two strategies, chosen by MoeParallelism:
+//
+//  kShard (MoEShard): every expert's gate/up are split by rows of the HF
+//    [intermediate, hidden] tensors (columns of W in x W) and down by the
+//    matching columns of [hidden, intermediate] into D contiguous shards
+//    (EvenShard: uneven splits handled). Each device runs ITS shard of every
+//    routed expert over ALL tokens routed to that expert, combines with the
+//    routing weights into a partial [rows, hidden], and the partials are
+//    summed by AllReduceSum (rank order, so reproducible). Every device does
+//    1/D of every expert's work: perfect balance whatever the routing skew,
+//    no token dropped. Differs from one device only by fp32 summation order.
+//
+//  kExpert (expert parallelism, the baseline): device r owns the whole
+//    experts EvenShard(E, D, r) and the token rows EvenShard(rows, D, r).
+//    Each device sends its tokens' rows to the experts' owners (AllToAllV),
+//    owners compute, results come back (AllToAllV), each device combines its
+//    tokens, and AllGather replicates the output. With capacity_factor > 0 an
+//    expert takes at most ceil(capacity_factor * rows * top_k / E) rows per
+//    step, in (source rank, token, rank) order; the rest are dropped (their
+//    output is zero) and counted. Without a capacity factor nothing is dropped
+//    and the result is bitwise the single-device one on the CPU backend.
+//
+// Devices: with the CPU backend each device is a virtual device: its own
+// CpuBackend (threads_per_device workers) and budget, one thread per rank
+// (RankThreads), InProcessCollectives between them. Expert offloading is not
+// combined with this provider: each device keeps its shards resident.
+//
+// Thread safety: the ExpertProvider / RoutedExperts methods are called by the
+// engine thread only; MultiDeviceCounters from any thread.
+#ifndef EXPERTD_ENGINE_PARALLEL_MULTI_DEVICE_EXPERTS_H_
+#define EXPERTD_ENGINE_PARALLEL_MULTI_DEVICE_EXPERTS_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/backend/backend.h"
+#include "engine/model/expert_provider.h"
+#include "engine/parallel/in_process_collectives.h"
+
+namespace expertd::engine::parallel {
+
+enum class MoeParallelism { kShard, kExpert };
+
+// "shard" | "expert"; InvalidArgument otherwise.
+absl::StatusOr<MoeParallelism> ParseMoeParallelism(const std::string& name);
+const char* MoeParallelismName(MoeParallelism mode);
+
+// What a provider has done since creation; updated after every MoE layer.
+// Thread-safe.
+class MultiDeviceCounters {
+ public:
+  struct Snapshot {
+    int64_t dropped_assignments = 0;   // kExpert: (token, expert) pairs over capacity
+    std::vector<int64_t> device_work;  // per device: rows x intermediate columns computed
+  };
+  Snapshot Get() const {
+    absl::MutexLock lock(&mu_);
+    return s_;
+  }
+  void Add(int64_t dropped, const std::vector<int64_t>& work) {
+    absl::MutexLock lock(&mu_);
+    s_.dropped_assignments += dropped;
+    s_.device_work.resize(work.size());
+    for (size_t d = 0; d < work.size(); ++d) s_.device_work[d] += work[d];
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  Snapshot s_ ABSL_GUARDED_BY(mu_);
+};
+
+struct MultiDeviceOptions {
+  int devices = 2;                     // D >= 1
+  MoeParallelism mode = MoeParallelism::kShard;
+  double capacity_factor = 0;          // kExpert only; 0 = dropless
+  BackendOptions device_backend;       // each virtual device's backend ("cpu")
+  InProcessOptions collectives;        // rendezvous deadline
+  std::shared_ptr<MultiDeviceCounters> counters;  // optional
+};
+
+// InvalidArgument naming the bad field.
+absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& options);
+
+// The factory to put in EngineOptions::expert_provider_factory.
+ExpertProviderFactory MultiDeviceExpertsFactory(const MultiDeviceOptions& options);
+
+}  // namespace expertd::engine::parallel
+
+#endif  // EXPERTD_ENGINE_PARALLEL_MULTI_DEVICE_EXPERTS_H_

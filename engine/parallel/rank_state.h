@@ -1,0 +1,67 @@
+// Internal to MultiDeviceExperts: one device's state and the per-layer step
+// of each strategy (shard_step.cc, expert_parallel_step.cc).
+#ifndef EXPERTD_ENGINE_PARALLEL_RANK_STATE_H_
+#define EXPERTD_ENGINE_PARALLEL_RANK_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/expert_provider.h"
+#include "engine/model/workspace.h"
+#include "engine/parallel/collectives.h"
+
+namespace expertd::engine::parallel {
+
+// One expert's weights (whole or one shard) as this device holds them.
+struct HeldExpert {
+  DeviceBuffer gate, up, down;
+  ExpertWeights w;  // refs into the buffers; empty when not held
+};
+
+// The step's rows grouped by expert (counting sort by expert id).
+struct ExpertGroups {
+  std::vector<int64_t> offset;        // [num_experts + 1] into the arrays below
+  std::vector<int32_t> row;           // the source row of each entry
+  std::vector<int32_t> slot;          // the entry's slot (destination row)
+};
+// Groups entries i (expert[i], row[i], slot[i]) by expert, stable in i.
+ExpertGroups GroupEntries(const std::vector<int32_t>& expert, const std::vector<int32_t>& row,
+                          const std::vector<int32_t>& slot, int64_t num_experts);
+
+// Per-layer constants of one step.
+struct LayerStep {
+  int layer = 0;
+  int64_t rows = 0, top_k = 0, hidden = 0, num_experts = 0;
+  double capacity_factor = 0;
+};
+
+struct RankState {
+  ParallelTopology topology;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Workspace> ws;
+  std::unique_ptr<Collectives> comm;
+  std::vector<HeldExpert> experts;  // [layer * num_experts + expert]
+  std::vector<int32_t> owner;       // kExpert: owning rank of each expert
+  std::vector<int32_t> host_ids;    // this step's routing, host copy
+  // Scratch of the expert-parallel exchange (device memory).
+  DeviceBuffer send, recv, results, back, slots, gathered;
+  std::atomic<int64_t> work{0};     // rows x intermediate columns computed
+  std::atomic<int64_t> dropped{0};  // kExpert: assignments over capacity
+};
+
+// Grows *buf to at least `bytes` of rank device memory.
+absl::Status EnsureBuffer(Backend* backend, DeviceBuffer* buf, uint64_t bytes);
+
+// Inputs are in r.ws: Buf::kNormed [rows, hidden], kTopkIds, kTopkWeights
+// [rows, top_k], and r.host_ids. Each leaves the layer's combined routed
+// output in r.ws Buf::kFfnOut [rows, hidden] on every rank.
+absl::Status ShardStep(RankState& r, const LayerStep& s);
+absl::Status ExpertParallelStep(RankState& r, const LayerStep& s);
+
+}  // namespace expertd::engine::parallel
+
+#endif  // EXPERTD_ENGINE_PARALLEL_RANK_STATE_H_

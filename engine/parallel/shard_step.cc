@@ -1,0 +1,71 @@
+// MoEShard's per-layer step on one device: its column shard of every routed
+// expert over all the expert's rows, combined, then summed over devices.
+#include "base/status_macros.h"
+#include "engine/model/feed_forward.h"
+#include "engine/parallel/rank_state.h"
+
+namespace expertd::engine::parallel {
+
+ExpertGroups GroupEntries(const std::vector<int32_t>& expert, const std::vector<int32_t>& row,
+                          const std::vector<int32_t>& slot, int64_t num_experts) {
+  ExpertGroups g;
+  g.offset.assign(num_experts + 1, 0);
+  for (int32_t e : expert) g.offset[e + 1]++;
+  for (int64_t e = 0; e < num_experts; ++e) g.offset[e + 1] += g.offset[e];
+  g.row.resize(expert.size());
+  g.slot.resize(expert.size());
+  std::vector<int64_t> fill(g.offset.begin(), g.offset.end() - 1);
+  for (size_t i = 0; i < expert.size(); ++i) {
+    const int64_t at = fill[expert[i]]++;
+    g.row[at] = row[i];
+    g.slot[at] = slot[i];
+  }
+  return g;
+}
+
+absl::Status EnsureBuffer(Backend* backend, DeviceBuffer* buf, uint64_t bytes) {
+  if (buf->size() >= bytes && !buf->empty()) return absl::OkStatus();
+  buf->Reset();
+  ASSIGN_OR_RETURN(*buf, backend->Allocate(std::max<uint64_t>(bytes, 64)));
+  return absl::OkStatus();
+}
+
+absl::Status ShardStep(RankState& r, const LayerStep& s) {
+  Backend* be = r.backend.get();
+  Workspace* ws = r.ws.get();
+  const int64_t assignments = s.rows * s.top_k;
+  std::vector<int32_t> row(assignments), slot(assignments);
+  for (int64_t i = 0; i < assignments; ++i) {
+    row[i] = static_cast<int32_t>(i / s.top_k);
+    slot[i] = static_cast<int32_t>(i);
+  }
+  const ExpertGroups g = GroupEntries(r.host_ids, row, slot, s.num_experts);
+  RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), g.row.data(), g.row.size() * 4));
+  RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), g.slot.data(), g.slot.size() * 4));
+  float* out = ws->f(Buf::kFfnOut);
+  bool any = false;
+  for (int64_t e = 0; e < s.num_experts; ++e) {
+    const int64_t off = g.offset[e], n = g.offset[e + 1] - off;
+    const ExpertWeights& w = r.experts[s.layer * s.num_experts + e].w;
+    if (n == 0 || w.gate.empty()) continue;  // not routed, or an empty shard (D > intermediate)
+    any = true;
+    be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex) + off,
+                                    ws->f(Buf::kExpertIn), n, s.hidden});
+    RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n, ws->f(Buf::kExpertOut),
+           /*accumulate=*/false);
+    be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots),
+                                      n, s.hidden});
+    r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
+  }
+  if (any) {
+    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights), ws->i32(Buf::kTopkIds), out,
+                                    s.hidden, s.rows, s.top_k, s.hidden, false});
+  } else {
+    std::vector<float> zeros(s.rows * s.hidden, 0.0f);
+    RETURN_IF_ERROR(be->CopyToDevice(out, zeros.data(), zeros.size() * sizeof(float)));
+  }
+  RETURN_IF_ERROR(be->Synchronize());
+  return r.comm->AllReduceSum(out, s.rows * s.hidden);
+}
+
+}  // namespace expertd::engine::parallel
