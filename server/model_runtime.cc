@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/parallel/multi_device_experts.h"
+#include "engine/parallel/parallel_flags.h"
 
 namespace expertd::server {
 namespace {
@@ -70,6 +72,15 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
       *slot = store.get();
       return std::unique_ptr<engine::ExpertProvider>(std::move(store));
     };
+  }
+  ASSIGN_OR_RETURN(std::optional<engine::parallel::MultiDeviceOptions> multi,
+                   engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads));
+  if (multi.has_value()) {
+    eo.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(*multi);
+    EXPERTD_LOG(Info, "multi-device experts")
+        .With("devices", multi->devices)
+        .With("moe_parallel", engine::parallel::MoeParallelismName(multi->mode))
+        .With("capacity_factor", multi->capacity_factor);
   }
   ASSIGN_OR_RETURN(rt->engine_, engine::Engine::Create(rt->checkpoint_, eo));
   if (rt->expert_store_ != nullptr) {

@@ -58,6 +58,7 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->ByteSize("kv_cache_bytes", &o->kv_cache_bytes, "KV-cache budget, e.g. 512MiB");
   f->Int("kv_block_size", &o->kv_block_size, 1, 1024, "tokens per KV-cache block");
   engine::RegisterExpertStoreFlags(f, &o->experts);
+  engine::parallel::RegisterParallelFlags(f, &o->parallel);
   f->Int("max_batch_tokens", &o->max_batch_tokens, 1, 1 << 20, "tokens per engine step");
   f->Int("max_running_requests", &o->max_running_requests, 1, 4096, "sequences in the running batch");
   f->Int("max_queue_length", &o->max_queue_length, 0, 1 << 20,
@@ -114,6 +115,14 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
   if (o->experts.expert_cache_percent > 0 && o->device_memory_bytes == 0 && o->backend != "cuda") {
     return FlagError("expert_cache_percent",
                      "on the CPU backend it needs --device_memory_bytes (the arena it is a percentage of)");
+  }
+  auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o->parallel, o->threads);
+  if (!multi.ok()) return multi.status();
+  if (multi->has_value() && experts->has_value()) {
+    return FlagError("devices", "multi-device experts and --expert_offload cannot be combined yet");
+  }
+  if (multi->has_value() && o->backend == "cuda") {
+    return FlagError("devices", "multi-device experts run on CPU virtual devices only for now (--backend=cpu)");
   }
   if (o->kv_cache_bytes < (1u << 20)) return FlagError("kv_cache_bytes", "must be at least 1MiB");
   if (o->tls_cert.empty() != o->tls_key.empty()) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "base/flags.h"
 #include "engine/experts/expert_store_flags.h"
+#include "engine/parallel/parallel_flags.h"
 
 namespace expertd::server {
 
@@ -37,6 +38,8 @@ struct ServerOptions {
   // Expert offloading (docs/offload.md): --expert_offload, budgets, policy,
   // prefetch, pack location, routing trace. Off: every expert resident.
   engine::ExpertStoreFlags experts;
+  // --devices, --moe_parallel, --capacity_factor (docs/parallel.md).
+  engine::parallel::ParallelFlags parallel;
 
   // Scheduling.
   int64_t max_batch_tokens = 2048;         // tokens per engine step (prefill chunks + decodes)

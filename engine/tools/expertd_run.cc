@@ -2,6 +2,7 @@
 //
 //   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=cpu]
 //               [--weights=model.bf16.safetensors] [--threads=N]
+//               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
 //
 // Prints ONE JSON object on stdout:
 //   {"last_logits": [...],            logits of the last prompt position
@@ -20,6 +21,7 @@
 #include "base/flags.h"
 #include "engine/engine.h"
 #include "engine/greedy.h"
+#include "engine/parallel/parallel_flags.h"
 #include "models/checkpoint/checkpoint.h"
 #include "nlohmann/json.hpp"
 
@@ -34,6 +36,7 @@ struct Options {
   std::string weights;
   int64_t threads = 0;
   uint64_t kv_cache = 256ull << 20;
+  engine::parallel::ParallelFlags parallel;
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& text) {
@@ -82,6 +85,9 @@ absl::Status Run(const Options& o) {
   eopts.backend.threads = static_cast<int>(o.threads);
   eopts.kv_cache_bytes = o.kv_cache;
   eopts.max_step_tokens = std::max<int64_t>(8192, static_cast<int64_t>(tokens->size()));
+  auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads);
+  if (!multi.ok()) return multi.status();
+  if (multi->has_value()) eopts.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(**multi);
   auto engine = engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), eopts);
   if (!engine.ok()) return engine.status();
   auto result = engine::RunGreedy(engine->get(), 1, *tokens, o.generate);
@@ -103,6 +109,7 @@ int main(int argc, char** argv) {
   flags.String("weights", &o.weights, "safetensors file in DIR to read instead of model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
   flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");
+  expertd::engine::parallel::RegisterParallelFlags(&flags, &o.parallel);
   absl::Status st = flags.Parse(argc, argv, nullptr);
   if (!st.ok()) {
     std::cerr << "expertd-run: " << st.message() << "\n" << flags.Usage();

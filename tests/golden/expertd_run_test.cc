@@ -71,6 +71,12 @@ TEST(ExpertdRunTest, MixtralJsonMatchesTransformers) { CheckAgainstGolden("mixtr
 
 TEST(ExpertdRunTest, DenseLayerGetsAnEmptyRoutingEntry) { CheckAgainstGolden("qwen2_moe_mixed", 1); }
 
+TEST(ExpertdRunTest, SeveralVirtualDevices) {
+  CheckAgainstGolden("mixtral", 2, " --devices=2");
+  CheckAgainstGolden("qwen2_moe", 2, " --devices=3 --moe_parallel=shard");
+  CheckAgainstGolden("olmoe", 2, " --devices=4 --moe_parallel=expert");
+}
+
 TEST(ExpertdRunTest, Bf16WeightsFlag) {
   auto golden = LoadGolden("olmoe");
   ASSERT_TRUE(golden.ok());
