@@ -34,6 +34,7 @@ Route Assignments(const RankState& r, const LayerStep& s, int source, int dest) 
 // Computes the received rows [n, hidden] in r.recv into r.results, expert by
 // expert, dropping rows past the capacity (their result stays zero).
 absl::Status ComputeOwned(RankState& r, const LayerStep& s, const std::vector<int32_t>& expert_of_row) {
+  ComputeSection section(r);
   Backend* be = r.backend.get();
   Workspace* ws = r.ws.get();
   const int64_t n = expert_of_row.size();
@@ -79,24 +80,27 @@ absl::Status ExpertParallelStep(RankState& r, const LayerStep& s) {
   // 1. Dispatch: my tokens' rows, grouped by destination.
   std::vector<int64_t> send_bytes(world), recv_bytes(world);
   std::vector<int32_t> send_token, send_choice, expert_of_recv;
-  for (int d = 0; d < world; ++d) {
-    Route out = Assignments(r, s, me, d);
-    send_bytes[d] = out.token.size() * row_bytes;
-    send_token.insert(send_token.end(), out.token.begin(), out.token.end());
-    send_choice.insert(send_choice.end(), out.choice.begin(), out.choice.end());
-    Route in = Assignments(r, s, d, me);
-    recv_bytes[d] = in.token.size() * row_bytes;
-    for (int32_t c : in.choice) expert_of_recv.push_back(r.host_ids[c]);
+  {
+    ComputeSection section(r);
+    for (int d = 0; d < world; ++d) {
+      Route out = Assignments(r, s, me, d);
+      send_bytes[d] = out.token.size() * row_bytes;
+      send_token.insert(send_token.end(), out.token.begin(), out.token.end());
+      send_choice.insert(send_choice.end(), out.choice.begin(), out.choice.end());
+      Route in = Assignments(r, s, d, me);
+      recv_bytes[d] = in.token.size() * row_bytes;
+      for (int32_t c : in.choice) expert_of_recv.push_back(r.host_ids[c]);
+    }
+    const int64_t n_send = send_token.size(), n_recv = expert_of_recv.size();
+    RETURN_IF_ERROR(EnsureBuffer(be, &r.send, n_send * row_bytes));
+    RETURN_IF_ERROR(EnsureBuffer(be, &r.back, n_send * row_bytes));
+    RETURN_IF_ERROR(EnsureBuffer(be, &r.recv, n_recv * row_bytes));
+    RETURN_IF_ERROR(EnsureBuffer(be, &r.results, n_recv * row_bytes));
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), send_token.data(), n_send * 4));
+    be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex), r.send.as<float>(),
+                                    n_send, s.hidden});
+    RETURN_IF_ERROR(be->Synchronize());
   }
-  const int64_t n_send = send_token.size(), n_recv = expert_of_recv.size();
-  RETURN_IF_ERROR(EnsureBuffer(be, &r.send, n_send * row_bytes));
-  RETURN_IF_ERROR(EnsureBuffer(be, &r.back, n_send * row_bytes));
-  RETURN_IF_ERROR(EnsureBuffer(be, &r.recv, n_recv * row_bytes));
-  RETURN_IF_ERROR(EnsureBuffer(be, &r.results, n_recv * row_bytes));
-  RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), send_token.data(), n_send * 4));
-  be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex), r.send.as<float>(),
-                                  n_send, s.hidden});
-  RETURN_IF_ERROR(be->Synchronize());
   RETURN_IF_ERROR(r.comm->AllToAllV(r.send.data(), send_bytes.data(), r.recv.data(), recv_bytes.data()));
   // 2. Compute the experts this device owns on what it received.
   RETURN_IF_ERROR(ComputeOwned(r, s, expert_of_recv));
@@ -105,19 +109,25 @@ absl::Status ExpertParallelStep(RankState& r, const LayerStep& s) {
   // 4. Combine my tokens in the single-device order.
   const ShardRange mine = EvenShard(s.rows, world, me);
   const int64_t block_rows = (s.rows + world - 1) / world;
-  RETURN_IF_ERROR(EnsureBuffer(be, &r.slots, std::max<int64_t>(mine.size() * s.top_k, 1) * row_bytes));
-  RETURN_IF_ERROR(EnsureBuffer(be, &r.gathered, world * block_rows * row_bytes));
-  float* my_block = r.gathered.as<float>() + me * block_rows * s.hidden;
-  for (int32_t& c : send_choice) c -= static_cast<int32_t>(mine.begin * s.top_k);
-  RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), send_choice.data(), n_send * 4));
-  be->ScatterRows(ScatterRowsParams{r.back.as<float>(), ws->i32(Buf::kSlotIndex), r.slots.as<float>(), n_send,
-                                    s.hidden});
-  be->MoeCombine(MoeCombineParams{r.slots.as<float>(), ws->f(Buf::kTopkWeights) + mine.begin * s.top_k,
-                                  ws->i32(Buf::kTopkIds) + mine.begin * s.top_k, my_block, s.hidden, mine.size(),
-                                  s.top_k, s.hidden, false});
-  RETURN_IF_ERROR(be->Synchronize());
+  const int64_t n_send = send_token.size();
+  float* my_block = nullptr;
+  {
+    ComputeSection section(r);
+    RETURN_IF_ERROR(EnsureBuffer(be, &r.slots, std::max<int64_t>(mine.size() * s.top_k, 1) * row_bytes));
+    RETURN_IF_ERROR(EnsureBuffer(be, &r.gathered, world * block_rows * row_bytes));
+    my_block = r.gathered.as<float>() + me * block_rows * s.hidden;
+    for (int32_t& c : send_choice) c -= static_cast<int32_t>(mine.begin * s.top_k);
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), send_choice.data(), n_send * 4));
+    be->ScatterRows(ScatterRowsParams{r.back.as<float>(), ws->i32(Buf::kSlotIndex), r.slots.as<float>(), n_send,
+                                      s.hidden});
+    be->MoeCombine(MoeCombineParams{r.slots.as<float>(), ws->f(Buf::kTopkWeights) + mine.begin * s.top_k,
+                                    ws->i32(Buf::kTopkIds) + mine.begin * s.top_k, my_block, s.hidden, mine.size(),
+                                    s.top_k, s.hidden, false});
+    RETURN_IF_ERROR(be->Synchronize());
+  }
   // 5. Replicate the output: every device needs every row for the next layer.
   RETURN_IF_ERROR(r.comm->AllGather(my_block, r.gathered.data(), block_rows * row_bytes));
+  ComputeSection section(r);
   std::vector<int32_t> unpack(s.rows);
   for (int src = 0; src < world; ++src) {
     const ShardRange rows = EvenShard(s.rows, world, src);

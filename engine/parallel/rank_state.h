@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "engine/backend/backend.h"
 #include "engine/model/expert_provider.h"
 #include "engine/model/workspace.h"
@@ -51,6 +53,31 @@ struct RankState {
   DeviceBuffer send, recv, results, back, slots, gathered;
   std::atomic<int64_t> work{0};     // rows x intermediate columns computed
   std::atomic<int64_t> dropped{0};  // kExpert: assignments over capacity
+  // Benchmarks only: when set, every compute section (everything between
+  // collectives) runs under this mutex, so each device's share is timed
+  // alone even when D virtual devices share fewer cores; compute_ns sums
+  // the sections' wall time.
+  absl::Mutex* serialize_compute = nullptr;
+  int64_t compute_ns = 0;
+};
+
+// Marks a compute section of a rank's step (see RankState::serialize_compute).
+class ComputeSection {
+ public:
+  explicit ComputeSection(RankState& r) : r_(r) {
+    if (r_.serialize_compute != nullptr) r_.serialize_compute->Lock();
+    start_ = absl::Now();
+  }
+  ~ComputeSection() {
+    r_.compute_ns += absl::ToInt64Nanoseconds(absl::Now() - start_);
+    if (r_.serialize_compute != nullptr) r_.serialize_compute->Unlock();
+  }
+  ComputeSection(const ComputeSection&) = delete;
+  ComputeSection& operator=(const ComputeSection&) = delete;
+
+ private:
+  RankState& r_;
+  absl::Time start_;
 };
 
 // Grows *buf to at least `bytes` of rank device memory.

@@ -23,6 +23,8 @@ ExpertGroups GroupEntries(const std::vector<int32_t>& expert, const std::vector<
   return g;
 }
 
+absl::Status ShardCompute(RankState& r, const LayerStep& s);
+
 absl::Status EnsureBuffer(Backend* backend, DeviceBuffer* buf, uint64_t bytes) {
   if (buf->size() >= bytes && !buf->empty()) return absl::OkStatus();
   buf->Reset();
@@ -31,6 +33,12 @@ absl::Status EnsureBuffer(Backend* backend, DeviceBuffer* buf, uint64_t bytes) {
 }
 
 absl::Status ShardStep(RankState& r, const LayerStep& s) {
+  RETURN_IF_ERROR(ShardCompute(r, s));
+  return r.comm->AllReduceSum(r.ws->f(Buf::kFfnOut), s.rows * s.hidden);
+}
+
+absl::Status ShardCompute(RankState& r, const LayerStep& s) {
+  ComputeSection section(r);
   Backend* be = r.backend.get();
   Workspace* ws = r.ws.get();
   const int64_t assignments = s.rows * s.top_k;
@@ -64,8 +72,7 @@ absl::Status ShardStep(RankState& r, const LayerStep& s) {
     std::vector<float> zeros(s.rows * s.hidden, 0.0f);
     RETURN_IF_ERROR(be->CopyToDevice(out, zeros.data(), zeros.size() * sizeof(float)));
   }
-  RETURN_IF_ERROR(be->Synchronize());
-  return r.comm->AllReduceSum(out, s.rows * s.hidden);
+  return be->Synchronize();
 }
 
 }  // namespace expertd::engine::parallel

@@ -1,0 +1,331 @@
+// moe_parallel_bench: prefill cost of one MoE layer over D devices, MoEShard
+// vs expert parallelism, for uniform and Zipf-skewed routing.
+//
+// This box has 2 cores, so D devices cannot run at once. The step is
+// MODELLED: the real per-device step code runs on D threads (one CPU virtual
+// device each, one backend thread each) with every compute section
+// serialised under one mutex, so each device's share is timed alone; the
+// modelled step is the slowest device's compute + the collectives' cost,
+// measured separately here with the in-process backend (memcpy between
+// threads; NOT NVLink/NCCL). Work imbalance is max/mean of rows x columns
+// computed per device, counted by the step code itself.
+//
+//   bazel run -c opt //engine/parallel:moe_parallel_bench -- \
+//     --experts=8,32,128,256 --prompts=1,16,256 --zipf=0,1.2 --devices=4
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "base/flags.h"
+#include "base/status_macros.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/parallel/in_process_collectives.h"
+#include "engine/parallel/multi_device_experts.h"
+#include "engine/parallel/rank_state.h"
+#include "engine/parallel/rank_threads.h"
+
+namespace expertd::engine::parallel {
+namespace {
+
+struct BenchOptions {
+  std::string experts = "8,16,32,64,128,256";
+  std::string prompts = "1,4,16,64,256";
+  std::string zipf = "0,1.2";
+  int64_t devices = 4;
+  int64_t prompt_len = 16;
+  int64_t hidden = 256;
+  int64_t intermediate = 128;
+  int64_t top_k = 2;
+  int64_t reps = 3;
+};
+
+std::vector<double> ParseList(const std::string& text) {
+  std::vector<double> out;
+  for (absl::string_view p : absl::StrSplit(text, ',')) {
+    double v;
+    if (absl::SimpleAtod(p, &v)) out.push_back(v);
+  }
+  return out;
+}
+
+// One layer's routed experts, fp32, deterministic.
+struct Experts {
+  std::vector<std::vector<float>> gate, up, down;  // [E][I*H], [E][I*H], [E][H*I]
+};
+
+Experts MakeExperts(int64_t e, int64_t h, int64_t inter) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  Experts x;
+  auto fill = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = d(rng);
+    return v;
+  };
+  for (int64_t i = 0; i < e; ++i) {
+    x.gate.push_back(fill(inter * h));
+    x.up.push_back(fill(inter * h));
+    x.down.push_back(fill(h * inter));
+  }
+  return x;
+}
+
+// top_k distinct experts per token; expert popularity ~ Zipf(s) over a
+// seeded random permutation (hot experts are not neighbours), s = 0 uniform.
+std::vector<int32_t> Route(int64_t tokens, int64_t e, int64_t k, double s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> perm(e);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<double> p(e);
+  for (int64_t i = 0; i < e; ++i) p[i] = 1.0 / std::pow(static_cast<double>(i + 1), s);
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<double> w = p;
+    for (int64_t j = 0; j < k; ++j) {
+      std::discrete_distribution<int> pick(w.begin(), w.end());
+      const int r = pick(rng);
+      w[r] = 0;
+      ids.push_back(perm[r]);
+    }
+  }
+  return ids;
+}
+
+absl::Status LoadHeld(Backend* be, const std::vector<float>& src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                      int64_t c0, int64_t c1, DeviceBuffer* buf, WeightRef* ref) {
+  std::vector<float> block;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = c0; c < c1; ++c) block.push_back(src[r * cols + c]);
+  (void)rows;
+  ASSIGN_OR_RETURN(*buf, be->Allocate(std::max<uint64_t>(block.size() * 4, 64)));
+  RETURN_IF_ERROR(be->CopyToDevice(buf->data(), block.data(), block.size() * 4));
+  *ref = WeightRef{buf->data(), models::DType::kF32, r1 - r0, c1 - c0};
+  return absl::OkStatus();
+}
+
+struct Ranks {
+  std::shared_ptr<InProcessGroup> group;
+  std::vector<std::unique_ptr<RankState>> r;
+};
+
+absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, const Experts& x, int64_t e,
+                                absl::Mutex* serialize) {
+  Ranks ranks;
+  const int d = static_cast<int>(o.devices);
+  ranks.group = InProcessGroup::Create(d);
+  models::ModelConfig c;
+  for (int i = 0; i < d; ++i) {
+    auto r = std::make_unique<RankState>();
+    r->comm = ranks.group->Join(i);
+    r->topology = r->comm->topology();
+    BackendOptions bo;
+    bo.threads = 1;
+    ASSIGN_OR_RETURN(r->backend, CreateBackend(bo));
+    ModelDims dims;
+    dims.hidden = o.hidden;
+    dims.q_width = dims.k_width = dims.v_width = o.hidden;
+    dims.experts = e;
+    dims.top_k = o.top_k;
+    dims.max_intermediate = o.intermediate;
+    dims.vocab = 1;
+    r->ws = std::make_unique<Workspace>(r->backend.get(), dims);
+    r->owner.resize(e);
+    for (int j = 0; j < d; ++j) {
+      const ShardRange own = EvenShard(e, d, j);
+      for (int64_t k = own.begin; k < own.end; ++k) r->owner[k] = j;
+    }
+    r->experts.resize(e);
+    for (int64_t k = 0; k < e; ++k) {
+      ShardRange cols{0, o.intermediate};
+      if (mode == MoeParallelism::kShard) cols = EvenShard(o.intermediate, d, i);
+      if (mode == MoeParallelism::kExpert && r->owner[k] != i) continue;
+      HeldExpert& h = r->experts[k];
+      Backend* be = r->backend.get();
+      RETURN_IF_ERROR(LoadHeld(be, x.gate[k], o.intermediate, o.hidden, cols.begin, cols.end, 0, o.hidden, &h.gate,
+                               &h.w.gate));
+      RETURN_IF_ERROR(
+          LoadHeld(be, x.up[k], o.intermediate, o.hidden, cols.begin, cols.end, 0, o.hidden, &h.up, &h.w.up));
+      RETURN_IF_ERROR(LoadHeld(be, x.down[k], o.hidden, o.intermediate, 0, o.hidden, cols.begin, cols.end, &h.down,
+                               &h.w.down));
+    }
+    r->serialize_compute = serialize;
+    ranks.r.push_back(std::move(r));
+  }
+  return ranks;
+}
+
+absl::Status Stage(Ranks& ranks, const std::vector<float>& x, const std::vector<int32_t>& ids,
+                   const std::vector<float>& w, int64_t tokens) {
+  for (auto& r : ranks.r) {
+    RETURN_IF_ERROR(r->ws->Prepare(WorkspaceDims{tokens, 1, 1}));
+    RETURN_IF_ERROR(r->backend->CopyToDevice(r->ws->f(Buf::kNormed), x.data(), x.size() * 4));
+    RETURN_IF_ERROR(r->backend->CopyToDevice(r->ws->i32(Buf::kTopkIds), ids.data(), ids.size() * 4));
+    RETURN_IF_ERROR(r->backend->CopyToDevice(r->ws->f(Buf::kTopkWeights), w.data(), w.size() * 4));
+    r->host_ids = ids;
+  }
+  return absl::OkStatus();
+}
+
+struct Measured {
+  double compute_max_ms = 0, compute_mean_ms = 0, collective_ms = 0, work_imbalance = 0, time_imbalance = 0;
+  double step_ms() const { return compute_max_ms + collective_ms; }
+};
+
+// Best of `reps` of the serialised step: per-device compute alone.
+absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoeParallelism mode, const LayerStep& s) {
+  RankThreads threads(static_cast<int>(o.devices));
+  Measured best;
+  best.compute_max_ms = 1e30;
+  for (int64_t rep = 0; rep <= o.reps; ++rep) {  // rep 0 warms up
+    for (auto& r : ranks.r) {
+      r->compute_ns = 0;
+      r->work = 0;
+    }
+    for (const absl::Status& st : threads.Run([&](int i) {
+           return mode == MoeParallelism::kShard ? ShardStep(*ranks.r[i], s) : ExpertParallelStep(*ranks.r[i], s);
+         })) {
+      RETURN_IF_ERROR(st);
+    }
+    if (rep == 0) continue;
+    double mx = 0, sum = 0, wmx = 0, wsum = 0;
+    for (auto& r : ranks.r) {
+      mx = std::max(mx, r->compute_ns / 1e6);
+      sum += r->compute_ns / 1e6;
+      wmx = std::max<double>(wmx, r->work.load());
+      wsum += r->work.load();
+    }
+    if (mx < best.compute_max_ms) {
+      best.compute_max_ms = mx;
+      best.compute_mean_ms = sum / o.devices;
+      best.time_imbalance = mx / (sum / o.devices);
+      best.work_imbalance = wsum > 0 ? wmx / (wsum / o.devices) : 1.0;
+    }
+  }
+  return best;
+}
+
+// The step's collectives alone, on the in-process backend (best of reps).
+absl::StatusOr<double> TimeCollectives(const BenchOptions& o, MoeParallelism mode, const std::vector<int32_t>& ids,
+                                       const std::vector<int32_t>& owner, int64_t tokens) {
+  const int d = static_cast<int>(o.devices);
+  const int64_t row = o.hidden * 4;
+  // counts[s][t]: rows source s sends to t (expert parallelism).
+  std::vector<std::vector<int64_t>> counts(d, std::vector<int64_t>(d, 0));
+  for (int src = 0; src < d; ++src) {
+    const ShardRange rows = EvenShard(tokens, d, src);
+    for (int64_t t = rows.begin; t < rows.end; ++t)
+      for (int64_t j = 0; j < o.top_k; ++j) counts[src][owner[ids[t * o.top_k + j]]]++;
+  }
+  std::shared_ptr<InProcessGroup> group = InProcessGroup::Create(d);
+  std::vector<std::unique_ptr<Collectives>> comm;
+  for (int i = 0; i < d; ++i) comm.push_back(group->Join(i));
+  RankThreads threads(d);
+  std::vector<double> took(d);
+  double best = 1e30;
+  for (int64_t rep = 0; rep <= o.reps; ++rep) {
+    for (const absl::Status& st : threads.Run([&](int i) -> absl::Status {
+           RETURN_IF_ERROR(comm[i]->Barrier());
+           const absl::Time start = absl::Now();
+           if (mode == MoeParallelism::kShard) {
+             std::vector<float> buf(tokens * o.hidden, 1.0f);
+             RETURN_IF_ERROR(comm[i]->AllReduceSum(buf.data(), buf.size()));
+           } else {
+             std::vector<int64_t> send(d), recv(d);
+             int64_t ns = 0, nr = 0;
+             for (int t = 0; t < d; ++t) {
+               send[t] = counts[i][t] * row;
+               recv[t] = counts[t][i] * row;
+               ns += send[t];
+               nr += recv[t];
+             }
+             std::vector<char> a(ns + 1), b(nr + 1);
+             RETURN_IF_ERROR(comm[i]->AllToAllV(a.data(), send.data(), b.data(), recv.data()));
+             RETURN_IF_ERROR(comm[i]->AllToAllV(b.data(), recv.data(), a.data(), send.data()));
+             const int64_t block = (tokens + d - 1) / d * row;
+             std::vector<char> mine(block), all(block * d);
+             RETURN_IF_ERROR(comm[i]->AllGather(mine.data(), all.data(), block));
+           }
+           took[i] = absl::ToDoubleMilliseconds(absl::Now() - start);
+           return absl::OkStatus();
+         })) {
+      RETURN_IF_ERROR(st);
+    }
+    if (rep > 0) best = std::min(best, *std::max_element(took.begin(), took.end()));
+  }
+  return best;
+}
+
+absl::Status Main(const BenchOptions& o) {
+  std::printf("devices=%lld hidden=%lld intermediate=%lld top_k=%lld prompt_len=%lld (fp32, 1 CPU thread per device)\n",
+              (long long)o.devices, (long long)o.hidden, (long long)o.intermediate, (long long)o.top_k,
+              (long long)o.prompt_len);
+  std::printf("| experts | prompts | zipf | shard work max/mean | EP work max/mean | shard compute ms (max) | "
+              "EP compute ms (max) | shard coll. ms | EP coll. ms | shard step ms | EP step ms | EP/shard |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (double ef : ParseList(o.experts)) {
+    const int64_t e = static_cast<int64_t>(ef);
+    const Experts x = MakeExperts(e, o.hidden, o.intermediate);
+    for (double s : ParseList(o.zipf)) {
+      for (double pf : ParseList(o.prompts)) {
+        const int64_t tokens = static_cast<int64_t>(pf) * o.prompt_len;
+        const std::vector<int32_t> ids = Route(tokens, e, o.top_k, s, 11);
+        std::vector<float> w(ids.size(), 1.0f / o.top_k), xin(tokens * o.hidden);
+        std::mt19937 rng(3);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float& f : xin) f = nd(rng);
+        const LayerStep step{0, tokens, o.top_k, o.hidden, e, 0.0};
+        Measured m[2];
+        for (MoeParallelism mode : {MoeParallelism::kShard, MoeParallelism::kExpert}) {
+          absl::Mutex serialize;
+          ASSIGN_OR_RETURN(Ranks ranks, MakeRanks(o, mode, x, e, &serialize));
+          RETURN_IF_ERROR(Stage(ranks, xin, ids, w, tokens));
+          const int i = mode == MoeParallelism::kShard ? 0 : 1;
+          ASSIGN_OR_RETURN(m[i], TimeCompute(o, ranks, mode, step));
+          ASSIGN_OR_RETURN(m[i].collective_ms, TimeCollectives(o, mode, ids, ranks.r[0]->owner, tokens));
+        }
+        std::printf("| %lld | %lld | %.1f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx |\n",
+                    (long long)e, (long long)pf, s, m[0].work_imbalance, m[1].work_imbalance, m[0].compute_max_ms,
+                    m[1].compute_max_ms, m[0].collective_ms, m[1].collective_ms, m[0].step_ms(), m[1].step_ms(),
+                    m[1].step_ms() / m[0].step_ms());
+        std::fflush(stdout);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace expertd::engine::parallel
+
+int main(int argc, char** argv) {
+  expertd::engine::parallel::BenchOptions o;
+  expertd::FlagSet flags("moe_parallel_bench [--experts=8,128] [--prompts=1,256] [--zipf=0,1.2] [--devices=4]");
+  flags.String("experts", &o.experts, "comma-separated expert counts");
+  flags.String("prompts", &o.prompts, "comma-separated prompt counts (each --prompt_len tokens)");
+  flags.String("zipf", &o.zipf, "comma-separated Zipf exponents of expert popularity (0 = uniform)");
+  flags.Int("devices", &o.devices, 1, 64, "virtual devices");
+  flags.Int("prompt_len", &o.prompt_len, 1, 4096, "tokens per prompt");
+  flags.Int("hidden", &o.hidden, 8, 8192, "hidden size");
+  flags.Int("intermediate", &o.intermediate, 1, 16384, "expert intermediate size");
+  flags.Int("top_k", &o.top_k, 1, 16, "experts per token");
+  flags.Int("reps", &o.reps, 1, 100, "timed repetitions (best is kept)");
+  absl::Status st = flags.Parse(argc, argv, nullptr);
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n%s", std::string(st.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  st = expertd::engine::parallel::Main(o);
+  if (!st.ok()) {
+    std::fprintf(stderr, "moe_parallel_bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
