@@ -4,7 +4,6 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "server/proto_time.h"
 #include "server/generate_reactors.h"
 #include "server/grpc_status.h"
@@ -50,7 +49,7 @@ absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContex
   auto validated = ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), NextRequestId());
   if (!validated.ok()) return validated.status();
   p.request = *std::move(validated);
-  p.request.arrival = absl::Now();
+  p.request.arrival = state->clock()->Now();
   p.request.deadline = DeadlineOf(ctx);
   return p;
 }
@@ -145,7 +144,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServ
                                                               const v1::GetServerInfoRequest* request,
                                                               v1::ServerInfo* response) {
   response->set_version(kVersion);
-  ToProtoDuration(absl::Now() - state_->start_time(), response->mutable_uptime());
+  ToProtoDuration(state_->clock()->Now() - state_->start_time(), response->mutable_uptime());
   response->set_ready(state_->ready());
   response->set_draining(state_->draining());
   response->set_max_batch_tokens(state_->options().max_batch_tokens);
