@@ -3,7 +3,8 @@
 //   expertd-train --model=DIR --batch=BATCH.json --steps=N --lr=1e-3 --weight_decay=0.01 \
 //                 --clip_norm=1.0 [--grads_out=GRADS.safetensors] [--threads=N]
 //                 [--scope=full|experts|lora] [--schedule=constant|linear|cosine]
-//                 [--warmup_steps=N] [--weights_out=MODEL.safetensors]
+//                 [--warmup_steps=N] [--weights=model.bf16.safetensors]
+//                 [--weights_out=MODEL.safetensors]
 //                 [--lora_rank=8 --lora_alpha=16 --seed=0 --lora_out=DIR]
 //
 // BATCH.json is {"input_ids": [[...], ...]} (equal-length sequences); labels
@@ -14,10 +15,12 @@
 //    "loss_after_final_step": x}
 // --grads_out writes the first step's gradients (before clipping) as fp32
 // safetensors under the Hugging Face parameter names; parameters without a
-// gradient are absent. --weights_out writes the weights after the last step
-// (fp32, Hugging Face names). --scope=lora trains fresh LoRA adapters on the
-// attention and expert projections only; --lora_out writes them in the PEFT
-// layout (adapter_config.json + adapter_model.safetensors). Errors go to stderr with exit status 1 (2: bad usage).
+// gradient are absent. --weights picks the weights file (bf16/fp16 weights
+// train on fp32 master copies, rounded back after every step). --weights_out
+// writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
+// fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
+// PEFT layout (adapter_config.json + adapter_model.safetensors). Errors go to stderr with exit
+// status 1 (2: bad usage).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -36,7 +39,7 @@ namespace expertd {
 namespace {
 
 struct Options {
-  std::string model, batch, grads_out, weights_out;
+  std::string model, batch, grads_out, weights_out, weights;
   std::string scope = "full", schedule = "constant", lora_out;
   int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0;
   double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
@@ -122,12 +125,16 @@ absl::Status Run(const Options& o) {
   if (o.batch.empty()) return absl::InvalidArgumentError("--batch=BATCH.json is required");
   ASSIGN_OR_RETURN(train::TrainBatch batch, ReadBatch(o.batch));
   ASSIGN_OR_RETURN(train::TrainOptions topts, MakeOptions(o));
-  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model, train::TrainModel::Load(o.model));
+  models::CheckpointOptions copts;
+  copts.weights_file = o.weights;
+  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model,
+                   train::TrainModel::Load(o.model, copts));
   train::LoraOptions lora;
   lora.rank = o.lora_rank;
   lora.alpha = o.lora_alpha;
   lora.seed = static_cast<uint64_t>(o.seed);
-  if (topts.scope == train::TrainScope::kLora) RETURN_IF_ERROR(train::AttachLora(lora, model.get()));
+  if (topts.scope == train::TrainScope::kLora)
+    RETURN_IF_ERROR(train::AttachLora(lora, model.get()));
   train::Trainer trainer(model.get(), topts);
   std::vector<std::pair<models::TensorSpec, std::vector<float>>> grads;
   nlohmann::json steps = nlohmann::json::array();
@@ -177,6 +184,8 @@ int main(int argc, char** argv) {
   flags.Double("weight_decay", &o.weight_decay, 0.0, 1e3, "AdamW decoupled weight decay");
   flags.Double("clip_norm", &o.clip_norm, 0.0, 1e30, "global gradient norm clip (0 = off)");
   flags.String("grads_out", &o.grads_out, "write the first step's gradients here (safetensors)");
+  flags.String("weights", &o.weights,
+               "weights file inside DIR (e.g. model.bf16.safetensors); default model.safetensors");
   flags.String("weights_out", &o.weights_out, "write the trained weights here (fp32 safetensors)");
   flags.Int("lora_rank", &o.lora_rank, 1, 4096, "LoRA rank r (--scope=lora)");
   flags.Double("lora_alpha", &o.lora_alpha, 1e-9, 1e9, "LoRA alpha (scaling alpha / r)");
