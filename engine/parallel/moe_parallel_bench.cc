@@ -4,7 +4,8 @@
 // This box has 2 cores, so D devices cannot run at once. The step is
 // MODELLED: the real per-device step code runs on D threads (one CPU virtual
 // device each, one backend thread each) with every compute section
-// serialised under one mutex, so each device's share is timed alone; the
+// serialised under one mutex and timed in thread CPU time, so each device's
+// share is timed alone and other processes' load does not inflate it; the
 // modelled step is the slowest device's compute + the collectives' cost,
 // measured separately here with the in-process backend (memcpy between
 // threads; NOT NVLink/NCCL). Work imbalance is max/mean of rows x columns
@@ -121,7 +122,6 @@ absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, cons
   Ranks ranks;
   const int d = static_cast<int>(o.devices);
   ranks.group = InProcessGroup::Create(d);
-  models::ModelConfig c;
   for (int i = 0; i < d; ++i) {
     auto r = std::make_unique<RankState>();
     r->comm = ranks.group->Join(i);

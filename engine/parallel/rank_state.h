@@ -3,6 +3,8 @@
 #ifndef EXPERTD_ENGINE_PARALLEL_RANK_STATE_H_
 #define EXPERTD_ENGINE_PARALLEL_RANK_STATE_H_
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -10,7 +12,6 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "engine/backend/backend.h"
 #include "engine/model/expert_provider.h"
 #include "engine/model/workspace.h"
@@ -54,9 +55,10 @@ struct RankState {
   std::atomic<int64_t> work{0};     // rows x intermediate columns computed
   std::atomic<int64_t> dropped{0};  // kExpert: assignments over capacity
   // Benchmarks only: when set, every compute section (everything between
-  // collectives) runs under this mutex, so each device's share is timed
-  // alone even when D virtual devices share fewer cores; compute_ns sums
-  // the sections' wall time.
+  // collectives) runs under this mutex, so each device's share runs alone
+  // even when D virtual devices share fewer cores; compute_ns sums the
+  // sections' CPU time on this thread (a one-thread CPU backend runs its ops
+  // on the calling thread), which other processes' load does not inflate.
   absl::Mutex* serialize_compute = nullptr;
   int64_t compute_ns = 0;
 };
@@ -66,18 +68,24 @@ class ComputeSection {
  public:
   explicit ComputeSection(RankState& r) : r_(r) {
     if (r_.serialize_compute != nullptr) r_.serialize_compute->Lock();
-    start_ = absl::Now();
+    start_ = ThreadCpuNanos();
   }
   ~ComputeSection() {
-    r_.compute_ns += absl::ToInt64Nanoseconds(absl::Now() - start_);
+    r_.compute_ns += ThreadCpuNanos() - start_;
     if (r_.serialize_compute != nullptr) r_.serialize_compute->Unlock();
   }
   ComputeSection(const ComputeSection&) = delete;
   ComputeSection& operator=(const ComputeSection&) = delete;
 
  private:
+  static int64_t ThreadCpuNanos() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+
   RankState& r_;
-  absl::Time start_;
+  int64_t start_ = 0;
 };
 
 // Grows *buf to at least `bytes` of rank device memory.
