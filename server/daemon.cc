@@ -5,7 +5,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -133,12 +132,12 @@ absl::Status Daemon::Start() {
 
 absl::Status Daemon::LoadModel() {
   const ServerOptions& o = state_.options();
-  const absl::Time start = absl::Now();
+  const absl::Time start = state_.clock()->Now();
   EXPERTD_LOG(Info, "loading model").With("model_dir", o.model_dir);
   auto model = std::make_shared<LoadedModel>();
   model->name = o.model_name;
   model->dir = o.model_dir;
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_, state_.clock()));
   model->config = runtime->config();
   model->runtime = std::move(runtime);
   if (state_.draining()) return absl::CancelledError("shutdown requested while loading");
@@ -151,7 +150,7 @@ absl::Status Daemon::LoadModel() {
       .With("layers", c.num_hidden_layers)
       .With("experts", c.num_experts)
       .With("top_k", c.num_experts_per_tok)
-      .With("load_seconds", absl::ToDoubleSeconds(absl::Now() - start));
+      .With("load_seconds", absl::ToDoubleSeconds(state_.clock()->Now() - start));
   return absl::OkStatus();
 }
 

@@ -33,7 +33,7 @@ class DetokenizerStreamer final : public TextStreamer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOptions& o,
-                                                                  SchedulerListener* listener) {
+                                                                  SchedulerListener* listener, Clock* clock) {
   std::unique_ptr<ModelRuntime> rt(new ModelRuntime());
   ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> checkpoint, models::Checkpoint::Open(o.model_dir));
   rt->checkpoint_ = std::move(checkpoint);
@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   so.max_queue = o.max_queue_length;
   so.eos_token_ids = c.eos_token_ids;
   so.max_context = c.max_position_embeddings;
+  so.clock = clock;
   TextStreamerFactory text;
   if (rt->tokenizer_ != nullptr) {
     const models::Tokenizer* tok = rt->tokenizer_.get();

@@ -22,9 +22,10 @@ namespace expertd::server {
 class ModelRuntime {
  public:
   // Opens options.model_dir, loads the weights onto the backend and starts
-  // the scheduler. `listener` (may be null) must outlive the runtime.
+  // the scheduler. `listener` (may be null) and `clock` (the scheduler's
+  // time) must outlive the runtime.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Load(const ServerOptions& options,
-                                                            SchedulerListener* listener);
+                                                            SchedulerListener* listener, Clock* clock);
   ~ModelRuntime();  // drains the scheduler (immediately) if still running
 
   const models::ModelConfig& config() const { return checkpoint_->config(); }
