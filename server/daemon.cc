@@ -5,12 +5,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "models/config/model_config.h"
+#include "proto/grpc/health/v1/health.pb.h"
 #include "server/expert_stats.h"
 #include "server/model_runtime.h"
 
@@ -106,6 +106,10 @@ absl::Status Daemon::Start() {
         .With("api_key", !o.api_key.empty());
   }
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's health service is built on its own (upb) messages, so reflection
+  // would list grpc.health.v1.Health without being able to describe it. The
+  // generated C++ descriptor puts health.proto into the pool reflection reads.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, creds, &port_);
@@ -141,12 +145,12 @@ absl::Status Daemon::Start() {
 
 absl::Status Daemon::LoadModel() {
   const ServerOptions& o = state_.options();
-  const absl::Time start = absl::Now();
+  const absl::Time start = state_.clock()->Now();
   EXPERTD_LOG(Info, "loading model").With("model_dir", o.model_dir);
   auto model = std::make_shared<LoadedModel>();
   model->name = o.model_name;
   model->dir = o.model_dir;
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_, state_.clock()));
   model->config = runtime->config();
   model->runtime = std::move(runtime);
   if (state_.draining()) return absl::CancelledError("shutdown requested while loading");
@@ -159,7 +163,7 @@ absl::Status Daemon::LoadModel() {
       .With("layers", c.num_hidden_layers)
       .With("experts", c.num_experts)
       .With("top_k", c.num_experts_per_tok)
-      .With("load_seconds", absl::ToDoubleSeconds(absl::Now() - start));
+      .With("load_seconds", absl::ToDoubleSeconds(state_.clock()->Now() - start));
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
@@ -22,9 +23,10 @@ namespace expertd::server {
 class ModelRuntime {
  public:
   // Opens options.model_dir, loads the weights onto the backend and starts
-  // the scheduler. `listener` (may be null) must outlive the runtime.
+  // the scheduler. `listener` (may be null) and `clock` (the scheduler's
+  // time) must outlive the runtime.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Load(const ServerOptions& options,
-                                                            SchedulerListener* listener);
+                                                            SchedulerListener* listener, Clock* clock);
   ~ModelRuntime();  // drains the scheduler (immediately) if still running
 
   const models::ModelConfig& config() const { return checkpoint_->config(); }
@@ -39,6 +41,8 @@ class ModelRuntime {
   // Tokenizes text prompts (null function without a tokenizer).
   TextTokenizer text_tokenizer() const;
   const std::string& backend_name() const { return backend_name_; }
+  // Configuration problems found at load (also logged), for GetModelInfo.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   // The tiered expert store (--expert_offload), or null when every expert is
   // resident. Owned by the engine; thread-safe stats().
   const engine::ExpertStore* expert_store() const { return expert_store_; }
@@ -55,6 +59,7 @@ class ModelRuntime {
   std::unique_ptr<Scheduler> scheduler_;  // destroyed before engine_
   ValidationLimits limits_;
   std::string backend_name_;
+  std::vector<std::string> warnings_;
   engine::ExpertStore* expert_store_ = nullptr;  // owned by engine_
 };
 

@@ -24,6 +24,11 @@ struct Parameter {
   std::vector<float> grad;
   bool has_grad = false;
   bool trainable = true;
+  // A LoRA adapter on this (Linear) weight, or null: the layer computes
+  // x W^T + lora_scaling * (x A^T) B^T with A = lora_a (r, in), B = lora_b (out, r).
+  Parameter* lora_a = nullptr;
+  Parameter* lora_b = nullptr;
+  float lora_scaling = 0.0f;
 
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
 

@@ -55,6 +55,15 @@ absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(const std::string& 
   return m;
 }
 
+absl::Status TrainModel::AddParameters(std::vector<Parameter> extra) {
+  for (Parameter& p : extra) {
+    if (index_.count(p.name)) return absl::InvalidArgumentError("duplicate parameter " + p.name);
+    index_[p.name] = params_.size();
+    params_.push_back(std::move(p));
+  }
+  return Bind();
+}
+
 Parameter* TrainModel::Find(const std::string& name) {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &params_[it->second];
@@ -197,7 +206,8 @@ double AuxLoss(const std::vector<const FeedForwardActivations*>& moe, int64_t n,
 }  // namespace
 
 absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool backward,
-                                               float loss_scale, ThreadPool* pool) {
+                                               float loss_scale, ThreadPool* pool,
+                                               std::vector<float>* logits_out) {
   RETURN_IF_ERROR(ValidateBatch(batch));
   const models::ModelConfig& c = config_;
   const int64_t b = batch.batch, t = batch.seq_len, n = b * t, h = c.hidden_size;
@@ -245,6 +255,7 @@ absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool bac
   std::vector<float> hf(n * h), rstdf(n), logits(n * vocab);
   RmsNormForward(x.data(), final_norm_->value.data(), eps, hf.data(), rstdf.data(), n, h, pool);
   LinearForward(hf.data(), lm_head_->value.data(), nullptr, logits.data(), n, h, vocab, pool);
+  if (logits_out != nullptr) *logits_out = logits;
   std::vector<float> dlogits(backward ? n * vocab : 0);
   const double ce_sum =
       CrossEntropy(logits.data(), targets.data(), n, vocab,

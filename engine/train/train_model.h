@@ -64,6 +64,11 @@ class TrainModel {
   // -1 = none: the embedding row whose gradient stays zero (HF padding_idx).
   int32_t padding_idx() const { return padding_idx_; }
 
+  // Appends parameters (e.g. LoRA adapters) and re-binds the layers. Pointers
+  // to parameters taken before are invalid afterwards. InvalidArgument on a
+  // duplicate name.
+  absl::Status AddParameters(std::vector<Parameter> extra);
+
   // Replaces how each layer's feed-forward block runs (default: in memory).
   void set_feed_forward_executor(std::unique_ptr<FeedForwardExecutor> executor) {
     executor_ = std::move(executor);
@@ -72,8 +77,9 @@ class TrainModel {
   // Forward over `batch`; when `backward`, also backward of
   // `loss_scale * total`, ACCUMULATING into each trainable parameter's grad.
   // InvalidArgument for a malformed batch (token id out of range, shape).
+  // If `logits` is non-null it receives the LM head's output (B*T, vocab).
   absl::StatusOr<LossBreakdown> Step(const TrainBatch& batch, bool backward, float loss_scale,
-                                     ThreadPool* pool);
+                                     ThreadPool* pool, std::vector<float>* logits = nullptr);
 
  private:
   struct LayerActivations;

@@ -25,8 +25,10 @@ double ScheduledLr(const TrainOptions& o, int64_t step) {
 
 void ApplyScope(TrainScope scope, TrainModel* model) {
   const bool full = scope == TrainScope::kFull;
-  for (Parameter& p : model->params()) p.trainable = full;
-  if (full) return;
+  for (Parameter& p : model->params()) {
+    p.trainable = scope == TrainScope::kLora ? (p.name.rfind("base_model.model.", 0) == 0) : full;
+  }
+  if (scope != TrainScope::kExperts) return;
   auto train_mlp = [](const MlpParams& m) {
     if (m.gate == nullptr) return;
     m.gate->trainable = m.up->trainable = m.down->trainable = true;

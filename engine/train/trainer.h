@@ -24,6 +24,7 @@ namespace expertd::train {
 enum class TrainScope {
   kFull,     // every parameter
   kExperts,  // routed experts, shared experts (and their gate), routers
+  kLora,     // only the LoRA adapters (lora.h); attach them before the Trainer
 };
 
 enum class LrSchedule { kConstant, kLinear, kCosine };

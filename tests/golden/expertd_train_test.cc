@@ -115,6 +115,33 @@ TEST_P(ExpertdTrainTest, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainTest, ::testing::ValuesIn(TrainFixtures()));
 
+// --scope=lora: only the adapters get gradients; --lora_out writes the PEFT layout.
+TEST(ExpertdTrainLoraTest, WritesThePeftAdapter) {
+  auto golden = LoadTrainGolden("qwen3_moe");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::string grads = TmpDir() + "/lora_grads.safetensors", out = TmpDir() + "/lora_out";
+  Output o = RunTrain("--model=" + FixtureDir("qwen3_moe") + " --batch=" +
+                      WriteBatch(*golden, "lora") + " --steps=3 --lr=1e-2 --scope=lora " +
+                      "--lora_rank=4 --lora_alpha=8 --grads_out=" + grads + " --lora_out=" + out);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_LT(j.at("loss_after_final_step").get<double>(),
+            j.at("steps")[0].at("loss_total").get<double>());
+  auto file = models::SafetensorsFile::Open(grads);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_FALSE((*file)->tensors().empty());
+  for (const models::SafetensorsEntry& e : (*file)->tensors()) {
+    EXPECT_EQ(e.name.rfind("base_model.model.model.layers.", 0), 0u) << e.name;
+  }
+  auto adapter = models::SafetensorsFile::Open(out + "/adapter_model.safetensors");
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  EXPECT_NE((*adapter)->Find("base_model.model.model.layers.2.mlp.experts.7.down_proj.lora_B.weight"),
+            nullptr);
+  std::ifstream config(out + "/adapter_config.json");
+  EXPECT_TRUE(config.good());
+}
+
 TEST(ExpertdTrainErrorsTest, ClearErrors) {
   const std::string bad_batch = TmpDir() + "/bad_batch.json";
   std::ofstream(bad_batch) << R"({"input_ids": [[1, 2, 3], [4, 5]]})";
@@ -126,6 +153,12 @@ TEST(ExpertdTrainErrorsTest, ClearErrors) {
   o = RunTrain("--model=" + FixtureDir("mixtral") + " --batch=" + TmpDir() + "/missing.json");
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("missing.json"), std::string::npos) << o.err;
+
+  const std::string one_seq = TmpDir() + "/one_seq.json";
+  std::ofstream(one_seq) << R"({"input_ids": [[1, 2, 3]]})";
+  o = RunTrain("--model=" + FixtureDir("mixtral") + " --batch=" + one_seq + " --lora_out=x");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("--scope=lora"), std::string::npos) << o.err;
 
   o = RunTrain("--model=" + FixtureDir("mixtral") + " --steps=nope");
   EXPECT_EQ(o.status, 2);
