@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "nlohmann/json.hpp"

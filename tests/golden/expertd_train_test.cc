@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/golden_data.h"
