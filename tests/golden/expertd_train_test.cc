@@ -171,7 +171,7 @@ TEST(ExpertdTrainBf16Test, TrainsBf16Weights) {
   for (const models::SafetensorsEntry& e : (*file)->tensors()) {
     std::vector<float> v(e.numel());
     std::memcpy(v.data(), (*file)->Data(e), e.nbytes());
-    for (float x : v) not_bf16 += models::BF16ToF32(models::F32ToBF16(x)) != x;
+    for (float x : v) not_bf16 += models::Bf16ToF32(models::F32ToBf16(x)) != x;
   }
   EXPECT_EQ(not_bf16, 0);
 }
