@@ -5,7 +5,10 @@
 
 #include <random>
 
+#include "engine/engine.h"
+#include "engine/experts/expert_store.h"
 #include "engine/experts/prefetcher.h"
+#include "engine/greedy.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
 
@@ -67,9 +70,31 @@ TEST(PregateTest, CheckpointDeclaresAndHoldsThePregates) {
   auto w = (*ckpt)->Get("model.layers.1.block_sparse_moe.pregate.weight");
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->shape, (std::vector<int64_t>{8, 64}));
-  // The rest of the model is unchanged: the trained checkpoint trains the same.
   auto reloaded = TrainModel::Load(out);
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+
+  // The serving engine's `pregate` prefetcher loads the trained heads (the
+  // config declares them, so every one is required) and predicts with them;
+  // the outputs stay those of the resident engine.
+  std::shared_ptr<const models::Checkpoint> shared(std::move(*ckpt));
+  engine::EngineOptions resident_options;
+  resident_options.backend.threads = 1;
+  auto resident = engine::Engine::Create(shared, resident_options);
+  ASSERT_TRUE(resident.ok()) << resident.status();
+  const std::vector<int32_t> prompt = {1, 5, 9, 200, 31, 77};
+  auto want = engine::RunGreedy(resident->get(), 1, prompt, 4);
+  ASSERT_TRUE(want.ok()) << want.status();
+  engine::ExpertStoreOptions so;
+  so.prefetch = engine::PrefetchKind::kPregate;
+  so.device_cache_experts = 6;
+  engine::EngineOptions eo = resident_options;
+  eo.expert_provider_factory = engine::ExpertStoreFactory(so);
+  auto pregated = engine::Engine::Create(shared, eo);
+  ASSERT_TRUE(pregated.ok()) << pregated.status();
+  auto got = engine::RunGreedy(pregated->get(), 1, prompt, 4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(want->generated, got->generated);
+  EXPECT_EQ(want->last_logits, got->last_logits);
 }
 
 }  // namespace
