@@ -54,3 +54,13 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   rm -rf third_party/cuda_root && mkdir -p third_party/cuda_root/include
 fi
+
+# npm packages the tests need (the official `openai` client for the HTTP API's
+# end-to-end test), pinned by the committed package-lock.json.
+if [ ! -d tests/openai/node_modules/openai ] ||
+   ! cmp -s tests/openai/package-lock.json tests/openai/node_modules/.expertd-package-lock.json; then
+  command -v npm >/dev/null || { echo "setup: npm is needed (apt-get install npm)" >&2; exit 1; }
+  echo "setup: npm ci in tests/openai" >&2
+  (cd tests/openai && npm ci --no-audit --no-fund --loglevel=error >&2 &&
+   cp package-lock.json node_modules/.expertd-package-lock.json)
+fi
