@@ -1,5 +1,7 @@
 #include "server/generate_reactors.h"
 
+#include <algorithm>
+
 #include "server/proto_time.h"
 #include "server/grpc_status.h"
 
@@ -62,12 +64,12 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out) { A
 
 grpc::Status FinalStatus(const GenerationUpdate& u) { return ToGrpcStatus(u.status); }
 
-absl::StatusCode CancelReason(absl::Time deadline, absl::Time now) {
-  // gRPC's deadline timer and absl::Now() are different clocks: allow a few
-  // milliseconds of skew (a client cancelling that close to its deadline is
-  // indistinguishable from the deadline anyway).
-  return now + absl::Milliseconds(5) >= deadline ? absl::StatusCode::kDeadlineExceeded
-                                                 : absl::StatusCode::kCancelled;
+absl::StatusCode CancelReason(absl::Time started, absl::Time deadline, absl::Time now) {
+  if (deadline == absl::InfiniteFuture()) return absl::StatusCode::kCancelled;
+  const absl::Duration slack =
+      std::clamp((deadline - started) / 2, absl::Milliseconds(5), absl::Seconds(1));
+  return now + slack >= deadline ? absl::StatusCode::kDeadlineExceeded
+                                 : absl::StatusCode::kCancelled;
 }
 
 namespace {
@@ -190,7 +192,7 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
 }
 
 void GenerateStreamReactor::OnCancel() {
-  const absl::StatusCode why = CancelReason(deadline_, absl::Now());
+  const absl::StatusCode why = CancelReason(started_, deadline_, absl::Now());
   std::shared_ptr<RequestHandle> handle;
   {
     absl::MutexLock lock(&mu_);
@@ -255,7 +257,7 @@ void GenerateUnaryReactor::OnUpdate(GenerationUpdate u) {
 }
 
 void GenerateUnaryReactor::OnCancel() {
-  const absl::StatusCode why = CancelReason(deadline_, absl::Now());
+  const absl::StatusCode why = CancelReason(started_, deadline_, absl::Now());
   std::shared_ptr<RequestHandle> handle;
   {
     absl::MutexLock lock(&mu_);

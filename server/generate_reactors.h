@@ -24,8 +24,13 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out);
 // gRPC status for a finished update (OK unless cancelled / deadline).
 grpc::Status FinalStatus(const GenerationUpdate& u);
 // Why gRPC cancelled a call: its deadline passed (DEADLINE_EXCEEDED) or the
-// client went away (CANCELLED). gRPC reports both through OnCancel.
-absl::StatusCode CancelReason(absl::Time deadline, absl::Time now);
+// client went away (CANCELLED). gRPC reports both through OnCancel and the
+// wire does not say which: the client's timer fires at its deadline, before
+// ours, which is later by however long the call took to reach us (tens of
+// milliseconds on a loaded machine). So a cancel in the last half of the
+// call's timeout (at least 5 ms, at most 1 s before our deadline) counts as
+// the deadline. `started`: when the call reached us.
+absl::StatusCode CancelReason(absl::Time started, absl::Time deadline, absl::Time now);
 
 // Called once with the status a call ends with and what it did (metrics,
 // the request log line).
@@ -57,7 +62,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   void Act();
 
   Scheduler* const scheduler_;
-  const absl::Time deadline_;  // the call's; OnCancel after it means DEADLINE_EXCEEDED
+  const absl::Time deadline_;  // the call's; OnCancel near it means DEADLINE_EXCEEDED
+  const absl::Time started_ = absl::Now();
   const RpcDone on_finish_;
   std::shared_ptr<GenerateStreamReactor> self_;  // released in OnDone
   absl::Mutex mu_;
@@ -98,6 +104,7 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
 
   Scheduler* const scheduler_;
   const absl::Time deadline_;
+  const absl::Time started_ = absl::Now();
   grpc::ByteBuffer* const response_;  // owned by gRPC until OnDone
   const RpcDone on_finish_;
   std::shared_ptr<GenerateUnaryReactor> self_;
