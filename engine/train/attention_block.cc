@@ -22,8 +22,7 @@ void QkNormForward(const Parameter* w, const AttentionDims& d, int64_t heads, co
 }
 
 void QkNormBackward(Parameter* w, const AttentionDims& d, int64_t heads, const float* x,
-                    const std::vector<float>& rstd, const float* dy, float* dx,
-                    ThreadPool* pool) {
+                    const std::vector<float>& rstd, const float* dy, float* dx, ThreadPool* pool) {
   const int64_t n = d.rows();
   if (d.qk_norm == models::QkNorm::kPerHead) {
     RmsNormBackward(x, w->value.data(), rstd.data(), dy, dx, w->GradForAccumulation(), n * heads,
@@ -47,9 +46,8 @@ void ClampBackward(const std::vector<float>& clamped, float c, float* dx) {
 
 }  // namespace
 
-void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d,
-                           const RopeTables& rope, const float* x, AttentionActivations* a,
-                           float* out, ThreadPool* pool) {
+void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d, const RopeTables& rope,
+                           const float* x, AttentionActivations* a, float* out, ThreadPool* pool) {
   const int64_t n = d.rows(), qd = d.q_heads * d.head_dim, kd = d.kv_heads * d.head_dim;
   a->q_lin.resize(n * qd);
   a->k_lin.resize(n * kd);
@@ -81,16 +79,15 @@ void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d,
 }
 
 void AttentionBlockBackward(const AttentionParams& p, const AttentionDims& d,
-                            const RopeTables& rope, const float* x,
-                            const AttentionActivations& a, const float* dout, float* dx,
-                            ThreadPool* pool) {
+                            const RopeTables& rope, const float* x, const AttentionActivations& a,
+                            const float* dout, float* dx, ThreadPool* pool) {
   const int64_t n = d.rows(), qd = d.q_heads * d.head_dim, kd = d.kv_heads * d.head_dim;
   std::vector<float> dattn(n * qd, 0.0f);
   ParamLinearBackward(p.o, nullptr, a.attn.data(), dout, dattn.data(), n, pool);
   std::vector<float> dq(n * qd, 0.0f), dk(n * kd, 0.0f), dv(n * kd, 0.0f);
   const AttentionShape shape{d.batch, d.t, d.q_heads, d.kv_heads, d.head_dim};
-  train::AttentionBackward(shape, a.q.data(), a.k.data(), a.v.data(), a.probs.data(),
-                           dattn.data(), dq.data(), dk.data(), dv.data(), pool);
+  train::AttentionBackward(shape, a.q.data(), a.k.data(), a.v.data(), a.probs.data(), dattn.data(),
+                           dq.data(), dk.data(), dv.data(), pool);
   RopeBackward(rope, dq.data(), d.batch, d.t, d.q_heads);
   RopeBackward(rope, dk.data(), d.batch, d.t, d.kv_heads);
   if (d.clip_qkv > 0.0f) {

@@ -18,8 +18,8 @@ void ParamLinearForward(const Parameter& w, const Parameter* bias, const float* 
   for (int64_t i = 0; i < n * out; ++i) y[i] += delta[i];
 }
 
-void ParamLinearBackward(Parameter* w, Parameter* bias, const float* x, const float* dy,
-                         float* dx, int64_t n, ThreadPool* pool) {
+void ParamLinearBackward(Parameter* w, Parameter* bias, const float* x, const float* dy, float* dx,
+                         int64_t n, ThreadPool* pool) {
   const int64_t out = w->shape[0], in = w->shape[1];
   LinearBackward(x, w->value.data(), dy, dx, w->GradForAccumulation(),
                  bias != nullptr ? bias->GradForAccumulation() : nullptr, n, in, out, pool);
@@ -32,8 +32,8 @@ void ParamLinearBackward(Parameter* w, Parameter* bias, const float* x, const fl
   std::vector<float> u(n * r), du(n * r, 0.0f);
   LinearForward(x, a->value.data(), nullptr, u.data(), n, in, r, pool);
   for (float& v : u) v *= w->lora_scaling;
-  LinearBackward(u.data(), b->value.data(), dy, du.data(), b->GradForAccumulation(), nullptr, n,
-                 r, out, pool);
+  LinearBackward(u.data(), b->value.data(), dy, du.data(), b->GradForAccumulation(), nullptr, n, r,
+                 out, pool);
   for (float& v : du) v *= w->lora_scaling;
   LinearBackward(x, a->value.data(), du.data(), dx, a->GradForAccumulation(), nullptr, n, in, r,
                  pool);

@@ -16,8 +16,8 @@ void ParamLinearForward(const Parameter& w, const Parameter* bias, const float* 
                         int64_t n, ThreadPool* pool);
 // dx (may be null) += d/dx; gradients of w, bias and the adapter accumulate
 // (frozen ones are skipped). The adapter's x A^T is recomputed, not saved.
-void ParamLinearBackward(Parameter* w, Parameter* bias, const float* x, const float* dy,
-                         float* dx, int64_t n, ThreadPool* pool);
+void ParamLinearBackward(Parameter* w, Parameter* bias, const float* x, const float* dy, float* dx,
+                         int64_t n, ThreadPool* pool);
 
 }  // namespace expertd::train
 

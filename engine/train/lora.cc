@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "nlohmann/json.hpp"
@@ -53,7 +53,8 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(path + ": not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return absl::InvalidArgumentError(path + ": not a JSON object");
   return j;
 }
 
@@ -89,7 +90,8 @@ absl::Status AttachLora(const LoraOptions& options, TrainModel* model) {
     adapters.push_back(std::move(a));
     adapters.push_back(std::move(b));
   }
-  if (targets.empty()) return absl::InvalidArgumentError("no weight matches the LoRA target modules");
+  if (targets.empty())
+    return absl::InvalidArgumentError("no weight matches the LoRA target modules");
   RETURN_IF_ERROR(model->AddParameters(std::move(adapters)));
   Link(targets, static_cast<float>(options.alpha / options.rank), model);
   return absl::OkStatus();
@@ -106,13 +108,22 @@ absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& option
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
   }
-  const nlohmann::json config = {
-      {"peft_type", "LORA"}, {"task_type", "CAUSAL_LM"}, {"base_model_name_or_path", base_model},
-      {"r", options.rank}, {"lora_alpha", options.alpha}, {"lora_dropout", 0.0},
-      {"target_modules", options.target_modules}, {"bias", "none"}, {"fan_in_fan_out", false},
-      {"inference_mode", true}, {"init_lora_weights", true}, {"use_rslora", false},
-      {"use_dora", false}, {"modules_to_save", nullptr}, {"rank_pattern", nlohmann::json::object()},
-      {"alpha_pattern", nlohmann::json::object()}};
+  const nlohmann::json config = {{"peft_type", "LORA"},
+                                 {"task_type", "CAUSAL_LM"},
+                                 {"base_model_name_or_path", base_model},
+                                 {"r", options.rank},
+                                 {"lora_alpha", options.alpha},
+                                 {"lora_dropout", 0.0},
+                                 {"target_modules", options.target_modules},
+                                 {"bias", "none"},
+                                 {"fan_in_fan_out", false},
+                                 {"inference_mode", true},
+                                 {"init_lora_weights", true},
+                                 {"use_rslora", false},
+                                 {"use_dora", false},
+                                 {"modules_to_save", nullptr},
+                                 {"rank_pattern", nlohmann::json::object()},
+                                 {"alpha_pattern", nlohmann::json::object()}};
   RETURN_IF_ERROR(models::WriteSafetensors(dir + "/adapter_model.safetensors", tensors));
   return models::WriteFileAtomically(dir + "/adapter_config.json", config.dump(2) + "\n");
 }
@@ -120,14 +131,16 @@ absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& option
 absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model) {
   ASSIGN_OR_RETURN(nlohmann::json config, ReadJson(dir + "/adapter_config.json"));
   const std::string where = dir + "/adapter_config.json";
-  if (config.value("peft_type", "") != "LORA") return absl::InvalidArgumentError(where + ": peft_type is not LORA");
+  if (config.value("peft_type", "") != "LORA")
+    return absl::InvalidArgumentError(where + ": peft_type is not LORA");
   if (!config.contains("r") || !config["r"].is_number_integer() || config["r"].get<int64_t>() < 1 ||
       !config.contains("lora_alpha") || !config["lora_alpha"].is_number()) {
     return absl::InvalidArgumentError(where + ": needs an integer r >= 1 and a numeric lora_alpha");
   }
   if (config.value("use_dora", false) || config.value("use_rslora", false) ||
       config.value("fan_in_fan_out", false) || config.value("lora_dropout", 0.0) != 0.0) {
-    return absl::InvalidArgumentError(where + ": only plain LoRA (no DoRA/rsLoRA/fan_in_fan_out, dropout 0)");
+    return absl::InvalidArgumentError(
+        where + ": only plain LoRA (no DoRA/rsLoRA/fan_in_fan_out, dropout 0)");
   }
   const int64_t rank = config["r"].get<int64_t>();
   const float scaling = static_cast<float>(config["lora_alpha"].get<double>() / rank);
@@ -139,15 +152,15 @@ absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model) {
     if (!absl::StartsWith(e.name, kPrefix) || !(is_a || is_b) || e.shape.size() != 2) {
       return absl::InvalidArgumentError(absl::StrCat(dir, ": unexpected adapter tensor ", e.name));
     }
-    const std::string module = e.name.substr(sizeof(kPrefix) - 1, e.name.size() - (sizeof(kPrefix) - 1) -
-                                                                    (sizeof(kASuffix) - 1));
+    const std::string module = e.name.substr(
+        sizeof(kPrefix) - 1, e.name.size() - (sizeof(kPrefix) - 1) - (sizeof(kASuffix) - 1));
     const Parameter* w = model->Find(module + ".weight");
-    const std::vector<int64_t> want =
-        w == nullptr ? std::vector<int64_t>{} : is_a ? std::vector<int64_t>{rank, w->shape[1]}
-                                                     : std::vector<int64_t>{w->shape[0], rank};
+    const std::vector<int64_t> want = w == nullptr ? std::vector<int64_t>{}
+                                      : is_a       ? std::vector<int64_t>{rank, w->shape[1]}
+                                                   : std::vector<int64_t>{w->shape[0], rank};
     if (w == nullptr || e.shape != want) {
-      return absl::InvalidArgumentError(absl::StrCat(dir, ": adapter tensor ", e.name,
-                                                     " does not fit a weight of the model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": adapter tensor ", e.name, " does not fit a weight of the model"));
     }
     if (is_a) weights.push_back(module + ".weight");
     Parameter p;

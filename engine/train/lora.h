@@ -26,9 +26,9 @@ struct LoraOptions {
   int64_t rank = 8;
   double alpha = 16.0;
   uint64_t seed = 0;  // A's initialisation
-  std::vector<std::string> target_modules = {"q_proj",   "k_proj", "v_proj",    "o_proj",
+  std::vector<std::string> target_modules = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
                                              "gate_proj", "up_proj", "down_proj", "w1",
-                                             "w2",       "w3"};
+                                             "w2",        "w3"};
 };
 
 // The PEFT names of the adapter of weight `weight_name` ("....q_proj.weight").

@@ -152,8 +152,8 @@ TEST(LoraTest, PeftLayoutRoundTrip) {
       (*file)->Find("base_model.model.model.layers.0.block_sparse_moe.experts.3.w2.lora_B.weight");
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(a->shape, (std::vector<int64_t>{4, 64}));   // (r, in)
-  EXPECT_EQ(b->shape, (std::vector<int64_t>{64, 4}));   // (out, r)
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{4, 64}));  // (r, in)
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{64, 4}));  // (out, r)
   EXPECT_EQ((*file)->Find("base_model.model.model.layers.0.block_sparse_moe.gate.lora_A.weight"),
             nullptr);  // routers are not targets
   // A fresh model with the loaded adapter computes the same logits, bitwise.

@@ -8,8 +8,8 @@
 
 namespace expertd::train {
 
-void MlpForward(const MlpParams& p, const float* x, int64_t rows, int64_t hidden,
-                MlpActivations* a, ThreadPool* pool) {
+void MlpForward(const MlpParams& p, const float* x, int64_t rows, int64_t hidden, MlpActivations* a,
+                ThreadPool* pool) {
   const int64_t f = p.width();
   a->rows = rows;
   a->gate.resize(rows * f);
@@ -32,8 +32,8 @@ void MlpBackward(const MlpParams& p, const float* x, const MlpActivations& a, co
   ParamLinearBackward(p.up, nullptr, x, dup.data(), dx, rows, pool);
 }
 
-void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_k,
-               bool normalize, float* probs, int32_t* topk_ids, float* topk_weight) {
+void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_k, bool normalize,
+               float* probs, int32_t* topk_ids, float* topk_weight) {
   std::memcpy(probs, logits, n * num_experts * sizeof(float));
   SoftmaxRows(probs, n, num_experts);
   for (int64_t r = 0; r < n; ++r) {
@@ -126,8 +126,8 @@ void MoeForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t h
   MlpForward(p.shared, x, n, hidden, &a->shared, pool);
   a->shared_gate_sigmoid.assign(n, 1.0f);
   if (p.shared_gate != nullptr) {
-    LinearForward(x, p.shared_gate->value.data(), nullptr, a->shared_gate_sigmoid.data(), n,
-                  hidden, 1, pool);
+    LinearForward(x, p.shared_gate->value.data(), nullptr, a->shared_gate_sigmoid.data(), n, hidden,
+                  1, pool);
     for (float& g : a->shared_gate_sigmoid) g = 1.0f / (1.0f + std::exp(-g));
   }
   for (int64_t r = 0; r < n; ++r) {

@@ -12,8 +12,8 @@
 namespace expertd::train {
 
 struct Parameter {
-  std::string name;             // the Hugging Face name
-  std::vector<int64_t> shape;   // row-major
+  std::string name;                           // the Hugging Face name
+  std::vector<int64_t> shape;                 // row-major
   models::DType dtype = models::DType::kF32;  // how the model stores it
   // The weight the forward pass uses: the stored value converted to fp32
   // (after an optimizer step: the fp32 master rounded to `dtype`, upcast).

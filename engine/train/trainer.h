@@ -49,7 +49,7 @@ double ScheduledLr(const TrainOptions& o, int64_t step);
 void ApplyScope(TrainScope scope, TrainModel* model);
 
 struct StepReport {
-  LossBreakdown loss;              // mean over the micro-batches
+  LossBreakdown loss;  // mean over the micro-batches
   double grad_norm_before_clip = 0.0;
   float clip_coef = 1.0f;
   double lr = 0.0;
