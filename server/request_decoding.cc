@@ -15,35 +15,55 @@ using google::protobuf::internal::WireFormatLite;
 
 constexpr int kMaxDepth = 32;
 
+// Walks one message's fields. Returns the first invalid string ("field:
+// not valid UTF-8 (byte N)"); sets *malformed when the bytes are not a
+// well-formed message (then protobuf must not see them: it would report a
+// truncated string's bytes as bad UTF-8).
 std::optional<std::string> Walk(const Descriptor* type, absl::string_view bytes, const std::string& prefix,
-                                int depth) {
-  if (depth > kMaxDepth) return std::nullopt;
+                                int depth, bool* malformed) {
+  if (depth > kMaxDepth) {
+    *malformed = true;
+    return std::nullopt;
+  }
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
   while (true) {
     const uint32_t tag = in.ReadTag();
-    if (tag == 0) return std::nullopt;  // end (or malformed: protobuf will say)
+    if (tag == 0) {  // the end, or a zero tag (never valid)
+      if (static_cast<size_t>(in.CurrentPosition()) != bytes.size()) *malformed = true;
+      return std::nullopt;
+    }
     const int number = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
     const FieldDescriptor* field = type->FindFieldByNumber(number);
     const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
     if (field == nullptr || !delimited ||
         (field->type() != FieldDescriptor::TYPE_STRING && field->type() != FieldDescriptor::TYPE_MESSAGE)) {
-      if (!WireFormatLite::SkipField(&in, tag)) return std::nullopt;
+      if (!WireFormatLite::SkipField(&in, tag)) {
+        *malformed = true;
+        return std::nullopt;
+      }
       continue;
     }
     uint32_t length = 0;
-    if (!in.ReadVarint32(&length) || length > bytes.size()) return std::nullopt;
     std::string value;
-    if (!in.ReadString(&value, static_cast<int>(length))) return std::nullopt;
+    if (!in.ReadVarint32(&length) || length > bytes.size() || !in.ReadString(&value, static_cast<int>(length))) {
+      *malformed = true;
+      return std::nullopt;
+    }
     const std::string name = prefix + field->name();
     if (field->type() == FieldDescriptor::TYPE_STRING) {
       if (std::optional<size_t> bad = FirstInvalidUtf8(value)) {
         return absl::StrCat(name, ": not valid UTF-8 (byte ", *bad, ")");
       }
-    } else if (std::optional<std::string> inner = Walk(field->message_type(), value, name + ".", depth + 1)) {
-      return inner;
+    } else {
+      std::optional<std::string> inner = Walk(field->message_type(), value, name + ".", depth + 1, malformed);
+      if (inner.has_value() || *malformed) return inner;
     }
   }
+}
+
+absl::Status NotAMessage(const Descriptor* type) {
+  return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type->full_name(), " message"));
 }
 
 }  // namespace
@@ -84,16 +104,17 @@ std::optional<size_t> FirstInvalidUtf8(absl::string_view s) {
 }
 
 std::optional<std::string> FindInvalidUtf8Field(const Descriptor* type, absl::string_view bytes) {
-  return Walk(type, bytes, "", 0);
+  bool malformed = false;
+  return Walk(type, bytes, "", 0, &malformed);
 }
 
 absl::Status DecodeMessage(absl::string_view bytes, google::protobuf::Message* message) {
-  if (std::optional<std::string> bad = FindInvalidUtf8Field(message->GetDescriptor(), bytes)) {
+  bool malformed = false;
+  if (std::optional<std::string> bad = Walk(message->GetDescriptor(), bytes, "", 0, &malformed)) {
     return absl::InvalidArgumentError(*bad);
   }
-  if (!message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request is not a valid ", message->GetDescriptor()->full_name(), " message"));
+  if (malformed || !message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return NotAMessage(message->GetDescriptor());
   }
   return absl::OkStatus();
 }

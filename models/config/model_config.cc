@@ -377,11 +377,15 @@ absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config)
   if (!in) return absl::OkStatus();  // optional file
   std::stringstream buf;
   buf << in.rdbuf();
-  json obj = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  return ApplyGenerationConfigJson(buf.str(), path, config);
+}
+
+absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source, ModelConfig* config) {
+  json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded() || !obj.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
   }
-  FieldReader r(obj, path);
+  FieldReader r(obj, source);
   ASSIGN_OR_RETURN(std::vector<int32_t> eos, r.TokenIds("eos_token_id", config->vocab_size));
   if (!eos.empty()) config->eos_token_ids = eos;
   ASSIGN_OR_RETURN(std::vector<int32_t> bos, r.TokenIds("bos_token_id", config->vocab_size));

@@ -115,6 +115,8 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 // Applies generation_config.json (optional file): currently its eos_token_id /
 // bos_token_id / pad_token_id override the config's. Missing file is OK.
 absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config);
+// The same from the file's text; `source` names it in errors.
+absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source, ModelConfig* config);
 
 }  // namespace expertd::models
 

@@ -66,9 +66,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   m->vocab_.reserve(vocab.size());
   int32_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int64_t id = it.value().get<int64_t>();
+    const int64_t id = JsonTokenId(it.value());
     if (id < 0 || id >= kMaxTokenId) {
-      return absl::InvalidArgumentError(absl::StrCat("vocab id ", id, " of \"", it.key(), "\" is out of range [0, ",
+      return absl::InvalidArgumentError(absl::StrCat("vocab id ", it.value().dump(), " of \"", it.key(), "\" is out of range [0, ",
                                                      kMaxTokenId, ")"));
     }
     m->vocab_[it.key()] = static_cast<int32_t>(id);

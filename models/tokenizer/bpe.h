@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
 #include "models/tokenizer/model.h"
 #include "nlohmann/json.hpp"
 
@@ -29,6 +30,19 @@ int UnicodeToByte(char32_t cp);
 
 // Ids are dense array indices; real vocabularies stay far below this.
 constexpr int32_t kMaxTokenId = 1 << 22;
+
+// A token id read from tokenizer.json: the integer when the value is one in
+// [0, kMaxTokenId), else -1 (floats, huge or negative numbers, strings),
+// which every caller refuses as out of range. nlohmann's get<int>() on a
+// float out of range is undefined behaviour.
+inline int64_t JsonTokenId(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() < static_cast<uint64_t>(kMaxTokenId) ? v.get<int64_t>() : -1;
+  if (v.is_number_integer()) {
+    const int64_t id = v.get<int64_t>();
+    return id >= 0 && id < kMaxTokenId ? id : -1;
+  }
+  return -1;
+}
 
 class BpeModel : public Model {
  public:

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "models/tokenizer/bpe.h"
 
 namespace expertd::models {
 
@@ -42,7 +43,11 @@ absl::Status ParseTemplate(const nlohmann::json& j, PostProcessor::Step* step) {
       return absl::InvalidArgumentError(absl::StrCat("TemplateProcessing: missing special token \"", name, "\""));
     }
     std::vector<int32_t>& dst = seen_sequence ? step->after : step->before;
-    for (const auto& id : specials[name].at("ids")) dst.push_back(id.get<int32_t>());
+    for (const auto& id : specials[name].at("ids")) {
+      const int64_t v = JsonTokenId(id);
+      if (v < 0) return absl::InvalidArgumentError(absl::StrCat("TemplateProcessing: bad token id ", id.dump()));
+      dst.push_back(static_cast<int32_t>(v));
+    }
   }
   return absl::OkStatus();
 }
@@ -61,8 +66,11 @@ absl::Status ParseInto(const nlohmann::json& j, std::vector<PostProcessor::Step>
   }
   if (type == "RobertaProcessing" || type == "BertProcessing") {
     PostProcessor::Step step;
-    step.before.push_back(j.at("cls").at(1).get<int32_t>());
-    step.after.push_back(j.at("sep").at(1).get<int32_t>());
+    const int64_t cls = JsonTokenId(j.at("cls").at(1));
+    const int64_t sep = JsonTokenId(j.at("sep").at(1));
+    if (cls < 0 || sep < 0) return absl::InvalidArgumentError(absl::StrCat(type, ": bad cls/sep token id"));
+    step.before.push_back(static_cast<int32_t>(cls));
+    step.after.push_back(static_cast<int32_t>(sep));
     steps->push_back(std::move(step));
     return absl::OkStatus();
   }

@@ -44,9 +44,10 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j
   if (j.is_null()) return out;
   for (const auto& t : j) {
     AddedToken a;
-    a.id = t.at("id").get<int32_t>();
+    a.id = static_cast<int32_t>(JsonTokenId(t.at("id")));
     if (a.id < 0 || a.id >= kMaxTokenId) {
-      return absl::InvalidArgumentError(absl::StrCat("added token id ", a.id, " is out of range [0, ", kMaxTokenId, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("added token id ", t.at("id").dump(), " is out of range [0, ", kMaxTokenId, ")"));
     }
     a.content = t.at("content").get<std::string>();
     a.special = t.value("special", false);

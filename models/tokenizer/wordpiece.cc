@@ -14,9 +14,10 @@ absl::StatusOr<std::unique_ptr<WordPieceModel>> WordPieceModel::FromJson(const n
   if (!vocab.is_object()) return absl::InvalidArgumentError("WordPiece vocab must be an object");
   int32_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int64_t id = it.value().get<int64_t>();
+    const int64_t id = JsonTokenId(it.value());
     if (id < 0 || id >= kMaxTokenId) {
-      return absl::InvalidArgumentError(absl::StrCat("vocab id ", id, " is out of range [0, ", kMaxTokenId, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab id ", it.value().dump(), " is out of range [0, ", kMaxTokenId, ")"));
     }
     m->vocab_[it.key()] = static_cast<int32_t>(id);
     max_id = std::max<int32_t>(max_id, static_cast<int32_t>(id));

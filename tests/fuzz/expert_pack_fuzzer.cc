@@ -1,0 +1,27 @@
+// Fuzz target: the expert pack file's header block and index entries (what
+// ExpertPackReader trusts from disk before reading any expert).
+#include <cstdint>
+
+#include "engine/experts/expert_pack_format.h"
+#include "tests/fuzz/fuzz_target.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace expertd::engine;
+  auto header = DecodePackHeader(data, size);
+  if (header.ok()) {
+    // What the reader relies on before it reads the index.
+    FUZZ_REQUIRE(header->layout.num_experts > 0);
+    FUZZ_REQUIRE(header->index_offset >= 4096 && header->data_offset >= header->index_offset);
+    FUZZ_REQUIRE(header->layout.slot_bytes >= header->layout.expert_bytes);
+  } else {
+    FUZZ_REQUIRE(header.status().code() == absl::StatusCode::kDataLoss);
+  }
+  for (size_t at = 0; at + 24 <= size && at < 24 * 64; at += 24) {
+    PackIndexEntry e = DecodePackIndexEntry(data + at);
+    uint8_t out[24];
+    EncodePackIndexEntry(e, out);
+    PackIndexEntry back = DecodePackIndexEntry(out);
+    FUZZ_REQUIRE(back.offset == e.offset);
+  }
+  return 0;
+}
