@@ -12,6 +12,7 @@ PACKAGES=(
   python3 python3-grpcio gnuplot-nox
   python3-protobuf python3-prometheus-client   # interop test: a non-C++ gRPC client, a reference metrics parser
   openssl                                      # TLS test: self-signed certificates at test time
+  python3-jinja2                               # chat-template test: the reference renderer
 )
 
 missing=()
