@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/backend/backend_factory.h"
 
 namespace expertd::server {
 namespace {
@@ -51,7 +52,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   }
 
   engine::EngineOptions eo;
-  eo.backend.name = o.backend == "auto" ? "cpu" : o.backend;
+  eo.backend.name = engine::ResolveBackendName(o.backend);  // auto: CUDA when a GPU is usable
   eo.backend.threads = static_cast<int>(o.threads);
   eo.kv_cache_bytes = o.kv_cache_bytes;
   eo.kv_block_size = o.kv_block_size;

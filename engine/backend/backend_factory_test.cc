@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#ifdef EXPERTD_WITH_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 
 namespace expertd::engine {
 namespace {
@@ -48,6 +51,21 @@ TEST(BackendFactoryTest, CpuAsyncCopyIsACompletedEventAndWaitOnDeviceIsANoOp) {
   EXPECT_TRUE((*b)->WaitOnDevice(event->get()).ok());
   EXPECT_TRUE((*event)->Wait().ok());
   EXPECT_EQ(std::memcmp(dst->data(), src->data(), 64), 0);
+}
+
+// --backend=auto: CUDA when a GPU can be used, the CPU otherwise.
+TEST(BackendFactoryTest, AutoPicksCudaOnlyWhenAGpuIsUsable) {
+  EXPECT_EQ(ResolveBackendName("cpu"), "cpu");
+  EXPECT_EQ(ResolveBackendName("cuda"), "cuda");
+#ifdef EXPERTD_WITH_CUDA
+  const bool gpu = CudaDeviceAvailable().ok();
+#else
+  const bool gpu = false;
+#endif
+  EXPECT_EQ(ResolveBackendName("auto"), gpu ? "cuda" : "cpu");
+  auto b = CreateBackend(BackendOptions{"auto", 1, 64 << 20});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->name(), gpu ? "cuda" : "cpu");
 }
 
 }  // namespace

@@ -395,7 +395,11 @@ absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config)
   if (!in) return absl::OkStatus();  // optional file
   std::stringstream buf;
   buf << in.rdbuf();
-  json obj = json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  return ApplyGenerationConfigJson(buf.str(), path, config);
+}
+
+absl::Status ApplyGenerationConfigJson(absl::string_view text, const std::string& path, ModelConfig* config) {
+  json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded() || !obj.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   }

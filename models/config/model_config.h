@@ -117,6 +117,8 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 // Applies generation_config.json (optional file): currently its eos_token_id /
 // bos_token_id / pad_token_id override the config's. Missing file is OK.
 absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config);
+// The same for generation_config.json text already read; `source` names it.
+absl::Status ApplyGenerationConfigJson(absl::string_view json, const std::string& source, ModelConfig* config);
 
 }  // namespace expertd::models
 
