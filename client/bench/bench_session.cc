@@ -31,6 +31,8 @@ absl::Status CallFailed(const std::string& what, const std::string& server, cons
 absl::StatusOr<v1::ServerInfo> WaitUntilReady(v1::InferenceService::Stub* stub, const BenchOptions& options) {
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::microseconds(static_cast<int64_t>(options.connect_timeout_s * 1e6));
+  std::fprintf(stderr, "expert-bench: waiting up to %g s for %s to be ready\n", options.connect_timeout_s,
+               options.server.c_str());
   while (true) {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);

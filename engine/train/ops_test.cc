@@ -1,12 +1,13 @@
 // Finite-difference tests: every backward op against central differences of
 // its own forward, L = sum(forward(x) * R) for a fixed random R.
+#include "engine/train/ops.h"
+
 #include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
 
 #include "engine/train/moe_block.h"
-#include "engine/train/ops.h"
 #include "gtest/gtest.h"
 
 namespace expertd::train {
@@ -136,7 +137,9 @@ TEST(OpsFdTest, CrossEntropyWithIgnoredRows) {
   auto logits = Random(n * v, &rng, 2.0f);
   const std::vector<int32_t> targets = {3, -100, 0, 6};
   std::vector<float> dlogits(n * v);
-  auto loss = [&] { return CrossEntropy(logits.data(), targets.data(), n, v, 1.0f, nullptr, nullptr); };
+  auto loss = [&] {
+    return CrossEntropy(logits.data(), targets.data(), n, v, 1.0f, nullptr, nullptr);
+  };
   CrossEntropy(logits.data(), targets.data(), n, v, 1.0f, dlogits.data(), nullptr);
   EXPECT_LT(FdError(&logits, dlogits, loss), kFdTol);
   for (int64_t c = 0; c < v; ++c) EXPECT_EQ(dlogits[v + c], 0.0f);  // the ignored row
@@ -234,8 +237,7 @@ TEST(OpsTest, LinearBackwardIsThreadCountInvariant) {
   LinearBackward(x.data(), w.data(), dy.data(), dx1.data(), dw1.data(), nullptr, n, in, out,
                  nullptr);
   engine::ThreadPool pool(4);
-  LinearBackward(x.data(), w.data(), dy.data(), dx4.data(), dw4.data(), nullptr, n, in, out,
-                 &pool);
+  LinearBackward(x.data(), w.data(), dy.data(), dx4.data(), dw4.data(), nullptr, n, in, out, &pool);
   EXPECT_EQ(dx1, dx4);
   EXPECT_EQ(dw1, dw4);
 }

@@ -2,8 +2,10 @@
 //
 //   expertd-train --model=DIR --batch=BATCH.json --steps=N --lr=1e-3 --weight_decay=0.01 \
 //                 --clip_norm=1.0 [--grads_out=GRADS.safetensors] [--threads=N]
-//                 [--scope=full|experts] [--schedule=constant|linear|cosine]
-//                 [--warmup_steps=N] [--weights_out=MODEL.safetensors]
+//                 [--scope=full|experts|lora] [--schedule=constant|linear|cosine]
+//                 [--warmup_steps=N] [--weights=model.bf16.safetensors]
+//                 [--weights_out=MODEL.safetensors]
+//                 [--lora_rank=8 --lora_alpha=16 --seed=0 --lora_out=DIR]
 //
 // BATCH.json is {"input_ids": [[...], ...]} (equal-length sequences); labels
 // are the input ids, shifted inside as Hugging Face does. Every step trains on
@@ -13,8 +15,12 @@
 //    "loss_after_final_step": x}
 // --grads_out writes the first step's gradients (before clipping) as fp32
 // safetensors under the Hugging Face parameter names; parameters without a
-// gradient are absent. --weights_out writes the weights after the last step
-// (fp32, Hugging Face names). Errors go to stderr with exit status 1 (2: bad usage).
+// gradient are absent. --weights picks the weights file (bf16/fp16 weights
+// train on fp32 master copies, rounded back after every step). --weights_out
+// writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
+// fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
+// PEFT layout (adapter_config.json + adapter_model.safetensors). Errors go to stderr with exit
+// status 1 (2: bad usage).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,6 +30,7 @@
 
 #include "base/flags.h"
 #include "base/status_macros.h"
+#include "engine/train/lora.h"
 #include "engine/train/trainer.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "nlohmann/json.hpp"
@@ -32,10 +39,10 @@ namespace expertd {
 namespace {
 
 struct Options {
-  std::string model, batch, grads_out, weights_out;
-  std::string scope = "full", schedule = "constant";
-  int64_t steps = 1, threads = 1, warmup_steps = 0;
-  double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0;
+  std::string model, batch, grads_out, weights_out, weights;
+  std::string scope = "full", schedule = "constant", lora_out;
+  int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0;
+  double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
 
 absl::StatusOr<train::TrainBatch> ReadBatch(const std::string& path) {
@@ -80,8 +87,14 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
     t.scope = train::TrainScope::kFull;
   } else if (o.scope == "experts") {
     t.scope = train::TrainScope::kExperts;
+  } else if (o.scope == "lora") {
+    t.scope = train::TrainScope::kLora;
   } else {
-    return absl::InvalidArgumentError("--scope: expected full or experts, got '" + o.scope + "'");
+    return absl::InvalidArgumentError("--scope: expected full, experts or lora, got '" + o.scope +
+                                      "'");
+  }
+  if (!o.lora_out.empty() && o.scope != "lora") {
+    return absl::InvalidArgumentError("--lora_out needs --scope=lora");
   }
   if (o.schedule == "constant") {
     t.schedule = train::LrSchedule::kConstant;
@@ -112,7 +125,16 @@ absl::Status Run(const Options& o) {
   if (o.batch.empty()) return absl::InvalidArgumentError("--batch=BATCH.json is required");
   ASSIGN_OR_RETURN(train::TrainBatch batch, ReadBatch(o.batch));
   ASSIGN_OR_RETURN(train::TrainOptions topts, MakeOptions(o));
-  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model, train::TrainModel::Load(o.model));
+  models::CheckpointOptions copts;
+  copts.weights_file = o.weights;
+  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model,
+                   train::TrainModel::Load(o.model, copts));
+  train::LoraOptions lora;
+  lora.rank = o.lora_rank;
+  lora.alpha = o.lora_alpha;
+  lora.seed = static_cast<uint64_t>(o.seed);
+  if (topts.scope == train::TrainScope::kLora)
+    RETURN_IF_ERROR(train::AttachLora(lora, model.get()));
   train::Trainer trainer(model.get(), topts);
   std::vector<std::pair<models::TensorSpec, std::vector<float>>> grads;
   nlohmann::json steps = nlohmann::json::array();
@@ -138,6 +160,9 @@ absl::Status Run(const Options& o) {
     }
     RETURN_IF_ERROR(models::WriteSafetensors(o.weights_out, tensors));
   }
+  if (!o.lora_out.empty()) {
+    RETURN_IF_ERROR(train::WriteLoraAdapter(*model, lora, o.model, o.lora_out));
+  }
   ASSIGN_OR_RETURN(train::LossBreakdown final_loss, trainer.Evaluate(batch));
   nlohmann::json out = {{"steps", steps}, {"loss_after_final_step", final_loss.total}};
   std::cout << out.dump() << std::endl;
@@ -159,7 +184,13 @@ int main(int argc, char** argv) {
   flags.Double("weight_decay", &o.weight_decay, 0.0, 1e3, "AdamW decoupled weight decay");
   flags.Double("clip_norm", &o.clip_norm, 0.0, 1e30, "global gradient norm clip (0 = off)");
   flags.String("grads_out", &o.grads_out, "write the first step's gradients here (safetensors)");
+  flags.String("weights", &o.weights,
+               "weights file inside DIR (e.g. model.bf16.safetensors); default model.safetensors");
   flags.String("weights_out", &o.weights_out, "write the trained weights here (fp32 safetensors)");
+  flags.Int("lora_rank", &o.lora_rank, 1, 4096, "LoRA rank r (--scope=lora)");
+  flags.Double("lora_alpha", &o.lora_alpha, 1e-9, 1e9, "LoRA alpha (scaling alpha / r)");
+  flags.Int("seed", &o.seed, 0, 1ll << 62, "seed of the LoRA A initialisation");
+  flags.String("lora_out", &o.lora_out, "write the adapter here in the PEFT layout (directory)");
   flags.Int("threads", &o.threads, 1, 1024, "CPU threads");
   flags.String("scope", &o.scope, "full | experts");
   flags.String("schedule", &o.schedule, "constant | linear | cosine (after warmup)");
