@@ -93,6 +93,18 @@ absl::Status Daemon::Start() {
     RETURN_IF_ERROR(metrics_http_->Start(o.metrics_listen));
     EXPERTD_LOG(Info, "metrics listening").With("address", o.metrics_listen).With("port", metrics_http_->port());
   }
+  if (!o.http_listen.empty()) {
+    openai_http_ = std::make_unique<openai::OpenAiServer>(&state_, &metrics_, o.api_key);
+    absl::Status s = openai_http_->Start(o.http_listen);
+    if (!s.ok()) {
+      if (metrics_http_ != nullptr) metrics_http_->Stop();
+      return s;
+    }
+    EXPERTD_LOG(Info, "openai http listening")
+        .With("address", o.http_listen)
+        .With("port", openai_http_->port())
+        .With("api_key", !o.api_key.empty());
+  }
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service is built on its own (upb) messages, so reflection
   // would list grpc.health.v1.Health without being able to describe it. The
@@ -113,6 +125,7 @@ absl::Status Daemon::Start() {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     if (metrics_http_ != nullptr) metrics_http_->Stop();
+    if (openai_http_ != nullptr) openai_http_->Stop();
     return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
   }
   SetHealth(false);
@@ -182,6 +195,7 @@ void Daemon::Shutdown() {
   }
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+  if (openai_http_ != nullptr) openai_http_->Stop();
   if (metrics_http_ != nullptr) metrics_http_->Stop();
   EXPERTD_LOG(Info, "stopped");
 }

@@ -1,5 +1,8 @@
 #include "server/model_runtime.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -52,6 +55,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
     EXPERTD_LOG(Warn, "no tokenizer.json: text prompts, Tokenize and Detokenize are unavailable")
         .With("model_dir", o.model_dir);
   }
+
+  ASSIGN_OR_RETURN(rt->chat_formatter_, LoadChatFormatter(o));
 
   engine::EngineOptions eo;
   eo.backend.name = engine::ResolveBackendName(o.backend);  // auto: CUDA when a GPU is usable
@@ -130,6 +135,31 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
 
 ModelRuntime::~ModelRuntime() {
   if (scheduler_ != nullptr) scheduler_->Drain(absl::ZeroDuration());
+}
+
+absl::StatusOr<std::shared_ptr<const chat_template::ChatFormatter>> ModelRuntime::LoadChatFormatter(
+    const ServerOptions& o) {
+  // A template we cannot render fails the load here, naming the construct,
+  // rather than every chat request later.
+  absl::StatusOr<chat_template::ChatFormatter> formatter =
+      chat_template::ChatFormatter::FromModelDir(o.model_dir);
+  if (absl::IsNotFound(formatter.status())) {
+    formatter = chat_template::ChatFormatter::FromTokenizerConfig("{}");
+  }
+  if (!formatter.ok()) return formatter.status();
+  if (!o.chat_template.empty()) {
+    std::ifstream in(o.chat_template, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("--chat_template: cannot read '", o.chat_template, "'"));
+    std::stringstream source;
+    source << in.rdbuf();
+    absl::Status s = formatter->OverrideTemplate(source.str());
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(o.chat_template, ": ", s.message()));
+  }
+  if (!formatter->has_template()) {
+    EXPERTD_LOG(Warn, "no chat template: /v1/chat/completions is unavailable (see --chat_template)")
+        .With("model_dir", o.model_dir);
+  }
+  return std::make_shared<const chat_template::ChatFormatter>(*std::move(formatter));
 }
 
 TextTokenizer ModelRuntime::text_tokenizer() const {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_store.h"
+#include "models/chat_template/chat_template.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/tokenizer/tokenizer.h"
 #include "server/generation_request.h"
@@ -32,6 +33,9 @@ class ModelRuntime {
   const models::Checkpoint& checkpoint() const { return *checkpoint_; }
   // Null when the model directory has no tokenizer.json.
   const models::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // The chat template(s) of tokenizer_config.json (or --chat_template); never
+  // null, has_template() false when there is none.
+  const chat_template::ChatFormatter& chat_formatter() const { return *chat_formatter_; }
   Scheduler* scheduler() { return scheduler_.get(); }
   const ValidationLimits& limits() const { return limits_; }
   // Tokenizes text prompts (null function without a tokenizer).
@@ -45,9 +49,12 @@ class ModelRuntime {
 
  private:
   ModelRuntime() = default;
+  static absl::StatusOr<std::shared_ptr<const chat_template::ChatFormatter>> LoadChatFormatter(
+      const ServerOptions& options);
 
   std::shared_ptr<const models::Checkpoint> checkpoint_;
   std::unique_ptr<models::Tokenizer> tokenizer_;
+  std::shared_ptr<const chat_template::ChatFormatter> chat_formatter_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Scheduler> scheduler_;  // destroyed before engine_
   ValidationLimits limits_;

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/train/attention_block.h"
 #include "engine/train/moe_block.h"
 #include "gtest/gtest.h"
 
@@ -225,6 +226,46 @@ TEST(OpsFdTest, MoeBlock) {
     if (acts.expert_rows[i].empty()) continue;  // zero gradient, nothing to difference
     EXPECT_LT(FdError(&p.experts[i].gate->value, p.experts[i].gate->grad, loss, 1e-3f), kFdTol);
     EXPECT_LT(FdError(&p.experts[i].up->value, p.experts[i].up->grad, loss, 1e-3f), kFdTol);
+  }
+}
+
+// The attention block with OLMoE's whole-projection q/k norm and clip_qkv,
+// and with Qwen3-MoE's per-head norm.
+TEST(OpsFdTest, AttentionBlockWithQkNormAndClip) {
+  for (models::QkNorm norm : {models::QkNorm::kWholeProjection, models::QkNorm::kPerHead}) {
+    std::mt19937 rng(12);
+    const AttentionDims d{
+        1, 4, 8, 2, 1, 4, norm, 1e-5f, norm == models::QkNorm::kWholeProjection ? 1.2f : 0.0f};
+    std::vector<Parameter> store;
+    store.reserve(6);
+    auto add = [&](std::vector<int64_t> shape, float scale) {
+      store.push_back(MakeParam(shape, &rng, scale));
+      return &store.back();
+    };
+    AttentionParams p;
+    p.q = add({8, 8}, 0.5f);
+    p.k = add({4, 8}, 0.5f);
+    p.v = add({4, 8}, 0.5f);
+    p.o = add({8, 8}, 0.5f);
+    const int64_t norm_dim = norm == models::QkNorm::kPerHead ? 4 : 0;
+    p.q_norm = add({norm_dim > 0 ? norm_dim : 8}, 1.0f);
+    p.k_norm = add({norm_dim > 0 ? norm_dim : 4}, 1.0f);
+    const RopeTables rope = MakeRopeTables(4, 4, 10000.0);
+    auto x = Random(4 * 8, &rng);
+    const auto r = Random(4 * 8, &rng);
+    AttentionActivations acts;
+    std::vector<float> out(4 * 8);
+    auto loss = [&] {
+      AttentionBlockForward(p, d, rope, x.data(), &acts, out.data(), nullptr);
+      return Dot(out, r);
+    };
+    loss();
+    std::vector<float> dx(x.size(), 0.0f);
+    AttentionBlockBackward(p, d, rope, x.data(), acts, r.data(), dx.data(), nullptr);
+    EXPECT_LT(FdError(&x, dx, loss, 1e-3f), kFdTol);
+    EXPECT_LT(FdError(&p.q->value, p.q->grad, loss, 1e-3f), kFdTol);
+    EXPECT_LT(FdError(&p.k_norm->value, p.k_norm->grad, loss, 1e-3f), kFdTol);
+    EXPECT_LT(FdError(&p.v->value, p.v->grad, loss, 1e-3f), kFdTol);
   }
 }
 

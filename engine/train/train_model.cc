@@ -329,6 +329,22 @@ std::vector<float> TrainModel::AuxLossAndGradient(const StepState& st, float los
   return dprob;
 }
 
+absl::StatusOr<std::vector<TrainModel::RouterTrace>> TrainModel::TraceRouting(
+    const TrainBatch& batch, ThreadPool* pool) {
+  RETURN_IF_ERROR(ValidateBatch(batch));
+  StepState st;
+  Forward(batch, &st, pool);
+  std::vector<RouterTrace> traces(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    LayerActivations& a = st.layers[l];
+    traces[l].router_input = std::move(a.h2);
+    if (!layers_[l].ffn.moe) continue;
+    traces[l].probs = std::move(a.ffn.probs);
+    traces[l].topk_ids = std::move(a.ffn.topk_ids);
+  }
+  return traces;
+}
+
 absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool backward,
                                                float loss_scale, ThreadPool* pool,
                                                std::vector<float>* logits_out) {

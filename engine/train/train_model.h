@@ -73,6 +73,15 @@ class TrainModel {
   // duplicate name.
   absl::Status AddParameters(std::vector<Parameter> extra);
 
+  // What each MoE layer's router saw and chose on `batch` (forward only):
+  // router_input (N,H) = the post-attention norm output (every layer),
+  // probs (N,E), topk_ids (N,K) (MoE layers; empty for dense ones).
+  struct RouterTrace {
+    std::vector<float> router_input, probs;
+    std::vector<int32_t> topk_ids;
+  };
+  absl::StatusOr<std::vector<RouterTrace>> TraceRouting(const TrainBatch& batch, ThreadPool* pool);
+
   // Replaces how each layer's feed-forward block runs (default: in memory).
   void set_feed_forward_executor(std::unique_ptr<FeedForwardExecutor> executor) {
     executor_ = std::move(executor);

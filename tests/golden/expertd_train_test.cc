@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 
@@ -173,6 +174,38 @@ TEST(ExpertdTrainBf16Test, TrainsBf16Weights) {
     for (float x : v) not_bf16 += models::Bf16ToF32(models::F32ToBf16(x)) != x;
   }
   EXPECT_EQ(not_bf16, 0);
+}
+
+// --scope=pregate: distillation steps, held-out precision/recall against the
+// speculative guess, and a checkpoint declaring its pre-gates.
+TEST(ExpertdTrainPregateTest, TrainsAndWritesPregates) {
+  std::mt19937 rng(7);
+  auto write = [&](const std::string& name, int seqs) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<int32_t> seq;
+      for (int t = 0; t < 33; ++t) seq.push_back(static_cast<int32_t>(rng() % 512));
+      ids.push_back(seq);
+    }
+    const std::string path = TmpDir() + "/" + name;
+    std::ofstream(path) << nlohmann::json{{"input_ids", ids}}.dump();
+    return path;
+  };
+  const std::string train = write("pregate_train.json", 96), held = write("pregate_held.json", 32);
+  const std::string out = TmpDir() + "/pregate_model";
+  Output o = RunTrain("--model=" + FixtureDir("mixtral") + " --scope=pregate --batch=" + train +
+                      " --eval_batch=" + held + " --steps=200 --lr=1e-2 --weight_decay=0 " +
+                      "--pregate_out=" + out);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j.at("pregate_steps").size(), 200u);
+  EXPECT_GT(j.at("trained").at("precision").get<double>(),
+            j.at("speculative").at("precision").get<double>())
+      << o.out;
+  std::ifstream config(out + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(config)), {});
+  EXPECT_NE(text.find("\"expertd_pregate\": true"), std::string::npos) << text;
 }
 
 TEST(ExpertdTrainErrorsTest, ClearErrors) {

@@ -6,6 +6,7 @@
 //                 [--warmup_steps=N] [--weights=model.bf16.safetensors]
 //                 [--weights_out=MODEL.safetensors]
 //                 [--lora_rank=8 --lora_alpha=16 --seed=0 --lora_out=DIR]
+//                 [--scope=pregate --eval_batch=HELD_OUT.json --pregate_out=DIR]
 //
 // BATCH.json is {"input_ids": [[...], ...]} (equal-length sequences); labels
 // are the input ids, shifted inside as Hugging Face does. Every step trains on
@@ -31,6 +32,7 @@
 #include "base/flags.h"
 #include "base/status_macros.h"
 #include "engine/train/lora.h"
+#include "engine/train/pregate.h"
 #include "engine/train/trainer.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "nlohmann/json.hpp"
@@ -40,7 +42,7 @@ namespace {
 
 struct Options {
   std::string model, batch, grads_out, weights_out, weights;
-  std::string scope = "full", schedule = "constant", lora_out;
+  std::string scope = "full", schedule = "constant", lora_out, eval_batch, pregate_out;
   int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0;
   double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
@@ -89,9 +91,12 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
     t.scope = train::TrainScope::kExperts;
   } else if (o.scope == "lora") {
     t.scope = train::TrainScope::kLora;
-  } else {
-    return absl::InvalidArgumentError("--scope: expected full, experts or lora, got '" + o.scope +
-                                      "'");
+  } else if (o.scope != "pregate") {
+    return absl::InvalidArgumentError("--scope: expected full, experts, lora or pregate, got '" +
+                                      o.scope + "'");
+  }
+  if ((!o.pregate_out.empty() || !o.eval_batch.empty()) && o.scope != "pregate") {
+    return absl::InvalidArgumentError("--pregate_out and --eval_batch need --scope=pregate");
   }
   if (!o.lora_out.empty() && o.scope != "lora") {
     return absl::InvalidArgumentError("--lora_out needs --scope=lora");
@@ -120,6 +125,40 @@ std::vector<std::pair<models::TensorSpec, std::vector<float>>> SnapshotGrads(
   return out;
 }
 
+nlohmann::json QualityJson(const train::PredictionQuality& q) {
+  return {{"precision", q.precision}, {"recall", q.recall}, {"tokens", q.tokens}};
+}
+
+// --scope=pregate: distils the pre-gate heads on the batch, compares them with
+// the speculative guess on --eval_batch (default: the batch itself).
+absl::Status RunPregate(const Options& o, const train::TrainBatch& batch,
+                        train::TrainModel* model) {
+  train::PregateOptions popts;
+  popts.steps = o.steps;
+  popts.lr = o.lr;
+  popts.weight_decay = o.weight_decay;
+  std::unique_ptr<engine::ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<engine::ThreadPool>(static_cast<int>(o.threads));
+  ASSIGN_OR_RETURN(train::PregateHeads heads,
+                   train::TrainPregates(model, {batch}, popts, pool.get()));
+  train::TrainBatch eval = batch;
+  if (!o.eval_batch.empty()) {
+    ASSIGN_OR_RETURN(eval, ReadBatch(o.eval_batch));
+  }
+  ASSIGN_OR_RETURN(train::PredictionQuality trained,
+                   train::EvaluatePregates(model, &heads, {eval}, pool.get()));
+  ASSIGN_OR_RETURN(train::PredictionQuality speculative,
+                   train::EvaluatePregates(model, nullptr, {eval}, pool.get()));
+  if (!o.pregate_out.empty()) {
+    RETURN_IF_ERROR(train::WritePregateCheckpoint(o.model, heads, o.pregate_out));
+  }
+  const nlohmann::json out = {{"pregate_steps", heads.step_losses},
+                              {"trained", QualityJson(trained)},
+                              {"speculative", QualityJson(speculative)}};
+  std::cout << out.dump() << std::endl;
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Options& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model=DIR is required");
   if (o.batch.empty()) return absl::InvalidArgumentError("--batch=BATCH.json is required");
@@ -129,6 +168,7 @@ absl::Status Run(const Options& o) {
   copts.weights_file = o.weights;
   ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model,
                    train::TrainModel::Load(o.model, copts));
+  if (o.scope == "pregate") return RunPregate(o, batch, model.get());
   train::LoraOptions lora;
   lora.rank = o.lora_rank;
   lora.alpha = o.lora_alpha;
@@ -191,6 +231,9 @@ int main(int argc, char** argv) {
   flags.Double("lora_alpha", &o.lora_alpha, 1e-9, 1e9, "LoRA alpha (scaling alpha / r)");
   flags.Int("seed", &o.seed, 0, 1ll << 62, "seed of the LoRA A initialisation");
   flags.String("lora_out", &o.lora_out, "write the adapter here in the PEFT layout (directory)");
+  flags.String("eval_batch", &o.eval_batch, "held-out BATCH.json for --scope=pregate");
+  flags.String("pregate_out", &o.pregate_out,
+               "write the model with its trained pre-gates here (--scope=pregate)");
   flags.Int("threads", &o.threads, 1, 1024, "CPU threads");
   flags.String("scope", &o.scope, "full | experts");
   flags.String("schedule", &o.schedule, "constant | linear | cosine (after warmup)");
