@@ -44,7 +44,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Wei
   auto impl = std::make_unique<Impl>();
   impl->weights = std::move(weights);
   impl->options = options;
-  ASSIGN_OR_RETURN(impl->backend, CreateBackend(options.backend));
+  ASSIGN_OR_RETURN(impl->backend,
+                   options.backend_factory ? options.backend_factory(options.backend) : CreateBackend(options.backend));
   Backend* be = impl->backend.get();
   ASSIGN_OR_RETURN(impl->model, Model::Create(be, impl->weights.get()));
   const models::ModelConfig& c = impl->model->config();

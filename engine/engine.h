@@ -29,6 +29,7 @@
 #define EXPERTD_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,8 +46,14 @@ namespace expertd::engine {
 
 using SequenceId = uint64_t;
 
+// Makes the engine's backend from its options.
+using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(const BackendOptions& options)>;
+
 struct EngineOptions {
-  BackendOptions backend;               // "cpu" | "cuda", threads, device limit
+  BackendOptions backend;               // "auto" | "cpu" | "cuda", threads, device limit
+  // Null: CreateBackend(backend). Tests inject a wrapping backend here
+  // (engine/backend/instrumented_backend.h counts ops and fails chosen ones).
+  BackendFactory backend_factory;
   uint64_t kv_cache_bytes = 64ull << 20;  // KV budget; sets the number of blocks
   int64_t kv_block_size = 16;           // tokens per KV block
   int64_t max_step_tokens = 8192;       // tokens per Step (sizes activations)

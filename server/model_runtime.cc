@@ -12,6 +12,7 @@
 #include "base/status_macros.h"
 #include "engine/parallel/multi_device_experts.h"
 #include "engine/parallel/parallel_flags.h"
+#include "engine/backend/backend_factory.h"
 
 namespace expertd::server {
 namespace {
@@ -60,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   ASSIGN_OR_RETURN(rt->chat_formatter_, LoadChatFormatter(o));
 
   engine::EngineOptions eo;
-  eo.backend.name = o.backend == "auto" ? "cpu" : o.backend;
+  eo.backend.name = engine::ResolveBackendName(o.backend);  // auto: CUDA when a GPU is usable
   eo.backend.threads = static_cast<int>(o.threads);
   eo.kv_cache_bytes = o.kv_cache_bytes;
   eo.kv_block_size = o.kv_block_size;

@@ -53,16 +53,25 @@ bool Contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.beg
 
 }  // namespace
 
+Scheduler::Scheduler(StepEngine* engine, TextStreamerFactory text, SchedulerOptions options,
+                     SchedulerListener* listener)
+    : Scheduler(nullptr, engine, std::move(text), std::move(options), listener) {}
+
 Scheduler::Scheduler(engine::Engine* engine, TextStreamerFactory text, SchedulerOptions options,
                      SchedulerListener* listener)
-    : engine_(engine),
+    : Scheduler(AdaptEngine(engine), nullptr, std::move(text), std::move(options), listener) {}
+
+Scheduler::Scheduler(std::unique_ptr<StepEngine> owned, StepEngine* engine, TextStreamerFactory text,
+                     SchedulerOptions options, SchedulerListener* listener)
+    : owned_engine_(std::move(owned)),
+      engine_(owned_engine_ != nullptr ? owned_engine_.get() : engine),
       text_(std::move(text)),
       options_(std::move(options)),
       listener_(listener),
       clock_(options_.clock != nullptr ? options_.clock : RealClock::Get()),
-      block_size_(engine->kv_cache_stats().block_size),
-      blocks_total_(engine->kv_cache_stats().blocks_total),
-      vocab_size_(static_cast<int32_t>(engine->config().vocab_size)) {}
+      block_size_(engine_->kv_cache_stats().block_size),
+      blocks_total_(engine_->kv_cache_stats().blocks_total),
+      vocab_size_(engine_->vocab_size()) {}
 
 Scheduler::~Scheduler() { Drain(absl::ZeroDuration()); }
 

@@ -1,4 +1,5 @@
-// Scheduler: continuous batching over one Engine.
+// Scheduler: continuous batching over one engine (a StepEngine,
+// server/step_engine.h: engine::Engine in production, a fake in tests).
 //
 // Policy (docs/serving.md):
 // - First come, first served. Requests wait in a bounded queue; one that
@@ -17,7 +18,11 @@
 // - Cancellation and deadlines are checked before every step: such a
 //   sequence leaves the batch and frees its KV blocks within one step.
 //
-// Threading: one scheduler thread owns the Engine and every sequence; Submit,
+// - A failed engine step ends the requests in that step with
+//   FinishReason::kError and the engine's message; the scheduler goes on
+//   serving the others and later requests.
+//
+// Threading: one scheduler thread owns the engine and every sequence; Submit,
 // Cancel, stats and Drain may be called from any thread.
 #ifndef EXPERTD_SERVER_SCHEDULER_H_
 #define EXPERTD_SERVER_SCHEDULER_H_
@@ -39,6 +44,7 @@
 #include "engine/sampling/sampler.h"
 #include "server/generation_request.h"
 #include "server/generation_update.h"
+#include "server/step_engine.h"
 #include "server/text_streamer.h"
 
 namespace expertd::server {
@@ -120,6 +126,8 @@ class Scheduler {
  public:
   // `engine` and `listener` (may be null) must outlive the scheduler;
   // `text` may be null (then updates carry token ids only).
+  Scheduler(StepEngine* engine, TextStreamerFactory text, SchedulerOptions options, SchedulerListener* listener);
+  // The same over an engine::Engine (adapted with AdaptEngine).
   Scheduler(engine::Engine* engine, TextStreamerFactory text, SchedulerOptions options,
             SchedulerListener* listener);
   ~Scheduler();  // Stops (cancelling whatever still runs).
@@ -150,6 +158,8 @@ class Scheduler {
  private:
   struct Sequence;
 
+  Scheduler(std::unique_ptr<StepEngine> owned, StepEngine* engine, TextStreamerFactory text,
+            SchedulerOptions options, SchedulerListener* listener);
   void Loop();
   bool WaitForWork();
   void ReapCancelled();
@@ -162,7 +172,8 @@ class Scheduler {
   int64_t BlocksFor(int64_t tokens) const;
   void AuditAdmission(const char* where);
 
-  engine::Engine* const engine_;
+  const std::unique_ptr<StepEngine> owned_engine_;  // null unless adapted here
+  StepEngine* const engine_;
   const TextStreamerFactory text_;
   const SchedulerOptions options_;
   SchedulerListener* const listener_;

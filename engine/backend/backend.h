@@ -154,7 +154,7 @@ class Backend {
 };
 
 struct BackendOptions {
-  std::string name = "cpu";  // "cpu" | "cuda"
+  std::string name = "cpu";  // "cpu" | "cuda" | "auto" (backend_factory.h)
   int threads = 0;           // CPU worker threads; 0 = hardware concurrency
   uint64_t device_memory_limit = 0;  // bytes; 0 = unlimited (CPU) / all (GPU)
 };

@@ -8,7 +8,17 @@
 
 namespace expertd::engine {
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
+std::string ResolveBackendName(const std::string& name) {
+  if (name != "auto") return name;
+#ifdef EXPERTD_WITH_CUDA
+  if (CudaDeviceAvailable().ok()) return "cuda";
+#endif
+  return "cpu";
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& requested) {
+  BackendOptions options = requested;
+  options.name = ResolveBackendName(requested.name);
   if (options.name == "cpu") {
     CpuBackendOptions cpu;
     cpu.threads = options.threads;
@@ -28,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
         "(tools/bazel.sh does so when /usr/local/cuda/bin/nvcc exists)");
 #endif
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", options.name, "' (expected cpu or cuda)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", options.name, "' (expected auto, cpu or cuda)"));
 }
 
 }  // namespace expertd::engine

@@ -60,5 +60,20 @@ TEST(BackendFactoryTest, CpuAsyncCopyIsACompletedEventAndWaitOnDeviceIsANoOp) {
   EXPECT_EQ(std::memcmp(dst->data(), src->data(), 64), 0);
 }
 
+// --backend=auto: CUDA when a GPU can be used, the CPU otherwise.
+TEST(BackendFactoryTest, AutoPicksCudaOnlyWhenAGpuIsUsable) {
+  EXPECT_EQ(ResolveBackendName("cpu"), "cpu");
+  EXPECT_EQ(ResolveBackendName("cuda"), "cuda");
+#ifdef EXPERTD_WITH_CUDA
+  const bool gpu = cuda_test::ProbeGpu().has_device;  // an independent probe of the runtime
+#else
+  const bool gpu = false;
+#endif
+  EXPECT_EQ(ResolveBackendName("auto"), gpu ? "cuda" : "cpu");
+  auto b = CreateBackend(BackendOptions{"auto", 1, 64 << 20});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->name(), gpu ? "cuda" : "cpu");
+}
+
 }  // namespace
 }  // namespace expertd::engine

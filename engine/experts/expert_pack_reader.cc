@@ -1,12 +1,5 @@
 #include "engine/experts/expert_pack_reader.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/experts/crc32c.h"
@@ -20,26 +13,23 @@ absl::Status Corrupt(const std::string& path, absl::string_view what) {
 
 }  // namespace
 
-ExpertPackReader::~ExpertPackReader() {
-  if (fd_buffered_ >= 0) close(fd_buffered_);
-  if (fd_direct_ >= 0) close(fd_direct_);
-}
+ExpertPackReader::~ExpertPackReader() = default;
 
 absl::StatusOr<std::unique_ptr<ExpertPackReader>> ExpertPackReader::Open(const std::string& path,
                                                                          const Options& options) {
   std::unique_ptr<ExpertPackReader> r(new ExpertPackReader(path, options));
-  r->fd_buffered_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (r->fd_buffered_ < 0) {
-    const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat("expert pack ", path, " does not exist"));
-    return absl::InternalError(absl::StrCat("cannot open expert pack ", path, ": ", std::strerror(err)));
+  auto buffered = r->env_->NewRandomAccessFile(path, /*direct_io=*/false);
+  if (!buffered.ok()) {
+    if (absl::IsNotFound(buffered.status())) {
+      return absl::NotFoundError(absl::StrCat("expert pack ", path, " does not exist"));
+    }
+    return absl::InternalError(absl::StrCat("cannot open expert pack: ", buffered.status().message()));
   }
-  struct stat st;
-  if (fstat(r->fd_buffered_, &st) != 0) return absl::InternalError(absl::StrCat("cannot stat ", path));
+  r->buffered_ = *std::move(buffered);
+  ASSIGN_OR_RETURN(const uint64_t file_size, r->buffered_->Size());
   std::vector<uint8_t> block(kPackHeaderBytes);
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < kPackHeaderBytes) return Corrupt(path, "truncated (shorter than its header)");
-  RETURN_IF_ERROR(r->PreadAll(r->fd_buffered_, block.data(), block.size(), 0));
+  RETURN_IF_ERROR(r->PreadAll(*r->buffered_, block.data(), block.size(), 0));
   auto header = DecodePackHeader(block.data(), block.size());
   if (!header.ok()) return Corrupt(path, header.status().message());
   r->header_ = *header;
@@ -49,15 +39,17 @@ absl::StatusOr<std::unique_ptr<ExpertPackReader>> ExpertPackReader::Open(const s
   }
   RETURN_IF_ERROR(r->LoadIndex());
   if (options.direct_io) {
-    r->fd_direct_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    r->use_direct_ = r->fd_direct_ >= 0;  // EINVAL on tmpfs and friends: buffered reads
+    // InvalidArgument on tmpfs and friends: buffered reads.
+    auto direct = r->env_->NewRandomAccessFile(path, /*direct_io=*/true);
+    if (direct.ok()) r->direct_ = *std::move(direct);
+    r->use_direct_ = r->direct_ != nullptr;
   }
   return r;
 }
 
 absl::Status ExpertPackReader::LoadIndex() {
   std::vector<uint8_t> index(header_.index_bytes);
-  RETURN_IF_ERROR(PreadAll(fd_buffered_, index.data(), index.size(), header_.index_offset));
+  RETURN_IF_ERROR(PreadAll(*buffered_, index.data(), index.size(), header_.index_offset));
   if (Crc32c(index.data(), index.size()) != header_.index_crc) return Corrupt(path_, "index checksum mismatch");
   const size_t entries = index.size() / kPackIndexEntryBytes;
   PackLayout& l = header_.layout;
@@ -89,21 +81,11 @@ absl::Status ExpertPackReader::CheckMatches(const PackLayout& layout, uint64_t s
   return absl::OkStatus();
 }
 
-absl::Status ExpertPackReader::PreadAll(int fd, void* dst, uint64_t n, uint64_t offset) const {
-  auto* p = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    ssize_t got = pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return absl::Status(errno == EINVAL ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kInternal,
-                          absl::StrCat("cannot read expert pack ", path_, ": ", std::strerror(errno)));
-    }
-    if (got == 0) return Corrupt(path_, absl::StrCat("unexpected end of file at offset ", offset));
-    p += got;
-    n -= static_cast<uint64_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return absl::OkStatus();
+absl::Status ExpertPackReader::PreadAll(const RandomAccessFile& file, void* dst, uint64_t n, uint64_t offset) const {
+  absl::Status s = file.ReadAt(offset, n, dst);
+  if (s.ok() || absl::IsInvalidArgument(s)) return s;  // InvalidArgument: O_DIRECT refused, the caller falls back
+  if (absl::IsDataLoss(s)) return Corrupt(path_, absl::StrCat("unexpected end of file reading ", n, " bytes at offset ", offset));
+  return absl::InternalError(absl::StrCat("cannot read expert pack: ", s.message()));
 }
 
 absl::Status ExpertPackReader::ReadExpert(ExpertKey key, void* dst) const {
@@ -112,12 +94,12 @@ absl::Status ExpertPackReader::ReadExpert(ExpertKey key, void* dst) const {
   const uint64_t offset = header_.data_offset + static_cast<uint64_t>(i) * header_.layout.slot_bytes;
   absl::Status s = absl::UnknownError("unread");
   if (use_direct_.load(std::memory_order_relaxed)) {
-    s = PreadAll(fd_direct_, dst, header_.layout.slot_bytes, offset);
+    s = PreadAll(*direct_, dst, header_.layout.slot_bytes, offset);
     // Some file systems accept O_DIRECT at open and refuse it at read time.
     if (absl::IsInvalidArgument(s)) use_direct_.store(false, std::memory_order_relaxed);
   }
   if (!s.ok() && !absl::IsDataLoss(s) && !absl::IsInternal(s)) {
-    s = PreadAll(fd_buffered_, dst, header_.layout.slot_bytes, offset);
+    s = PreadAll(*buffered_, dst, header_.layout.slot_bytes, offset);
   }
   RETURN_IF_ERROR(s);
   return options_.verify_checksums ? VerifyExpert(key, dst) : absl::OkStatus();

@@ -5,9 +5,10 @@
 // (truncation) and the index (CRC, every entry where the layout says). Then
 // CheckMatches() tells whether the pack belongs to the caller's model
 // (layout and source fingerprint). ReadExpert() reads one expert's whole slot
-// with pread on an O_DIRECT descriptor (when the file system supports it:
-// tmpfs does not, and then the reader silently uses buffered reads), and
-// verifies the payload's CRC32C when Options::verify_checksums.
+// with pread on an O_DIRECT file (when the file system supports it: tmpfs
+// does not, and then the reader silently uses buffered reads), and verifies
+// the payload's CRC32C when Options::verify_checksums. Every file access goes
+// through Options::env (base/env.h).
 //
 // Errors: NotFound (no file), DataLoss (corrupt or truncated: rebuild it),
 // FailedPrecondition (a valid pack of another model or an older source:
@@ -25,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/env.h"
 #include "engine/experts/expert_pack_format.h"
 
 namespace expertd::engine {
@@ -34,6 +36,7 @@ class ExpertPackReader {
   struct Options {
     bool direct_io = true;         // try O_DIRECT (falls back when unsupported)
     bool verify_checksums = true;  // CRC32C of every expert read
+    Env* env = nullptr;            // null: Env::Default(); must outlive the reader
   };
 
   static absl::StatusOr<std::unique_ptr<ExpertPackReader>> Open(const std::string& path, const Options& options);
@@ -60,20 +63,23 @@ class ExpertPackReader {
   const PackLayout& layout() const { return header_.layout; }
   const PackHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
+  Env* env() const { return env_; }
   // True while reads go through O_DIRECT.
   bool direct_io() const { return use_direct_.load(std::memory_order_relaxed); }
 
  private:
-  ExpertPackReader(std::string path, Options options) : path_(std::move(path)), options_(options) {}
+  ExpertPackReader(std::string path, Options options)
+      : path_(std::move(path)), options_(options), env_(options.env != nullptr ? options.env : Env::Default()) {}
   absl::Status LoadIndex();
-  absl::Status PreadAll(int fd, void* dst, uint64_t n, uint64_t offset) const;
+  absl::Status PreadAll(const RandomAccessFile& file, void* dst, uint64_t n, uint64_t offset) const;
 
   const std::string path_;
   const Options options_;
+  Env* const env_;
   PackHeader header_;
   std::vector<uint32_t> crcs_;  // by entry index
-  int fd_buffered_ = -1;
-  int fd_direct_ = -1;          // -1 when O_DIRECT is off or unsupported
+  std::unique_ptr<RandomAccessFile> buffered_;
+  std::unique_ptr<RandomAccessFile> direct_;  // null when O_DIRECT is off or unsupported
   mutable std::atomic<bool> use_direct_{false};
 };
 

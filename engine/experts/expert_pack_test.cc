@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -7,6 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "base/env.h"
+#include "base/fault_injection_env.h"
+#include "base/memory_env.h"
 #include "engine/experts/aligned_buffer.h"
 #include "engine/experts/expert_pack_format.h"
 #include "engine/experts/expert_pack_reader.h"
@@ -243,6 +247,109 @@ TEST(ExpertPackTest, DirectReadRefusedWithEinvalFallsBackToBuffered) {
   ASSERT_TRUE((*r)->ReadExpert({0, 1}, misaligned).ok());
   ExpectExpertBytes(l, {0, 1}, misaligned);
   EXPECT_FALSE((*r)->direct_io());
+}
+
+// ---- The pack on the Env seam (in-memory file system, injected faults) ----
+
+// Opens `path` in `env` and checks every expert's bytes, reading from
+// several threads at once (as the store's I/O workers do) with direct I/O.
+void ExpectValidPack(Env* env, const std::string& path, uint64_t fingerprint) {
+  ExpertPackReader::Options o;
+  o.env = env;
+  auto r = ExpertPackReader::Open(path, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->direct_io());
+  const PackLayout l = TestLayout();
+  EXPECT_TRUE((*r)->CheckMatches(l, fingerprint).ok());
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < l.num_entries(); ++i) {
+    workers.emplace_back([&, i] {
+      AlignedBuffer slot(l.slot_bytes);
+      const ExpertKey key = l.EntryKey(i);
+      EXPECT_TRUE((*r)->ReadExpert(key, slot.data()).ok());
+      ExpectExpertBytes(l, key, slot.data());
+    });
+  }
+  for (auto& w : workers) w.join();
+}
+
+TEST(ExpertPackEnvTest, WritesAndReadsInMemoryAndSurvivesACrashOnceWritten) {
+  MemoryEnv env;
+  Source src{TestLayout(), {}};
+  ASSERT_TRUE(WriteExpertPack("/m/.expertd/experts.pack", src.layout, 7, src.fn(), &env).ok());
+  ExpectValidPack(&env, "/m/.expertd/experts.pack", 7);
+  env.SimulateCrash();  // written = fsync'ed, renamed and the directory synced
+  ExpectValidPack(&env, "/m/.expertd/experts.pack", 7);
+  EXPECT_EQ(*env.ListDir("/m/.expertd"), (std::vector<std::string>{"experts.pack"}));
+}
+
+TEST(ExpertPackEnvTest, DiskFullWhileWritingIsAClearErrorAndLeavesNothing) {
+  MemoryEnv mem;
+  FaultInjectionEnv env(&mem);
+  Source src{TestLayout(), {}};
+  env.FailNth(FaultOp::kWrite, 3, ENOSPC);
+  absl::Status s = WriteExpertPack("/m/experts.pack", src.layout, 7, src.fn(), &env);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("/m/experts.pack"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s;
+  EXPECT_EQ(*mem.ListDir("/m"), std::vector<std::string>{});  // no pack, no temp file
+  EXPECT_EQ(ExpertPackReader::Open("/m/experts.pack", {true, true, &mem}).status().code(),
+            absl::StatusCode::kNotFound);
+
+  // A real capacity limit (no injection): the same.
+  MemoryEnv small(16 << 10);
+  s = WriteExpertPack("/m/experts.pack", src.layout, 7, src.fn(), &small);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(*small.ListDir("/m"), std::vector<std::string>{});
+}
+
+TEST(ExpertPackEnvTest, AFailedRebuildKeepsTheOldPack) {
+  MemoryEnv mem;
+  FaultInjectionEnv env(&mem);
+  Source src{TestLayout(), {}};
+  ASSERT_TRUE(WriteExpertPack("/m/experts.pack", src.layout, 7, src.fn(), &env).ok());
+  for (FaultOp op : {FaultOp::kWrite, FaultOp::kSync, FaultOp::kRename}) {
+    env.FailNth(op, 1, EIO);
+    absl::Status s = WriteExpertPack("/m/experts.pack", src.layout, 8, src.fn(), &env);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+    env.ClearFaults();
+    ExpectValidPack(&mem, "/m/experts.pack", 7);
+    EXPECT_EQ(*mem.ListDir("/m"), (std::vector<std::string>{"experts.pack"}));
+  }
+}
+
+TEST(ExpertPackEnvTest, CrashMidWriteNeverLeavesAValidLookingHalfPack) {
+  MemoryEnv mem;
+  FaultInjectionEnv env(&mem);
+  Source src{TestLayout(), {}};
+  ASSERT_TRUE(WriteExpertPack("/m/experts.pack", src.layout, 7, src.fn(), &env).ok());
+  // The directory sync after the rename fails: the new pack is visible but
+  // its name is not durable; a crash brings the old one back, whole.
+  env.FailNth(FaultOp::kSync, 2, EIO);
+  EXPECT_FALSE(WriteExpertPack("/m/experts.pack", src.layout, 8, src.fn(), &env).ok());
+  env.ClearFaults();
+  ExpectValidPack(&mem, "/m/experts.pack", 8);
+  mem.SimulateCrash();
+  ExpectValidPack(&mem, "/m/experts.pack", 7);
+  EXPECT_EQ(*mem.ListDir("/m"), (std::vector<std::string>{"experts.pack"}));
+}
+
+TEST(ExpertPackEnvTest, RewriteSlotGoesThroughTheEnv) {
+  MemoryEnv mem;
+  FaultInjectionEnv env(&mem);
+  Source src{TestLayout(), {}};
+  ASSERT_TRUE(WriteExpertPack("/m/experts.pack", src.layout, 7, src.fn(), &env).ok());
+  auto r = ExpertPackReader::Open("/m/experts.pack", {true, true, &env});
+  ASSERT_TRUE(r.ok());
+  const PackLayout l = src.layout;
+  AlignedBuffer slot(l.slot_bytes);
+  ASSERT_TRUE((*r)->ReadExpert({2, 1}, slot.data()).ok());
+  slot.data()[3] ^= 0xff;
+  ASSERT_TRUE(RewriteExpertSlot("/m/experts.pack", (*r)->SlotOffset({2, 1}), slot.data(), l.slot_bytes, &env).ok());
+  EXPECT_EQ((*r)->ReadExpert({2, 1}, slot.data()).code(), absl::StatusCode::kDataLoss);
+  env.FailNth(FaultOp::kSync, 1, EIO);
+  EXPECT_EQ(RewriteExpertSlot("/m/experts.pack", (*r)->SlotOffset({2, 1}), slot.data(), l.slot_bytes, &env).code(),
+            absl::StatusCode::kInternal);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Builds an expert pack (expert_pack_format.h) from a source of expert
-// tensors, atomically: the file is written under a temporary name in the
-// destination directory, fsync'ed, then renamed over `path`, so readers never
-// see a half-written pack and a crash leaves at most a stray temp file.
+// tensors, atomically (base/env.h AtomicFileWriter): the file is written
+// under a temporary name in the destination directory, fsync'ed, renamed over
+// `path`, and the directory is synced, so readers never see a half-written
+// pack and a crash leaves at most a stray temp file. Every file access goes
+// through the given Env.
 #ifndef EXPERTD_ENGINE_EXPERTS_EXPERT_PACK_WRITER_H_
 #define EXPERTD_ENGINE_EXPERTS_EXPERT_PACK_WRITER_H_
 
@@ -11,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/env.h"
 #include "engine/experts/expert_pack_format.h"
 
 namespace expertd::engine {
@@ -33,10 +36,11 @@ using PackSource = std::function<absl::StatusOr<PackSourceExpert>(ExpertKey key)
 
 // Writes the pack for `layout`. Creates missing parent directories. Errors:
 // InvalidArgument when a source tensor does not match the layout (naming the
-// expert), PermissionDenied / Internal for file system failures (naming the
-// path and errno text).
+// expert); for file system failures (naming the path and errno text)
+// PermissionDenied, ResourceExhausted (disk full), Internal. On any error
+// nothing is left at `path` that was not there before, and no temp file.
 absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout, uint64_t source_fingerprint,
-                             const PackSource& source);
+                             const PackSource& source, Env* env = Env::Default());
 
 // Copies one expert's tensors into `slot` (layout.slot_bytes, zero padded) as
 // the pack stores it. InvalidArgument when a tensor does not match the layout.
@@ -44,10 +48,8 @@ absl::Status FillExpertSlot(const PackLayout& layout, ExpertKey key, const PackS
 
 // Overwrites one slot of an existing pack in place (repairing a corrupt
 // expert) and syncs it. Errors name the path.
-absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot, uint64_t slot_bytes);
-
-// mkdir -p. OK if it already exists.
-absl::Status MakeDirs(const std::string& dir);
+absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot, uint64_t slot_bytes,
+                               Env* env = Env::Default());
 
 }  // namespace expertd::engine
 

@@ -137,7 +137,7 @@ absl::Status ExpertStore::RepairFromSource(ExpertKey key, uint8_t* slot, const a
   // The checkpoint must still hold what the pack was built from.
   absl::Status same = reader_->VerifyExpert(key, slot);
   if (!same.ok()) return error;
-  absl::Status rewrite = RewriteExpertSlot(reader_->path(), reader_->SlotOffset(key), slot, slot_bytes_);
+  absl::Status rewrite = RewriteExpertSlot(reader_->path(), reader_->SlotOffset(key), slot, slot_bytes_, reader_->env());
   if (!rewrite.ok()) EXPERTD_LOG(Warn, "cannot rewrite the expert pack").With("error", rewrite);
   absl::MutexLock lock(&mu_);
   ++pack_repairs_;

@@ -142,7 +142,8 @@ absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights, co
   // 2. Build at the first location that can be written.
   std::vector<std::string> failures;
   for (const std::string& path : candidates) {
-    absl::Status s = WriteExpertPack(path, layout, fingerprint, MakePackSource(weights));
+    absl::Status s = WriteExpertPack(path, layout, fingerprint, MakePackSource(weights),
+                                     read_options.env != nullptr ? read_options.env : Env::Default());
     if (absl::IsInvalidArgument(s)) return s;  // the source itself is wrong: no location helps
     if (s.ok()) {
       ASSIGN_OR_RETURN(auto reader, ExpertPackReader::Open(path, read_options));

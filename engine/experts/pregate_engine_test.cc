@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/env.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_pack_writer.h"
 #include "engine/experts/expert_store.h"
@@ -32,7 +33,7 @@ std::string TempDir(const std::string& name) {
 std::string MakePregatedCopy(const std::string& arch, bool with_tensors) {
   const std::string src = "tests/data/fixtures/" + arch;
   const std::string dst = TempDir(arch + (with_tensors ? "_pregated" : "_declared_only"));
-  EXPECT_TRUE(MakeDirs(dst).ok());
+  EXPECT_TRUE(CreateDirs(Env::Default(), dst).ok());
   auto ckpt = models::Checkpoint::Open(src);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   const models::ModelConfig& c = (*ckpt)->config();
@@ -54,7 +55,7 @@ std::string MakePregatedCopy(const std::string& arch, bool with_tensors) {
   text << in.rdbuf();
   nlohmann::json config = nlohmann::json::parse(text.str());
   config[kPregateConfigKey] = true;
-  EXPECT_TRUE(models::WriteFileAtomically(dst + "/config.json", config.dump(2)).ok());
+  EXPECT_TRUE(WriteFileAtomically(Env::Default(), dst + "/config.json", config.dump(2)).ok());
   return dst;
 }
 

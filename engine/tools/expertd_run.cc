@@ -1,6 +1,6 @@
 // expertd-run: run a model on a prompt from the command line (no server).
 //
-//   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=cpu]
+//   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda]
 //               [--weights=model.bf16.safetensors] [--threads=N]
 //               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
 //
@@ -101,11 +101,11 @@ absl::Status Run(const Options& o) {
 
 int main(int argc, char** argv) {
   expertd::Options o;
-  expertd::FlagSet flags("expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=cpu] [--weights=FILE]");
+  expertd::FlagSet flags("expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda] [--weights=FILE]");
   flags.String("model", &o.model, "Hugging Face checkpoint directory (config.json + safetensors)");
   flags.String("tokens", &o.tokens, "prompt token ids, comma-separated");
   flags.Int("generate", &o.generate, 0, 1 << 20, "greedy tokens to generate after the prompt");
-  flags.String("backend", &o.backend, "compute backend: cpu or cuda (cuda needs a build with the CUDA toolkit and a GPU)");
+  flags.String("backend", &o.backend, "compute backend: auto (CUDA when a GPU is usable, else CPU), cpu, cuda");
   flags.String("weights", &o.weights, "safetensors file in DIR to read instead of model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
   flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/status_macros.h"
 #include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
@@ -125,7 +126,7 @@ absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& option
                                  {"rank_pattern", nlohmann::json::object()},
                                  {"alpha_pattern", nlohmann::json::object()}};
   RETURN_IF_ERROR(models::WriteSafetensors(dir + "/adapter_model.safetensors", tensors));
-  return models::WriteFileAtomically(dir + "/adapter_config.json", config.dump(2) + "\n");
+  return WriteFileAtomically(Env::Default(), dir + "/adapter_config.json", config.dump(2) + "\n");
 }
 
 absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model) {

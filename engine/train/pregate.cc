@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/status_macros.h"
 #include "engine/train/ops.h"
 #include "models/checkpoint/checkpoint.h"
@@ -177,11 +178,11 @@ absl::Status WritePregateCheckpoint(const std::string& src_dir, const PregateHea
   nlohmann::json config = nlohmann::json::parse(config_text, nullptr, false);
   if (config.is_discarded()) return absl::InvalidArgumentError(src_dir + "/config.json: malformed");
   config["expertd_pregate"] = true;
-  RETURN_IF_ERROR(models::WriteFileAtomically(dir + "/config.json", config.dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/config.json", config.dump(2) + "\n"));
   for (const char* extra : {"generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
     auto text = ReadFile(src_dir + "/" + extra);
     if (!text.ok()) continue;  // optional files
-    RETURN_IF_ERROR(models::WriteFileAtomically(dir + "/" + extra, *text));
+    RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/" + extra, *text));
   }
   return absl::OkStatus();
 }

@@ -1,12 +1,8 @@
 #include "models/checkpoint/checkpoint.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,17 +14,24 @@
 namespace expertd::models {
 namespace {
 
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
+absl::StatusOr<std::string> ReadText(Env* env, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(env, path);
+  if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  return text;
 }
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+absl::StatusOr<ModelConfig> ReadConfig(Env* env, const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  absl::StatusOr<std::string> text = ReadFileToString(env, path);
+  if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat(path, ": cannot open model config"));
+  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(*text, path));
+  const std::string generation = dir + "/generation_config.json";
+  if (FileExists(env, generation)) {  // optional
+    ASSIGN_OR_RETURN(std::string gen_text, ReadText(env, generation));
+    RETURN_IF_ERROR(ApplyGenerationConfigJson(gen_text, generation, &config));
+  }
+  return config;
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
@@ -50,6 +53,7 @@ int64_t TensorView::numel() const {
 }
 
 struct Checkpoint::Impl {
+  Env* env = nullptr;  // during Open only
   std::string dir;
   ModelConfig config;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
@@ -111,15 +115,15 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir, const CheckpointOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
-  ASSIGN_OR_RETURN(impl->config, LoadModelConfig(dir + "/config.json"));
-  RETURN_IF_ERROR(ApplyGenerationConfig(dir + "/generation_config.json", &impl->config));
+  impl->env = options.env != nullptr ? options.env : Env::Default();
+  ASSIGN_OR_RETURN(impl->config, ReadConfig(impl->env, dir));
 
   const std::string& wf = options.weights_file;
   const std::string single = !wf.empty() && wf[0] == '/' ? wf : dir + "/" + (wf.empty() ? "model.safetensors" : wf);
-  if (!options.weights_file.empty() || FileExists(single)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single));
+  if (!options.weights_file.empty() || FileExists(impl->env, single)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single, impl->env));
     RETURN_IF_ERROR(impl->AddFile(std::move(file), nullptr, ""));
-  } else if (FileExists(dir + "/" + kShardIndexFile)) {
+  } else if (FileExists(impl->env, dir + "/" + kShardIndexFile)) {
     RETURN_IF_ERROR(impl->OpenSharded());
   } else {
     return absl::NotFoundError(
@@ -130,10 +134,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
 
 absl::Status Checkpoint::Impl::OpenSharded() {
   const std::string index_path = dir + "/" + kShardIndexFile;
-  ASSIGN_OR_RETURN(std::string text, ReadText(index_path));
+  ASSIGN_OR_RETURN(std::string text, ReadText(env, index_path));
   ASSIGN_OR_RETURN(ShardIndex index, ParseShardIndex(text, index_path));
   for (const std::string& shard : index.shards) {
-    auto file = SafetensorsFile::Open(dir + "/" + shard);
+    auto file = SafetensorsFile::Open(dir + "/" + shard, env);
     if (!file.ok()) {
       return absl::Status(file.status().code(),
                           absl::StrCat(index_path, " names shard '", shard, "': ", file.status().message()));

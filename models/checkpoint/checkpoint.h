@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/env.h"
 #include "models/config/model_config.h"
 
 namespace expertd::models {
@@ -51,6 +52,9 @@ struct CheckpointOptions {
   // relative to DIR, e.g. "model.bf16.safetensors", or absolute) instead of
   // model.safetensors / the shard index.
   std::string weights_file;
+  // Every file access (config reads, safetensors mappings) goes through it.
+  // Null: Env::Default(). Used only during Open.
+  Env* env = nullptr;
 };
 
 class Checkpoint {

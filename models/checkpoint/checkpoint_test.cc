@@ -1,5 +1,6 @@
 #include "models/checkpoint/checkpoint.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -8,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
+#include "base/fault_injection_env.h"
+#include "base/memory_env.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/expected_tensors.h"
 #include "models/checkpoint/tensor_names.h"
@@ -217,6 +221,41 @@ TEST(CheckpointTest, MisalignedTensorIsCopiedAligned) {
   EXPECT_EQ(*static_cast<const float*>(b.data), 3.5f);
   EXPECT_EQ(b.file_offset % 4, 2u);  // still the true file offset
   ExpectMessageHas((*ckpt)->ValidateAgainstConfig(), {"lacks"});
+}
+
+// The checkpoint reads through the Env seam: a copy of a fixture in memory
+// opens and validates like the files on disk; read errors name the file.
+TEST(CheckpointTest, OpensFromAnInMemoryEnv) {
+  MemoryEnv mem;
+  ASSERT_TRUE(CreateDirs(&mem, "/models/mixtral").ok());
+  auto names = Env::Default()->ListDir(FixtureDir("mixtral"));
+  ASSERT_TRUE(names.ok());
+  for (const std::string& name : *names) {
+    auto bytes = ReadFileToString(Env::Default(), FixtureDir("mixtral") + "/" + name);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    ASSERT_TRUE(WriteFileAtomically(&mem, "/models/mixtral/" + name, *bytes).ok());
+  }
+  CheckpointOptions o;
+  o.env = &mem;
+  auto ckpt = Checkpoint::Open("/models/mixtral", o);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_TRUE((*ckpt)->ValidateAgainstConfig().ok());
+  auto disk = OpenFixture("mixtral");
+  EXPECT_EQ((*ckpt)->config().eos_token_ids, disk->config().eos_token_ids);
+  ASSERT_EQ((*ckpt)->Names(), disk->Names());
+  for (const std::string& name : disk->Names()) {
+    TensorView a = *(*ckpt)->Get(name), b = *disk->Get(name);
+    ASSERT_EQ(a.nbytes, b.nbytes) << name;
+    EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << name;
+  }
+
+  EXPECT_EQ(Checkpoint::Open("/models/none", o).status().code(), absl::StatusCode::kNotFound);
+  FaultInjectionEnv faulty(&mem);
+  faulty.FailNth(FaultOp::kRead, 1, EIO);
+  o.env = &faulty;
+  auto failed = Checkpoint::Open("/models/mixtral", o);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  ExpectMessageHas(failed.status(), {"/models/mixtral/config.json", "Input/output error"});
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // With libFuzzer (clang; one command, wrapped here):
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -DEXPERTD_LIBFUZZER -I.
 //     models/safetensors/safetensors_fuzzer.cc models/safetensors/safetensors_reader.cc
-//     models/safetensors/mapped_file.cc models/config/model_config.cc
+//     base/env.cc base/posix_env.cc models/config/model_config.cc
 //     -labsl_status -labsl_statusor -labsl_strings -labsl_str_format_internal -labsl_cord
 //     -labsl_cord_internal -labsl_cordz_info -labsl_cordz_functions -labsl_cordz_handle
 //     -labsl_raw_logging_internal -labsl_throw_delegate -labsl_int128 -labsl_base

@@ -221,10 +221,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, s
   return h;
 }
 
-absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path, Env* env) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ReadOnlyRegion> file, env->MapReadOnly(path));
   ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensorsHeader(file->data(), file->size(), path));
-  return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(std::move(file), std::move(header)));
+  return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(path, std::move(file), std::move(header)));
 }
 
 }  // namespace expertd::models

@@ -23,8 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/env.h"
 #include "models/config/model_config.h"  // DType
-#include "models/safetensors/mapped_file.h"
 
 namespace expertd::models {
 
@@ -63,13 +63,15 @@ struct SafetensorsHeader {
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, size_t size,
                                                          absl::string_view source);
 
-// A validated, memory-mapped safetensors file. Thread safety: immutable after
-// Open; all methods are safe to call concurrently.
+// A validated, memory-mapped safetensors file (mapped through an Env,
+// base/env.h). Thread safety: immutable after Open; all methods are safe to
+// call concurrently.
 class SafetensorsFile {
  public:
-  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // `env` is only used during Open. NotFound if the file does not exist.
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path, Env* env = Env::Default());
 
-  const std::string& path() const { return file_->path(); }
+  const std::string& path() const { return path_; }
   uint64_t file_size() const { return file_->size(); }
   const SafetensorsHeader& header() const { return header_; }
   const std::vector<SafetensorsEntry>& tensors() const { return header_.tensors; }
@@ -82,9 +84,10 @@ class SafetensorsFile {
   uint64_t FileOffset(const SafetensorsEntry& e) const { return header_.data_start + e.begin; }
 
  private:
-  SafetensorsFile(std::unique_ptr<MappedFile> file, SafetensorsHeader header)
-      : file_(std::move(file)), header_(std::move(header)) {}
-  std::unique_ptr<MappedFile> file_;
+  SafetensorsFile(std::string path, std::unique_ptr<ReadOnlyRegion> file, SafetensorsHeader header)
+      : path_(std::move(path)), file_(std::move(file)), header_(std::move(header)) {}
+  std::string path_;
+  std::unique_ptr<ReadOnlyRegion> file_;
   SafetensorsHeader header_;
 };
 

@@ -1,13 +1,9 @@
 #include "models/safetensors/safetensors_writer.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -17,59 +13,6 @@
 
 namespace expertd::models {
 namespace {
-
-absl::Status IoError(const std::string& path, const char* what, int err) {
-  std::string msg = absl::StrCat(path, ": ", what, ": ", strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(msg);
-  return absl::InternalError(msg);
-}
-
-// An output file under a temporary name, renamed into place by Commit(). If
-// Commit() is not reached, the destructor removes the temporary file.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(absl::StrCat(path_, ".tmp.", ::getpid())) {}
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-
-  absl::Status Open() {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return IoError(tmp_, "cannot create", errno);
-    return absl::OkStatus();
-  }
-
-  absl::Status Write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return IoError(tmp_, "write failed", errno);
-      if (w == 0) return IoError(tmp_, "write made no progress", EIO);
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Commit() {
-    if (::fsync(fd_) != 0) return IoError(tmp_, "fsync failed", errno);
-    int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) return IoError(tmp_, "close failed", errno);
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) return IoError(path_, "rename failed", errno);
-    committed_ = true;
-    return absl::OkStatus();
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 absl::Status CheckSpecs(const std::string& path, const std::vector<TensorSpec>& specs) {
   std::set<std::string> names;
@@ -129,29 +72,28 @@ int64_t TensorSpec::numel() const {
 }
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs, const TensorFiller& fill,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata, Env* env) {
   RETURN_IF_ERROR(CheckSpecs(path, specs));
   const std::vector<const TensorSpec*> order = DataOrder(specs);
   const std::string header = BuildHeader(order, metadata);
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
 
-  AtomicFile out(path);
-  RETURN_IF_ERROR(out.Open());
-  RETURN_IF_ERROR(out.Write(len, 8));
-  RETURN_IF_ERROR(out.Write(header.data(), header.size()));
+  ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out, AtomicFileWriter::Create(env, path));
+  RETURN_IF_ERROR(out->file()->Append(absl::string_view(reinterpret_cast<const char*>(len), 8)));
+  RETURN_IF_ERROR(out->file()->Append(header));
   std::vector<uint8_t> buf;
   for (const TensorSpec* s : order) {
     buf.assign(s->nbytes(), 0);
     absl::Status st = fill(*s, buf.data());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat(path, ": tensor '", s->name, "': ", st.message()));
-    RETURN_IF_ERROR(out.Write(buf.data(), buf.size()));
+    RETURN_IF_ERROR(out->file()->Append(absl::string_view(reinterpret_cast<const char*>(buf.data()), buf.size())));
   }
-  return out.Commit();
+  return out->Commit();
 }
 
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata, Env* env) {
   std::vector<TensorSpec> specs;
   std::map<std::string, const void*> data;
   for (const TensorToWrite& t : tensors) {
@@ -164,14 +106,7 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
     if (spec.nbytes() > 0) std::memcpy(dst, src, spec.nbytes());
     return absl::OkStatus();
   };
-  return WriteSafetensors(path, specs, fill, metadata);
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  AtomicFile out(path);
-  RETURN_IF_ERROR(out.Open());
-  RETURN_IF_ERROR(out.Write(contents.data(), contents.size()));
-  return out.Commit();
+  return WriteSafetensors(path, specs, fill, metadata, env);
 }
 
 }  // namespace expertd::models

@@ -3,11 +3,11 @@
 // (so every tensor is naturally aligned), the JSON header ("__metadata__"
 // first, then tensors in data order) padded with spaces to a multiple of 8.
 //
-// The file is written to "<path>.tmp.<pid>" and renamed over `path` only after
-// everything was written and fsync'ed, so readers never see a partial file.
-// IO errors (ENOSPC, EIO, ...) come back as a Status naming the path; the temp
-// file is removed. Output is deterministic: the same tensors give the same
-// bytes.
+// The file is written atomically through an Env (base/env.h
+// AtomicFileWriter: a temp name, fsync, rename over `path`, fsync of the
+// directory), so readers never see a partial file. IO errors (ENOSPC, EIO,
+// ...) come back as a Status naming the path; the temp file is removed.
+// Output is deterministic: the same tensors give the same bytes.
 #ifndef EXPERTD_MODELS_SAFETENSORS_SAFETENSORS_WRITER_H_
 #define EXPERTD_MODELS_SAFETENSORS_SAFETENSORS_WRITER_H_
 
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/env.h"
 #include "models/config/model_config.h"  // DType
 
 namespace expertd::models {
@@ -38,7 +39,8 @@ using TensorFiller = std::function<absl::Status(const TensorSpec& spec, uint8_t*
 
 // Writes `specs` (unique, non-empty names; dims >= 0) to `path`.
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs, const TensorFiller& fill,
-                              const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+                              const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                              Env* env = Env::Default());
 
 // Convenience form for tensors already in memory.
 struct TensorToWrite {
@@ -46,11 +48,8 @@ struct TensorToWrite {
   const void* data = nullptr;  // spec.nbytes() bytes; caller-owned, read during the call
 };
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
-
-// Writes `contents` to `path` atomically (temp file, fsync, rename). Shared by
-// the checkpoint tools for config.json and friends.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+                              const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                              Env* env = Env::Default());
 
 }  // namespace expertd::models
 

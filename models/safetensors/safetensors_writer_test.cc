@@ -1,5 +1,6 @@
 #include "models/safetensors/safetensors_writer.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -8,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
+#include "base/fault_injection_env.h"
+#include "base/memory_env.h"
 #include "gtest/gtest.h"
 #include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
@@ -78,7 +82,9 @@ TEST(SafetensorsWriterTest, FillerErrorLeavesNoFile) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("'b'"), std::string::npos) << s;
   EXPECT_FALSE(Exists(path));
-  EXPECT_FALSE(Exists(path + ".tmp." + std::to_string(getpid())));
+  auto names = Env::Default()->ListDir(TmpPath(""));
+  ASSERT_TRUE(names.ok());
+  for (const std::string& n : *names) EXPECT_NE(n.rfind("failed.safetensors", 0), 0u) << n;  // no temp file
 }
 
 TEST(SafetensorsWriterTest, ReportsIoAndSpecErrors) {
@@ -93,11 +99,32 @@ TEST(SafetensorsWriterTest, ReportsIoAndSpecErrors) {
   EXPECT_FALSE(Exists(path));
 }
 
-TEST(SafetensorsWriterTest, WriteFileAtomicallyReplacesContents) {
-  const std::string path = TmpPath("config.json");
-  ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "second").ok());
-  EXPECT_EQ(ReadAll(path), "second");
+TEST(SafetensorsWriterTest, WritesAndReadsThroughAnInMemoryEnv) {
+  MemoryEnv env;
+  std::vector<float> a = {1, 2, 3};
+  ASSERT_TRUE(WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, a.data()}}, {{"format", "pt"}}, &env).ok());
+  env.SimulateCrash();  // committed files are durable
+  auto f = SafetensorsFile::Open("/w.safetensors", &env);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const SafetensorsEntry* e = (*f)->Find("x");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(std::memcmp((*f)->Data(*e), a.data(), sizeof(float) * 3), 0);
+  EXPECT_EQ(SafetensorsFile::Open("/none.safetensors", &env).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SafetensorsWriterTest, DiskFullKeepsTheOldFileAndLeavesNoTemp) {
+  MemoryEnv mem;
+  FaultInjectionEnv env(&mem);
+  std::vector<float> a = {1, 2, 3}, b = {4, 5, 6};
+  ASSERT_TRUE(WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, a.data()}}, {}, &env).ok());
+  env.FailNth(FaultOp::kWrite, 2, ENOSPC);  // the header goes, the tensor does not
+  absl::Status s = WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, b.data()}}, {}, &env);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("/w.safetensors"), std::string::npos) << s;
+  EXPECT_EQ(*mem.ListDir("/"), std::vector<std::string>{"w.safetensors"});
+  auto f = SafetensorsFile::Open("/w.safetensors", &mem);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(std::memcmp((*f)->Data(*(*f)->Find("x")), a.data(), sizeof(float) * 3), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/env.h"
 #include "base/status_macros.h"
 #include "models/checkpoint/expected_tensors.h"
 #include "models/checkpoint/shard_index.h"
@@ -104,7 +105,7 @@ absl::Status WriteWeights(const ZooSpec& spec, const ModelConfig& config, const 
     }
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  return WriteFileAtomically(dir + "/" + kShardIndexFile, index.dump(2) + "\n");
+  return WriteFileAtomically(Env::Default(), dir + "/" + kShardIndexFile, index.dump(2) + "\n");
 }
 
 }  // namespace
@@ -120,11 +121,11 @@ absl::Status GenerateModel(const ZooSpec& spec, const std::string& dir) {
   // reads as incomplete until done), and the other layout's weights go too.
   RETURN_IF_ERROR(RemoveIfPresent(dir + "/config.json"));
   RETURN_IF_ERROR(RemoveIfPresent(dir + (spec.shards == 1 ? "/" + std::string(kShardIndexFile) : "/model.safetensors")));
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/tokenizer.json", TokenizerJson(tokenizer)));
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/tokenizer_config.json", TokenizerConfigJson(tokenizer, spec.max_position)));
+  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/tokenizer.json", TokenizerJson(tokenizer)));
+  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/tokenizer_config.json", TokenizerConfigJson(tokenizer, spec.max_position)));
   RETURN_IF_ERROR(WriteWeights(spec, config, dir));
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/generation_config.json", GenerationConfigJson(spec)));
-  return WriteFileAtomically(dir + "/config.json", config_json);
+  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/generation_config.json", GenerationConfigJson(spec)));
+  return WriteFileAtomically(Env::Default(), dir + "/config.json", config_json);
 }
 
 }  // namespace expertd::models::zoo
