@@ -50,7 +50,7 @@ struct EngineOptions {
   uint64_t kv_cache_bytes = 64ull << 20;  // KV budget; sets the number of blocks
   int64_t kv_block_size = 16;           // tokens per KV block
   int64_t max_step_tokens = 8192;       // tokens per Step (sizes activations)
-  // Null: every routed expert resident in device memory. Issue 7 plugs its
+  // Null: every routed expert resident in device memory. The expert store (engine/experts) plugs its
   // tiered store in here.
   ExpertProviderFactory expert_provider_factory;
 };

@@ -1,5 +1,5 @@
 // Engine API behaviour: request validation, atomic steps under a full KV
-// cache, and the ExpertProvider call contract (issue 7's seam).
+// cache, and the ExpertProvider call contract (the expert store's seam).
 #include "engine/engine.h"
 
 #include <cstring>

@@ -9,7 +9,7 @@
 namespace expertd::server {
 namespace {
 
-constexpr char kNoTrainer[] = "not available in this build: the fine-tuning engine is not built yet";
+constexpr char kNoTrainer[] = "not available in this build: fine-tune jobs are not built yet";
 
 grpc::Status Unimplemented(const char* rpc, const char* why) {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, std::string(rpc) + ": " + why);

@@ -1,7 +1,7 @@
 // Backend: the one interface between the model code and a compute device.
 //
 // Implementations: CpuBackend (engine/backend/cpu, the reference), and the
-// CUDA backend (issue 8). Everything above this interface (the forward pass,
+// CUDA backend (engine/backend/cuda). Everything above this interface (the forward pass,
 // the KV cache, expert offloading) is backend-agnostic.
 //
 // Memory. Device memory is allocated through the backend as DeviceBuffers

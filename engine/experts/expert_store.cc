@@ -139,7 +139,7 @@ ExpertWeights ExpertStore::WeightsAt(int32_t slot) const {
 // ---- Device cache bookkeeping ----------------------------------------------
 
 void ExpertStore::SyncPin(ExpertKey key, DeviceEntry* e) {
-  const bool want = !e->ready || e->acquired || e->needed || e->protect_layer >= 0;
+  const bool want = !e->ready() || e->in_use() || e->protect_layer >= 0;
   if (want == e->pinned) return;
   if (want) {
     device_policy_->Pin(key);
@@ -186,11 +186,11 @@ absl::StatusOr<int32_t> ExpertStore::TakeSlotForDemand(ExpertKey key) {
   int best_class = 3;
   bool any_loading = false;
   for (auto& [k, e] : device_) {
-    if (!e.ready) any_loading = true;
-    if (!e.ready || e.acquired || k == key) continue;
+    if (!e.ready()) any_loading = true;
+    if (!e.ready() || e.use == SlotUse::kAcquired || k == key) continue;
     int cls = 3;
-    if (!e.needed && e.protect_layer >= 0) cls = 0;
-    else if (!e.needed) cls = 1;  // unpinned yet not a victim: statically pinned
+    if (!e.in_use() && e.protect_layer >= 0) cls = 0;
+    else if (!e.in_use()) cls = 1;  // unpinned yet not a victim: statically pinned
     else if (k.layer == plan_layer_) cls = 2;
     if (cls < best_class) {
       best = &e;
@@ -213,7 +213,7 @@ absl::StatusOr<int32_t> ExpertStore::TakeSlotForDemand(ExpertKey key) {
 void ExpertStore::StartLoad(ExpertKey key, int32_t slot, TransferEngine::Priority priority) {
   DeviceEntry& e = device_[key];
   e.slot = slot;
-  e.ready = false;
+  e.state = DeviceSlotState::kLoading;
   device_policy_->Insert(key);
   SyncPin(key, &e);
   // The job takes mu_ first thing, so it cannot see the entry before we are done.
@@ -232,7 +232,7 @@ void ExpertStore::StartPendingLoads() {
     pending_.pop_front();
     StartLoad(key, slot, TransferEngine::kDemand);
     DeviceEntry& e = device_[key];
-    e.needed = true;
+    e.use = SlotUse::kNeeded;
     device_policy_->Touch(key);
     SyncPin(key, &e);
   }
@@ -301,15 +301,15 @@ void ExpertStore::OnRouting(int layer, absl::Span<const int32_t> experts) {
       ++c.prefetch_hits;
       ++c.prefetch_used;
       e.prefetched = false;
-    } else if (e.ready) {
+    } else if (e.ready()) {
       ++c.hits;
     } else {
       ++c.misses;
     }
-    e.needed = true;
+    if (e.use == SlotUse::kIdle) e.use = SlotUse::kNeeded;
     device_policy_->Touch(key);
     SyncPin(key, &e);
-    if (e.ready) {
+    if (e.ready()) {
       ready.push_back(expert);
     } else {
       loading.push_back(expert);
@@ -357,10 +357,9 @@ absl::StatusOr<ExpertWeights> ExpertStore::Acquire(int layer, int expert) {
       it = device_.find(key);
     }
     DeviceEntry& e = it->second;
-    e.acquired = true;
-    e.needed = true;
+    e.use = SlotUse::kAcquired;
     SyncPin(key, &e);
-    if (e.ready) break;
+    if (e.ready()) break;
     waited = true;
     std::shared_ptr<TransferCompletion> load = e.load;
     transfers_->Promote(load);
@@ -380,8 +379,7 @@ void ExpertStore::Release(int layer, int expert) {
   absl::MutexLock lock(&mu_);
   auto it = device_.find(ExpertKey{layer, expert});
   if (it == device_.end()) return;  // its load failed: nothing to release
-  it->second.acquired = false;
-  it->second.needed = false;
+  it->second.use = SlotUse::kIdle;
   SyncPin(it->first, &it->second);
   StartPendingLoads();
 }
@@ -389,8 +387,8 @@ void ExpertStore::Release(int layer, int expert) {
 void ExpertStore::EndStep() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, e] : device_) {
-    if (e.needed || e.acquired) {
-      e.needed = e.acquired = false;  // a failed step may leave these behind
+    if (e.in_use()) {
+      e.use = SlotUse::kIdle;  // a failed step may leave uses behind
       SyncPin(key, &e);
     }
   }
@@ -415,8 +413,8 @@ ExpertStoreStats ExpertStore::stats() const {
   s.steps = steps_;
   s.device_slots = device_slots_;
   s.host_slots = host_slots_;
-  for (const auto& kv : device_) s.device_resident += kv.second.ready;
-  for (const auto& kv : host_) s.host_resident += kv.second.ready;
+  for (const auto& kv : device_) s.device_resident += kv.second.ready();
+  for (const auto& kv : host_) s.host_resident += kv.second.ready();
   s.slot_bytes = slot_bytes_;
   s.expert_bytes = reader_->layout().expert_bytes;
   s.static_pins = static_cast<int64_t>(static_pins_.size());
@@ -441,9 +439,9 @@ std::vector<ExpertPlacementEntry> ExpertStore::Placement() const {
       const ExpertKey key{layer, e};
       auto d = device_.find(key);
       auto h = host_.find(key);
-      if (d != device_.end() && d->second.ready) {
+      if (d != device_.end() && d->second.ready()) {
         p.tier = ExpertPlacementEntry::Tier::kDevice;
-      } else if (h != host_.end() && h->second.ready) {
+      } else if (h != host_.end() && h->second.ready()) {
         p.tier = ExpertPlacementEntry::Tier::kHost;
       }
       const size_t index = static_cast<size_t>(layer) * experts + e;

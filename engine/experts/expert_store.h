@@ -1,4 +1,4 @@
-// ExpertStore: the tiered expert provider (issue 7). Routed experts live in
+// ExpertStore: the tiered expert provider. Routed experts live in
 //
 //   device cache (backend memory, `device_slots` experts)
 //     <- host tier (pinned host memory, `host_slots` experts, optional)
@@ -83,22 +83,55 @@ class ExpertStore final : public ExpertProvider {
   std::vector<ExpertPlacementEntry> Placement() const;
   const PackLayout& layout() const { return reader_->layout(); }
 
+  // Checks the state machine above against the bookkeeping: every slot owned
+  // by exactly one entry or free, the policies holding exactly the resident
+  // keys, pins matching the pin rule, the protection count. Internal naming
+  // the first violation. Thread-safe; meant for tests after every step.
+  absl::Status CheckInvariants() const;
+
  private:
+  // A device cache entry exists only while it holds a slot. Its lifecycle:
+  //
+  //   from       event                                          to
+  //   (none)     StartLoad (routing miss, pending wave, prefetch) kLoading
+  //   kLoading   FinishLoad, ok                                   kReady
+  //   kLoading   FinishLoad, error (waiters get the error)        (none)
+  //   kReady     Evict: the policy's victim (never pinned), or a  (none)
+  //              demand breaking a weaker pin (never kAcquired)
+  //
+  // Its use within a step, orthogonal to the above:
+  //
+  //   kIdle      OnRouting / StartPendingLoads chose it           kNeeded
+  //   kIdle      Acquire without routing first                    kAcquired
+  //   kNeeded    Acquire                                          kAcquired
+  //   kAcquired  Release                                          kIdle
+  //   any        EndStep (a failed step may leave uses behind)    kIdle
+  //
+  // An entry is pinned in the device policy exactly while it is kLoading,
+  // in use, or protected for an upcoming layer (SyncPin); CheckInvariants
+  // verifies this and the slot accounting.
+  enum class DeviceSlotState { kLoading, kReady };
+  enum class SlotUse { kIdle, kNeeded, kAcquired };
   struct DeviceEntry {
     int32_t slot = -1;
-    bool ready = false;                        // weights are in the slot
+    DeviceSlotState state = DeviceSlotState::kLoading;
+    SlotUse use = SlotUse::kIdle;
     std::shared_ptr<TransferCompletion> load;  // the load (kept after it ends)
-    bool acquired = false;                     // between Acquire and Release
-    bool needed = false;                       // chosen this step, not yet released
     int32_t protect_layer = -1;                // predicted for that upcoming layer
     bool prefetched = false;                   // loaded by a prefetch, not yet demanded
     bool pinned = false;                       // mirrors the policy pin
+    bool ready() const { return state == DeviceSlotState::kReady; }
+    bool in_use() const { return use != SlotUse::kIdle; }
   };
+  // A host tier entry: kFilling while a pack read writes its slot, then
+  // kReady; pinned in the host policy while kFilling or copied from (users).
+  enum class HostSlotState { kFilling, kReady };
   struct HostEntry {
     int32_t slot = -1;
-    bool ready = false;
-    int users = 0;  // loads copying from it (pinned while > 0 or loading)
+    HostSlotState state = HostSlotState::kFilling;
+    int users = 0;  // loads copying from it
     bool pinned = false;
+    bool ready() const { return state == HostSlotState::kReady; }
   };
   // Where a load's bytes come from / go through.
   struct Staging {

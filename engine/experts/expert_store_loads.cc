@@ -17,7 +17,7 @@
 namespace expertd::engine {
 
 void ExpertStore::SyncHostPin(ExpertKey key, HostEntry* e) {
-  const bool want = !e->ready || e->users > 0;
+  const bool want = !e->ready() || e->users > 0;
   if (want == e->pinned) return;
   if (want) {
     host_policy_->Pin(key);
@@ -46,7 +46,7 @@ ExpertStore::Staging ExpertStore::BeginLoad(ExpertKey key, int32_t device_slot) 
   Staging st;
   ExpertLayerCounters& c = Counters(key.layer);
   auto it = host_.find(key);
-  if (it != host_.end() && it->second.ready) {
+  if (it != host_.end() && it->second.ready()) {
     ++it->second.users;
     SyncHostPin(key, &it->second);
     host_policy_->Touch(key);
@@ -105,10 +105,9 @@ void ExpertStore::FinishLoad(ExpertKey key, const Staging& st, const absl::Statu
     auto it = host_.find(key);
     HostEntry& h = it->second;
     --h.users;
-    if (st.host_slot >= 0 && status.ok()) h.ready = true;
+    if (st.host_slot >= 0 && status.ok()) h.state = HostSlotState::kReady;
     if (st.host_slot >= 0 && !status.ok()) {
-      h.ready = true;  // unpin, then drop the half-read slot
-      SyncHostPin(key, &h);
+      if (h.pinned) host_policy_->Unpin(key);  // drop the half-read slot
       host_policy_->Erase(key);
       free_host_slots_.push_back(h.slot);
       host_.erase(it);
@@ -119,8 +118,8 @@ void ExpertStore::FinishLoad(ExpertKey key, const Staging& st, const absl::Statu
   if (st.staging >= 0) free_staging_.push_back(st.staging);
   auto it = device_.find(key);
   if (it != device_.end()) {
-    it->second.ready = true;
     if (status.ok()) {
+      it->second.state = DeviceSlotState::kReady;
       SyncPin(key, &it->second);
     } else {
       Evict(key);  // whoever waits gets `status`; a later demand retries

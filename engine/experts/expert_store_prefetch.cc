@@ -52,13 +52,13 @@ void ExpertStore::ExpireProtections(int layer) {
     e.protect_layer = -1;
     --protected_count_;
     SyncPin(key, &e);
-    if (e.prefetched && !e.needed && !e.pinned) wasted.push_back(key);
+    if (e.prefetched && !e.in_use() && !e.pinned) wasted.push_back(key);
   }
   // A wrong guess leaves at once (Evict counts it wasted) instead of sitting
   // in the cache as if just used: under LRU it would push out a useful expert.
   // One still loading is counted now and ages normally once it lands.
   for (auto& [key, e] : device_) {
-    if (e.prefetched && !e.needed && e.pinned && e.protect_layer < 0) {
+    if (e.prefetched && !e.in_use() && e.pinned && e.protect_layer < 0) {
       ++Counters(key.layer).prefetch_wasted;
       e.prefetched = false;
     }

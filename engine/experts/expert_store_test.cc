@@ -79,6 +79,8 @@ TEST(ExpertStoreTest, PropertyRandomConfigurationsDeliverExactBytes) {
     d.route_by_router = rng() % 2;
     d.zipf_s = rng() % 2 ? 1.2 : 0;
     d.seed = trial;
+    ExpertStore* checked = store->get();
+    d.check = [checked] { return checked->CheckInvariants(); };
     absl::Status s = driver.Run(store->get(), d);
     ASSERT_TRUE(s.ok()) << "trial " << trial << ": " << s;
     ExpertStoreStats st = (*store)->stats();
@@ -102,7 +104,10 @@ TEST(ExpertStoreTest, TwoSlotsServeALayerNeedingEveryExpertInWaves) {
   DriveOptions d;
   d.steps = 4;
   d.rows = 32;  // every expert of every layer, every step
-  ASSERT_TRUE(driver.Run(store->get(), d).ok());
+  ExpertStore* checked = store->get();
+  d.check = [checked] { return checked->CheckInvariants(); };
+  absl::Status run = driver.Run(store->get(), d);
+  ASSERT_TRUE(run.ok()) << run;
   ExpertStoreStats s = (*store)->stats();
   ExpectConsistent(s);
   EXPECT_EQ(s.total.requests, 4 * 3 * 8);

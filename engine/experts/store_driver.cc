@@ -130,9 +130,13 @@ absl::Status StoreDriver::Run(ExpertProvider* provider, const DriveOptions& o) {
     for (float& x : hidden) x = normal(rng);
     provider->BeginStep(o.rows);
     absl::Status s;
-    for (int layer = 0; layer < c.num_hidden_layers && s.ok(); ++layer) s = Layer(provider, layer, hidden.data(), o, &rng);
+    for (int layer = 0; layer < c.num_hidden_layers && s.ok(); ++layer) {
+      s = Layer(provider, layer, hidden.data(), o, &rng);
+      if (s.ok() && o.check) s = o.check();
+    }
     provider->EndStep();
     RETURN_IF_ERROR(s);
+    if (o.check) RETURN_IF_ERROR(o.check());
   }
   return absl::OkStatus();
 }

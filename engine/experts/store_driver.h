@@ -12,6 +12,7 @@
 #define EXPERTD_ENGINE_EXPERTS_STORE_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct DriveOptions {
   double zipf_s = 0;            // skew of random choices (0 = uniform)
   bool verify_bytes = true;
   uint32_t seed = 1;
+  // Called after every layer and every step (e.g. ExpertStore::
+  // CheckInvariants); an error ends the run with it.
+  std::function<absl::Status()> check;
 };
 
 class StoreDriver {

@@ -4,7 +4,7 @@
 // engine/experts/). The forward pass (engine/model) only ever touches a routed
 // expert's weights through this interface; ResidentExpertProvider
 // (resident_expert_provider.h) keeps every expert in device memory, and the
-// tiered store of issue 7 (device cache <- pinned host <- SSD, prefetch)
+// tiered ExpertStore (device cache <- pinned host <- SSD, prefetch)
 // implements the same interface. Change it only by agreement of both owners.
 //
 // The call sequence for one Engine::Step (all calls on the engine thread):

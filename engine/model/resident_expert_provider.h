@@ -1,6 +1,6 @@
 // ResidentExpertProvider: every routed expert of every MoE layer is loaded
 // into device memory at creation and stays there (the baseline, and the
-// reference the offloading providers of issue 7 must match bitwise).
+// reference the offloading providers (engine/experts) must match bitwise).
 #ifndef EXPERTD_ENGINE_MODEL_RESIDENT_EXPERT_PROVIDER_H_
 #define EXPERTD_ENGINE_MODEL_RESIDENT_EXPERT_PROVIDER_H_
 

@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   flags.String("model", &o.model, "Hugging Face checkpoint directory (config.json + safetensors)");
   flags.String("tokens", &o.tokens, "prompt token ids, comma-separated");
   flags.Int("generate", &o.generate, 0, 1 << 20, "greedy tokens to generate after the prompt");
-  flags.String("backend", &o.backend, "compute backend: cpu (cuda with issue 8)");
+  flags.String("backend", &o.backend, "compute backend: cpu or cuda (cuda needs a build with the CUDA toolkit and a GPU)");
   flags.String("weights", &o.weights, "safetensors file in DIR to read instead of model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
   flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");

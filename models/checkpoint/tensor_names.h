@@ -62,7 +62,7 @@ std::string SharedExpertGateName(int64_t layer);
 std::string DenseMlpWeightName(int64_t layer, ExpertProj proj);
 
 // Optional pre-gate weights stored in layer `layer` that predict the NEXT MoE
-// layer's experts (issue 7, Pre-gated MoE): "model.layers.{i}.mlp.pregate.weight"
+// layer's experts (Pre-gated MoE): "model.layers.{i}.mlp.pregate.weight"
 // (Mixtral: "model.layers.{i}.block_sparse_moe.pregate.weight"). Their shape is
 // defined by the prefetch code; validation accepts these names with any shape.
 std::string PregateName(const ModelConfig& config, int64_t layer);

@@ -1,7 +1,7 @@
 // Batch invariance and chunking invariance, bitwise: a sequence's logits and
 // routing do not depend on what else is in the step, on how its prompt was
 // split into prefill chunks (prefill + decode vs one prefill), nor on the
-// number of CPU threads. The serving scheduler (issue 5) relies on this.
+// number of CPU threads. The serving scheduler relies on this.
 #include <cstring>
 #include <memory>
 #include <string>

@@ -1,0 +1,182 @@
+// expertd-train: runs training steps on a model directory, without the daemon.
+//
+//   expertd-train --model=DIR --batch=BATCH.json --steps=N --lr=1e-3 --weight_decay=0.01 \
+//                 --clip_norm=1.0 [--grads_out=GRADS.safetensors] [--threads=N]
+//                 [--scope=full|experts] [--schedule=constant|linear|cosine]
+//                 [--warmup_steps=N] [--weights_out=MODEL.safetensors]
+//
+// BATCH.json is {"input_ids": [[...], ...]} (equal-length sequences); labels
+// are the input ids, shifted inside as Hugging Face does. Every step trains on
+// that same batch with AdamW(betas 0.9/0.999, eps 1e-8) and global-norm
+// clipping. Prints ONE JSON object on stdout:
+//   {"steps": [{"loss_total", "ce_loss", "aux_loss", "grad_norm_before_clip"}, ...],
+//    "loss_after_final_step": x}
+// --grads_out writes the first step's gradients (before clipping) as fp32
+// safetensors under the Hugging Face parameter names; parameters without a
+// gradient are absent. --weights_out writes the weights after the last step
+// (fp32, Hugging Face names). Errors go to stderr with exit status 1 (2: bad usage).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/flags.h"
+#include "base/status_macros.h"
+#include "engine/train/trainer.h"
+#include "models/safetensors/safetensors_writer.h"
+#include "nlohmann/json.hpp"
+
+namespace expertd {
+namespace {
+
+struct Options {
+  std::string model, batch, grads_out, weights_out;
+  std::string scope = "full", schedule = "constant";
+  int64_t steps = 1, threads = 1, warmup_steps = 0;
+  double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0;
+};
+
+absl::StatusOr<train::TrainBatch> ReadBatch(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("--batch: cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("input_ids") ||
+      !j["input_ids"].is_array() || j["input_ids"].empty()) {
+    return absl::InvalidArgumentError(path + ": expected {\"input_ids\": [[...], ...]}");
+  }
+  train::TrainBatch batch;
+  for (const nlohmann::json& seq : j["input_ids"]) {
+    if (!seq.is_array() || seq.empty()) {
+      return absl::InvalidArgumentError(path + ": input_ids must hold non-empty arrays");
+    }
+    if (batch.batch > 0 && static_cast<int64_t>(seq.size()) != batch.seq_len) {
+      return absl::InvalidArgumentError(path + ": every sequence must have the same length");
+    }
+    batch.seq_len = seq.size();
+    for (const nlohmann::json& id : seq) {
+      if (!id.is_number_integer()) {
+        return absl::InvalidArgumentError(path + ": token ids must be integers");
+      }
+      batch.input_ids.push_back(id.get<int32_t>());
+    }
+    ++batch.batch;
+  }
+  return batch;
+}
+
+absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
+  train::TrainOptions t;
+  t.lr = o.lr;
+  t.adamw.weight_decay = o.weight_decay;
+  t.clip_norm = o.clip_norm;
+  t.threads = static_cast<int>(o.threads);
+  t.warmup_steps = o.warmup_steps;
+  t.total_steps = o.steps;
+  if (o.scope == "full") {
+    t.scope = train::TrainScope::kFull;
+  } else if (o.scope == "experts") {
+    t.scope = train::TrainScope::kExperts;
+  } else {
+    return absl::InvalidArgumentError("--scope: expected full or experts, got '" + o.scope + "'");
+  }
+  if (o.schedule == "constant") {
+    t.schedule = train::LrSchedule::kConstant;
+  } else if (o.schedule == "linear") {
+    t.schedule = train::LrSchedule::kLinear;
+  } else if (o.schedule == "cosine") {
+    t.schedule = train::LrSchedule::kCosine;
+  } else {
+    return absl::InvalidArgumentError("--schedule: expected constant, linear or cosine, got '" +
+                                      o.schedule + "'");
+  }
+  return t;
+}
+
+// Copies every gradient (fp32) out of the model, for --grads_out.
+std::vector<std::pair<models::TensorSpec, std::vector<float>>> SnapshotGrads(
+    const train::TrainModel& model) {
+  std::vector<std::pair<models::TensorSpec, std::vector<float>>> out;
+  for (const train::Parameter& p : model.params()) {
+    if (!p.has_grad) continue;
+    out.push_back({models::TensorSpec{p.name, models::DType::kF32, p.shape}, p.grad});
+  }
+  return out;
+}
+
+absl::Status Run(const Options& o) {
+  if (o.model.empty()) return absl::InvalidArgumentError("--model=DIR is required");
+  if (o.batch.empty()) return absl::InvalidArgumentError("--batch=BATCH.json is required");
+  ASSIGN_OR_RETURN(train::TrainBatch batch, ReadBatch(o.batch));
+  ASSIGN_OR_RETURN(train::TrainOptions topts, MakeOptions(o));
+  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model, train::TrainModel::Load(o.model));
+  train::Trainer trainer(model.get(), topts);
+  std::vector<std::pair<models::TensorSpec, std::vector<float>>> grads;
+  nlohmann::json steps = nlohmann::json::array();
+  for (int64_t s = 0; s < o.steps; ++s) {
+    auto observe = [&](const train::TrainModel& m) {
+      if (s == 0 && !o.grads_out.empty()) grads = SnapshotGrads(m);
+    };
+    ASSIGN_OR_RETURN(train::StepReport r, trainer.Step({batch}, observe));
+    steps.push_back({{"loss_total", r.loss.total},
+                     {"ce_loss", r.loss.ce},
+                     {"aux_loss", r.loss.aux},
+                     {"grad_norm_before_clip", r.grad_norm_before_clip}});
+  }
+  if (!o.grads_out.empty()) {
+    std::vector<models::TensorToWrite> tensors;
+    for (const auto& [spec, values] : grads) tensors.push_back({spec, values.data()});
+    RETURN_IF_ERROR(models::WriteSafetensors(o.grads_out, tensors));
+  }
+  if (!o.weights_out.empty()) {
+    std::vector<models::TensorToWrite> tensors;
+    for (const train::Parameter& p : model->params()) {
+      tensors.push_back({models::TensorSpec{p.name, models::DType::kF32, p.shape}, p.value.data()});
+    }
+    RETURN_IF_ERROR(models::WriteSafetensors(o.weights_out, tensors));
+  }
+  ASSIGN_OR_RETURN(train::LossBreakdown final_loss, trainer.Evaluate(batch));
+  nlohmann::json out = {{"steps", steps}, {"loss_after_final_step", final_loss.total}};
+  std::cout << out.dump() << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace expertd
+
+int main(int argc, char** argv) {
+  expertd::Options o;
+  expertd::FlagSet flags(
+      "expertd-train --model=DIR --batch=BATCH.json --steps=N --lr=1e-3 --weight_decay=0.01 "
+      "--clip_norm=1.0 [--grads_out=GRADS.safetensors]");
+  flags.String("model", &o.model, "Hugging Face model directory");
+  flags.String("batch", &o.batch, "BATCH.json: {\"input_ids\": [[...], ...]}");
+  flags.Int("steps", &o.steps, 0, 1 << 30, "optimizer steps on the batch");
+  flags.Double("lr", &o.lr, 0.0, 1e3, "peak learning rate");
+  flags.Double("weight_decay", &o.weight_decay, 0.0, 1e3, "AdamW decoupled weight decay");
+  flags.Double("clip_norm", &o.clip_norm, 0.0, 1e30, "global gradient norm clip (0 = off)");
+  flags.String("grads_out", &o.grads_out, "write the first step's gradients here (safetensors)");
+  flags.String("weights_out", &o.weights_out, "write the trained weights here (fp32 safetensors)");
+  flags.Int("threads", &o.threads, 1, 1024, "CPU threads");
+  flags.String("scope", &o.scope, "full | experts");
+  flags.String("schedule", &o.schedule, "constant | linear | cosine (after warmup)");
+  flags.Int("warmup_steps", &o.warmup_steps, 0, 1 << 30, "linear warmup steps");
+  absl::Status parsed = flags.Parse(argc, argv, nullptr);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (!parsed.ok()) {
+    std::cerr << "expertd-train: " << parsed.message() << "\n" << flags.Usage();
+    return 2;
+  }
+  absl::Status st = expertd::Run(o);
+  if (!st.ok()) {
+    std::cerr << "expertd-train: " << st << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,82 @@
+// Trainer: the step loop. One optimizer step = forward/backward over each
+// micro-batch (gradient accumulation: the loss is their mean), global-norm
+// clipping, the learning-rate schedule, AdamW. Which parameters train is the
+// scope. Deterministic: the same model, options, batches and thread count
+// give bitwise the same weights.
+//
+// Later schedules (expert offload, chunked MoE, micro-batched experts) plug
+// in through TrainModel::set_feed_forward_executor; the loop stays.
+#ifndef EXPERTD_ENGINE_TRAIN_TRAINER_H_
+#define EXPERTD_ENGINE_TRAIN_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/cpu/thread_pool.h"
+#include "engine/train/adamw.h"
+#include "engine/train/train_model.h"
+
+namespace expertd::train {
+
+enum class TrainScope {
+  kFull,     // every parameter
+  kExperts,  // routed experts, shared experts (and their gate), routers
+};
+
+enum class LrSchedule { kConstant, kLinear, kCosine };
+
+struct TrainOptions {
+  double lr = 1e-3;
+  AdamWOptions adamw;
+  double clip_norm = 1.0;  // <= 0: no clipping
+  LrSchedule schedule = LrSchedule::kConstant;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;  // for the linear/cosine decay
+  TrainScope scope = TrainScope::kFull;
+  int threads = 1;
+};
+
+// The learning rate of optimizer step `step` (0-based), as Hugging Face's
+// get_{constant,linear,cosine}_schedule_with_warmup: warmup ramps
+// step/warmup, then constant, linear to 0, or half a cosine to 0.
+double ScheduledLr(const TrainOptions& o, int64_t step);
+
+// Marks each parameter of `model` trainable or frozen for `scope`.
+void ApplyScope(TrainScope scope, TrainModel* model);
+
+struct StepReport {
+  LossBreakdown loss;              // mean over the micro-batches
+  double grad_norm_before_clip = 0.0;
+  float clip_coef = 1.0f;
+  double lr = 0.0;
+};
+
+class Trainer {
+ public:
+  // `model` must outlive the trainer.
+  Trainer(TrainModel* model, TrainOptions options);
+
+  // One optimizer step over `micro_batches` (>= 1). `before_clip`, if set,
+  // sees the model right after backward (gradients summed, not yet clipped).
+  absl::StatusOr<StepReport> Step(const std::vector<TrainBatch>& micro_batches,
+                                  const std::function<void(const TrainModel&)>& before_clip = {});
+  // Loss without gradients or updates.
+  absl::StatusOr<LossBreakdown> Evaluate(const TrainBatch& batch);
+
+  int64_t steps_done() const { return steps_done_; }
+  AdamW& optimizer() { return optimizer_; }
+
+ private:
+  TrainModel* model_;
+  TrainOptions options_;
+  std::unique_ptr<engine::ThreadPool> pool_;
+  AdamW optimizer_;
+  int64_t steps_done_ = 0;
+};
+
+}  // namespace expertd::train
+
+#endif  // EXPERTD_ENGINE_TRAIN_TRAINER_H_
