@@ -66,7 +66,7 @@ struct Shape {
 std::string ConfigJson(const Shape& s) {
   return absl::StrCat(R"({
   "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-  "vocab_size": 96, "hidden_size": 32, "intermediate_size": 40, "moe_intermediate_size": 24,
+  "vocab_size": 96, "hidden_size": 36, "intermediate_size": 40, "moe_intermediate_size": 24,
   "num_attention_heads": 3, "num_key_value_heads": 3, "max_position_embeddings": 128,
   "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 6, "v_head_dim": 12,
   "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "attention_bias": false,
