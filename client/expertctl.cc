@@ -5,15 +5,23 @@
 //   expertctl generate --prompt="Once upon" [--max_new_tokens=64 --temperature=0.7
 //             --top_p=0.9 --seed=1 --stop=STR --tokens=1,2,3 --show_ids]
 //                                              # streams text to stdout, stats to stderr
+//                                              # sampling flags left out: the server's defaults
 //   expertctl tokenize --prompt=TEXT          # token ids, one JSON array
 //   expertctl detokenize --tokens=1,2,3       # text
+//   expertctl --admin_token_file=F expert-stats [--per_expert]
+//                                              # AdminService.GetExpertStats, as JSON
+// TLS: --tls (system roots) or --tls_ca=CA.pem, optionally --tls_server_name
+// when the certificate names another host than --server.
 // Exit status: 0 on success, 1 when the call fails (the gRPC status is printed
 // on stderr), 2 for bad usage.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -33,14 +41,40 @@ struct Options {
   std::string prompt;
   std::string tokens;
   int64_t max_new_tokens = 64;
-  double temperature = 0.7;
-  double top_p = 1.0;
+  double temperature = -1;  // < 0: unset, the server's default applies
+  double top_p = -1;
   int64_t top_k = 0;
   int64_t seed = -1;
   std::string stop;
   bool show_ids = false;
   bool raw = false;
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_server_name;
+  std::string admin_token_file;
+  bool per_expert = false;
 };
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot read '" + path + "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Options& o) {
+  if (!o.tls && o.tls_ca.empty()) return grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
+  grpc::SslCredentialsOptions ssl;
+  if (!o.tls_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(o.tls_ca);
+    if (!ca.ok()) return absl::InvalidArgumentError("--tls_ca: " + std::string(ca.status().message()));
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  grpc::ChannelArguments args;
+  if (!o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
+  return grpc::CreateCustomChannel(o.server, grpc::SslCredentials(ssl), args);
+}
 
 bool ParseIds(const std::string& text, std::vector<uint32_t>* ids) {
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -106,8 +140,9 @@ int Generate(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
   }
   req.mutable_stopping()->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
   if (!o.stop.empty()) req.mutable_stopping()->add_stop(o.stop);
-  req.mutable_sampling()->set_temperature(static_cast<float>(o.temperature));
-  req.mutable_sampling()->set_top_p(static_cast<float>(o.top_p));
+  // Only what the user set: one set of defaults, the server's.
+  if (o.temperature >= 0) req.mutable_sampling()->set_temperature(static_cast<float>(o.temperature));
+  if (o.top_p >= 0) req.mutable_sampling()->set_top_p(static_cast<float>(o.top_p));
   if (o.top_k > 0) req.mutable_sampling()->set_top_k(static_cast<uint32_t>(o.top_k));
   if (o.seed >= 0) req.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
   auto stub = expertd::v1::InferenceService::NewStub(channel);
@@ -164,6 +199,27 @@ int Detokenize(const std::shared_ptr<grpc::Channel>& channel, const Options& o) 
   return 0;
 }
 
+int ExpertStats(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
+  if (o.admin_token_file.empty()) {
+    std::fprintf(stderr, "expertctl: expert-stats needs --admin_token_file (the daemon's admin token)\n");
+    return 2;
+  }
+  absl::StatusOr<std::string> token = ReadFile(o.admin_token_file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "expertctl: --admin_token_file: %s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  auto stub = expertd::v1::AdminService::NewStub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  ctx.AddMetadata("authorization", "Bearer " + std::string(absl::StripAsciiWhitespace(*token)));
+  expertd::v1::GetExpertStatsRequest req;
+  req.set_per_expert(o.per_expert);
+  expertd::v1::ExpertStats stats;
+  grpc::Status st = stub->GetExpertStats(&ctx, req, &stats);
+  return st.ok() ? PrintJson(stats) : Fail(st);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,19 +227,26 @@ int main(int argc, char** argv) {
   expertd::FlagSet flags(
       "expertctl: talk to an expertd daemon.\n"
       "usage: expertctl [--server=HOST:PORT] COMMAND\n"
-      "commands: health [--service=NAME] | info | server-info | generate | tokenize | detokenize");
+      "commands: health [--service=NAME] | info | server-info | generate | tokenize | detokenize |\n"
+      "          expert-stats [--per_expert] (admin: --admin_token_file)");
   flags.String("server", &o.server, "expertd address");
   flags.String("service", &o.service, "health: service name (empty = the whole server)");
   flags.Double("timeout_seconds", &o.timeout_seconds, 0.001, 86400, "deadline for each call");
   flags.String("prompt", &o.prompt, "generate/tokenize: the text prompt");
   flags.String("tokens", &o.tokens, "generate: prompt as token ids; detokenize: ids (comma-separated)");
   flags.Int("max_new_tokens", &o.max_new_tokens, 1, 1 << 20, "generate: maximum new tokens");
-  flags.Double("temperature", &o.temperature, 0, 100, "generate: sampling temperature (0 = greedy)");
-  flags.Double("top_p", &o.top_p, 0.000001, 1, "generate: nucleus sampling");
+  flags.Double("temperature", &o.temperature, 0, 100,
+               "generate: sampling temperature (0 = greedy); unset: the server's default");
+  flags.Double("top_p", &o.top_p, 0.000001, 1, "generate: nucleus sampling; unset: the server's default");
   flags.Int("top_k", &o.top_k, 0, 1 << 24, "generate: top-k (0 = off)");
   flags.Int("seed", &o.seed, -1, INT64_MAX, "generate: seed (-1 = random)");
   flags.String("stop", &o.stop, "generate: a stop string");
   flags.Bool("show_ids", &o.show_ids, "generate: print token ids on stderr");
+  flags.Bool("tls", &o.tls, "connect with TLS, verifying the server against the system's roots");
+  flags.String("tls_ca", &o.tls_ca, "connect with TLS, verifying the server against this CA (PEM file)");
+  flags.String("tls_server_name", &o.tls_server_name, "TLS: the name the server's certificate must carry");
+  flags.String("admin_token_file", &o.admin_token_file, "file holding the AdminService bearer token");
+  flags.Bool("per_expert", &o.per_expert, "expert-stats: one entry per (layer, expert)");
   std::vector<std::string> args;
   absl::Status s = flags.Parse(argc, argv, &args);
   if (s.ok() && flags.help_requested()) {
@@ -195,8 +258,14 @@ int main(int argc, char** argv) {
                  flags.Usage().c_str());
     return 2;
   }
-  auto channel = grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(o);
+  if (!made.ok()) {
+    std::fprintf(stderr, "expertctl: %s\n", std::string(made.status().message()).c_str());
+    return 2;
+  }
+  const std::shared_ptr<grpc::Channel> channel = *std::move(made);
   const std::string& cmd = args[0];
+  if (cmd == "expert-stats") return ExpertStats(channel, o);
   if (cmd == "health") return Health(channel, o);
   if (cmd == "generate") return Generate(channel, o);
   if (cmd == "tokenize") return Tokenize(channel, o);

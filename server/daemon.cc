@@ -11,6 +11,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "models/config/model_config.h"
+#include "proto/grpc/health/v1/health.pb.h"
 #include "server/expert_stats.h"
 #include "server/model_runtime.h"
 
@@ -94,6 +95,10 @@ absl::Status Daemon::Start() {
     EXPERTD_LOG(Info, "metrics listening").With("address", o.metrics_listen).With("port", metrics_http_->port());
   }
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's health service is built on its own (upb) messages, so reflection
+  // would list grpc.health.v1.Health without being able to describe it. The
+  // generated C++ descriptor puts health.proto into the pool reflection reads.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, creds, &port_);

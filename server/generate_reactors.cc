@@ -6,6 +6,12 @@
 namespace expertd::server {
 namespace {
 
+grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& m) {
+  const std::string bytes = m.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 v1::FinishReason ToProto(FinishReason r) {
   switch (r) {
     case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
@@ -56,16 +62,43 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out) { A
 
 grpc::Status FinalStatus(const GenerationUpdate& u) { return ToGrpcStatus(u.status); }
 
+absl::StatusCode CancelReason(absl::Time deadline, absl::Time now) {
+  // gRPC's deadline timer and absl::Now() are different clocks: allow a few
+  // milliseconds of skew (a client cancelling that close to its deadline is
+  // indistinguishable from the deadline anyway).
+  return now + absl::Milliseconds(5) >= deadline ? absl::StatusCode::kDeadlineExceeded
+                                                 : absl::StatusCode::kCancelled;
+}
+
+namespace {
+
+grpc::Status CancelStatus(absl::StatusCode why) {
+  return why == absl::StatusCode::kDeadlineExceeded
+             ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
+             : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // Streaming
 
 void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
-  if (on_finish_) on_finish_(status);
+  if (on_finish_) {
+    RequestSummary summary;
+    {
+      absl::MutexLock lock(&mu_);
+      summary = summary_;
+    }
+    on_finish_(status, summary);
+  }
   Finish(status);
 }
 
-GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request, RpcDone done) {
-  std::shared_ptr<GenerateStreamReactor> r(new GenerateStreamReactor(scheduler, std::move(done)));
+GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request,
+                                                     RequestSummary summary, RpcDone done) {
+  std::shared_ptr<GenerateStreamReactor> r(
+      new GenerateStreamReactor(scheduler, request.deadline, std::move(summary), std::move(done)));
   r->self_ = r;
   {
     absl::MutexLock lock(&r->mu_);
@@ -89,6 +122,7 @@ void GenerateStreamReactor::OnUpdate(GenerationUpdate u) {
   {
     absl::MutexLock lock(&mu_);
     if (finish_called_) return;
+    if (u.finished) SummarizeFinalUpdate(u, &summary_);
     if (!u.status.ok()) {
       final_status_ = FinalStatus(u);
       final_seen_ = true;
@@ -110,9 +144,9 @@ bool GenerateStreamReactor::NextActionLocked(bool* finish, grpc::Status* status)
     return false;
   }
   if (has_pending_) {
-    in_flight_.Clear();
-    in_flight_.Swap(&pending_);
-    in_flight_.set_request_id(request_id_);
+    pending_.set_request_id(request_id_);
+    in_flight_ = Serialize(pending_);
+    pending_.Clear();
     has_pending_ = false;
     writing_ = true;
     return true;
@@ -156,14 +190,15 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
 }
 
 void GenerateStreamReactor::OnCancel() {
+  const absl::StatusCode why = CancelReason(deadline_, absl::Now());
   std::shared_ptr<RequestHandle> handle;
   {
     absl::MutexLock lock(&mu_);
     handle = handle_;
-    final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    final_status_ = CancelStatus(why);
   }
   if (handle != nullptr) {
-    handle->Cancel();
+    handle->Cancel(why);
     scheduler_->Notify();
   }
 }
@@ -178,15 +213,26 @@ void GenerateStreamReactor::OnDone() {
 // Unary
 
 void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
-  if (on_finish_) on_finish_(status);
+  RequestSummary summary;
+  {
+    absl::MutexLock lock(&mu_);
+    summary = summary_;
+    if (status.ok()) *response_ = Serialize(message_);
+  }
+  if (on_finish_) on_finish_(status, summary);
   Finish(status);
 }
 
 GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
-                                                   v1::GenerateUnaryResponse* response, RpcDone done) {
-  std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(scheduler, response, std::move(done)));
+                                                   RequestSummary summary, grpc::ByteBuffer* response,
+                                                   RpcDone done) {
+  std::shared_ptr<GenerateUnaryReactor> r(
+      new GenerateUnaryReactor(scheduler, request.deadline, std::move(summary), response, std::move(done)));
   r->self_ = r;
-  response->set_request_id(request.request_id);
+  {
+    absl::MutexLock lock(&r->mu_);
+    r->message_.set_request_id(request.request_id);
+  }
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
   if (!handle.ok()) {
     r->FinishWith(ToGrpcStatus(handle.status()));
@@ -200,21 +246,23 @@ GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, Generat
 void GenerateUnaryReactor::OnUpdate(GenerationUpdate u) {
   absl::ReleasableMutexLock lock(&mu_);
   if (done_) return;
-  if (u.status.ok()) AppendUpdate(u, response_);
+  if (u.status.ok()) AppendUpdate(u, &message_);
   if (!u.finished) return;
+  SummarizeFinalUpdate(u, &summary_);
   done_ = true;  // nothing touches response_ after Finish
   lock.Release();
   FinishWith(FinalStatus(u));
 }
 
 void GenerateUnaryReactor::OnCancel() {
+  const absl::StatusCode why = CancelReason(deadline_, absl::Now());
   std::shared_ptr<RequestHandle> handle;
   {
     absl::MutexLock lock(&mu_);
     handle = handle_;
   }
   if (handle != nullptr) {
-    handle->Cancel();
+    handle->Cancel(why);
     scheduler_->Notify();
   }
 }

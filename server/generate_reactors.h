@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/expertd.pb.h"
 #include "server/generation_update.h"
+#include "server/request_log.h"
 #include "server/scheduler.h"
 
 namespace expertd::server {
@@ -22,18 +23,24 @@ void AppendUpdate(const GenerationUpdate& u, v1::GenerateResponse* out);
 void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out);
 // gRPC status for a finished update (OK unless cancelled / deadline).
 grpc::Status FinalStatus(const GenerationUpdate& u);
+// Why gRPC cancelled a call: its deadline passed (DEADLINE_EXCEEDED) or the
+// client went away (CANCELLED). gRPC reports both through OnCancel.
+absl::StatusCode CancelReason(absl::Time deadline, absl::Time now);
 
-// Called once with the status a call ends with (metrics).
-using RpcDone = std::function<void(const grpc::Status&)>;
+// Called once with the status a call ends with and what it did (metrics,
+// the request log line).
+using RpcDone = std::function<void(const grpc::Status&, const RequestSummary&)>;
 
 // Streaming. Shared-owned: by itself until OnDone, and by the scheduler
 // (as the request's observer) until the request ends, so a late update
-// never touches freed memory.
-class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+// never touches freed memory. Writes serialized GenerateResponses (the
+// service takes raw bytes to decode requests itself).
+class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                                     public GenerationObserver,
                                     public std::enable_shared_from_this<GenerateStreamReactor> {
  public:
-  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request, RpcDone done);
+  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request, RequestSummary summary,
+                                       RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;  // scheduler thread
   void OnWriteDone(bool ok) override;
@@ -41,7 +48,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void OnDone() override;
 
  private:
-  GenerateStreamReactor(Scheduler* scheduler, RpcDone done) : scheduler_(scheduler), on_finish_(std::move(done)) {}
+  GenerateStreamReactor(Scheduler* scheduler, absl::Time deadline, RequestSummary summary, RpcDone done)
+      : scheduler_(scheduler), deadline_(deadline), on_finish_(std::move(done)), summary_(std::move(summary)) {}
   void FinishWith(const grpc::Status& status);
   // Under mu_: decides the next network action. Returns true if `in_flight_`
   // should be written; sets *finish when the call should end instead.
@@ -49,42 +57,53 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void Act();
 
   Scheduler* const scheduler_;
+  const absl::Time deadline_;  // the call's; OnCancel after it means DEADLINE_EXCEEDED
   const RpcDone on_finish_;
   std::shared_ptr<GenerateStreamReactor> self_;  // released in OnDone
   absl::Mutex mu_;
+  RequestSummary summary_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   std::string request_id_ ABSL_GUARDED_BY(mu_);
   v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);    // accumulated, not yet written
   bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
-  v1::GenerateResponse in_flight_;                       // owned by the write in flight
+  grpc::ByteBuffer in_flight_;                           // owned by the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool final_seen_ ABSL_GUARDED_BY(mu_) = false;         // the last update arrived
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Unary: collects every update into the response and finishes once.
+// Unary: collects every update into the response and finishes once (the
+// response is written serialized into the raw call's ByteBuffer).
 class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
                                    public GenerationObserver,
                                    public std::enable_shared_from_this<GenerateUnaryReactor> {
  public:
-  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
-                                      v1::GenerateUnaryResponse* response, RpcDone done);
+  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request, RequestSummary summary,
+                                      grpc::ByteBuffer* response, RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  GenerateUnaryReactor(Scheduler* scheduler, v1::GenerateUnaryResponse* response, RpcDone done)
-      : scheduler_(scheduler), response_(response), on_finish_(std::move(done)) {}
+  GenerateUnaryReactor(Scheduler* scheduler, absl::Time deadline, RequestSummary summary,
+                       grpc::ByteBuffer* response, RpcDone done)
+      : scheduler_(scheduler),
+        deadline_(deadline),
+        response_(response),
+        on_finish_(std::move(done)),
+        summary_(std::move(summary)) {}
   void FinishWith(const grpc::Status& status);
 
   Scheduler* const scheduler_;
-  v1::GenerateUnaryResponse* const response_;  // owned by gRPC until OnDone
+  const absl::Time deadline_;
+  grpc::ByteBuffer* const response_;  // owned by gRPC until OnDone
   const RpcDone on_finish_;
   std::shared_ptr<GenerateUnaryReactor> self_;
   absl::Mutex mu_;
+  RequestSummary summary_ ABSL_GUARDED_BY(mu_);
+  v1::GenerateUnaryResponse message_ ABSL_GUARDED_BY(mu_);  // serialized into *response_ at the end
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };

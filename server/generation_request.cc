@@ -4,37 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "server/request_decoding.h"
 
 namespace expertd::server {
 namespace {
 
 absl::Status FieldError(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-// RFC 3629 UTF-8 check (no overlongs, no surrogates, <= U+10FFFF).
-bool IsValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = s[i];
-    int n;
-    uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (i + n >= s.size()) return false;  // truncated sequence
-    for (int k = 1; k <= n; ++k) {
-      unsigned char cc = s[i + k];
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000)) return false;
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
 }
 
 absl::Status CheckRange(absl::string_view field, float v, float lo, float hi, bool lo_open = false) {
@@ -99,7 +75,9 @@ absl::Status ApplyStopping(const v1::StoppingCriteria& st, const ValidationLimit
     if (s.size() > limits.max_stop_string_bytes) {
       return FieldError("stopping.stop", absl::StrCat("stop strings are at most ", limits.max_stop_string_bytes, " bytes"));
     }
-    if (!IsValidUtf8(s)) return FieldError("stopping.stop", "stop strings must be valid UTF-8");
+    if (std::optional<size_t> bad = FirstInvalidUtf8(s)) {
+      return FieldError("stopping.stop", absl::StrCat("not valid UTF-8 (byte ", *bad, ")"));
+    }
     r->stop.push_back(s);
   }
   if (static_cast<size_t>(st.stop_token_ids_size()) > limits.max_stop_token_ids) {
@@ -121,7 +99,15 @@ absl::Status ApplyPrompt(const v1::GenerateRequest& req, const ValidationLimits&
   switch (req.prompt_case()) {
     case v1::GenerateRequest::kText: {
       if (req.text().empty()) return FieldError("text", "the prompt is empty");
-      if (!IsValidUtf8(req.text())) return FieldError("text", "the prompt is not valid UTF-8");
+      if (std::optional<size_t> bad = FirstInvalidUtf8(req.text())) {
+        return FieldError("text", absl::StrCat("not valid UTF-8 (byte ", *bad, ")"));
+      }
+      if (limits.max_prompt_bytes > 0 && req.text().size() > limits.max_prompt_bytes) {
+        // Refused before tokenizing: no text this long can fit the context.
+        return FieldError("text", absl::StrCat("the prompt is ", req.text().size(), " bytes; the model's context of ",
+                                               limits.max_context, " tokens holds at most ", limits.max_prompt_bytes,
+                                               " bytes of text"));
+      }
       if (!tokenize) return absl::FailedPreconditionError("text: this model has no tokenizer.json; send token_ids");
       ASSIGN_OR_RETURN(r->prompt, tokenize(req.text(), req.has_add_special_tokens() ? req.add_special_tokens() : true));
       if (r->prompt.empty()) return FieldError("text", "the prompt tokenizes to no tokens");

@@ -52,6 +52,10 @@ struct ValidationLimits {
   size_t max_stop_string_bytes = 256;
   size_t max_stop_token_ids = 64;
   size_t max_request_id_bytes = 128;
+  // A text prompt longer than this cannot fit max_context tokens (context x
+  // the longest vocabulary entry in bytes): refused before tokenizing. 0 = no
+  // bound.
+  size_t max_prompt_bytes = 0;
 };
 
 // Turns a text prompt into token ids (the model's tokenizer). May fail for an

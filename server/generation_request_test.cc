@@ -97,6 +97,30 @@ TEST(GenerationRequestTest, ExplicitValuesCarriedOver) {
   EXPECT_FALSE(v->skip_special_tokens);
 }
 
+TEST(GenerationRequestTest, TextTooLongForTheContextIsRefusedBeforeTokenizing) {
+  ValidationLimits limits;
+  limits.model_name = "m";
+  limits.vocab_size = 1000;
+  limits.max_context = 16;
+  limits.max_prompt_bytes = 64;
+  bool tokenized = false;
+  TextTokenizer tok = [&](const std::string& text, bool) -> absl::StatusOr<std::vector<int32_t>> {
+    tokenized = true;
+    return std::vector<int32_t>(text.size() / 8 + 1, 7);
+  };
+  v1::GenerateRequest r;
+  r.set_text(std::string(65, 'a'));
+  r.mutable_stopping()->set_max_new_tokens(1);
+  auto v = ValidateGenerateRequest(r, limits, tok, 1, "id");
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(v.status().message().rfind("text: the prompt is 65 bytes", 0), 0u) << v.status();
+  EXPECT_FALSE(tokenized);
+  r.set_text(std::string(64, 'a'));
+  EXPECT_TRUE(ValidateGenerateRequest(r, limits, tok, 1, "id").ok());
+  EXPECT_TRUE(tokenized);
+}
+
 TEST(GenerationRequestTest, EveryBadFieldIsNamed) {
   ExpectInvalid(v1::GenerateRequest(), "prompt");
   ExpectInvalid(Ids({}), "token_ids");

@@ -5,7 +5,9 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "server/proto_time.h"
+#include "server/request_decoding.h"
 #include "server/generate_reactors.h"
 #include "server/grpc_status.h"
 #include "server/model_info.h"
@@ -40,27 +42,50 @@ struct Prepared {
   GenerationRequest request;
 };
 
-absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx,
-                                 const v1::GenerateRequest& req) {
+// Starts a call's summary: ids (the server's also goes to the client as
+// response metadata), arrival.
+RequestSummary StartSummary(grpc::CallbackServerContext* ctx, const char* rpc) {
+  RequestSummary s;
+  s.rpc = rpc;
+  s.request_id = NextRequestId();
+  s.arrival = absl::Now();
+  ctx->AddInitialMetadata(kRequestIdMetadata, s.request_id);
+  return s;
+}
+
+absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer& raw,
+                                 RequestSummary* summary) {
   Prepared p;
+  grpc::Slice bytes;
+  if (!raw.DumpToSingleSlice(&bytes).ok()) return absl::InvalidArgumentError("unreadable request");
+  v1::GenerateRequest req;
+  RETURN_IF_ERROR(DecodeMessage(
+      absl::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()), &req));
+  summary->client_request_id = req.request_id().size() <= 128 ? req.request_id() : "";
   absl::Status accepting = state->CheckAcceptingRequests();
   if (!accepting.ok()) return accepting;
   p.model = state->model();
   ModelRuntime* rt = p.model->runtime.get();
-  auto validated = ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), NextRequestId());
+  auto validated =
+      ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), summary->request_id);
   if (!validated.ok()) return validated.status();
   p.request = *std::move(validated);
-  p.request.arrival = absl::Now();
+  p.request.arrival = summary->arrival;
   p.request.deadline = DeadlineOf(ctx);
+  summary->prompt_tokens = static_cast<int32_t>(p.request.prompt.size());
   return p;
 }
 
 }  // namespace
 
-std::function<void(const grpc::Status&)> InferenceServiceImpl::Recorder(const char* rpc) {
-  if (metrics_ == nullptr) return nullptr;
+std::function<void(const grpc::Status&, const RequestSummary&)> InferenceServiceImpl::Recorder() {
   ServingMetrics* m = metrics_;
-  return [m, rpc](const grpc::Status& s) { m->OnRpcFinished(rpc, static_cast<absl::StatusCode>(s.error_code())); };
+  const bool log = state_->options().log_requests;
+  return [m, log](const grpc::Status& s, const RequestSummary& summary) {
+    const auto code = static_cast<absl::StatusCode>(s.error_code());
+    if (m != nullptr) m->OnRpcFinished(summary.rpc, code);
+    if (log) LogRequest(summary, absl::Status(code, s.error_message()));
+  };
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext* ctx, const char* rpc,
@@ -69,24 +94,31 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext
   return FinishUnary(ctx, std::move(status));
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
-                                                                               const v1::GenerateRequest* request) {
-  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
+                                                                           const grpc::ByteBuffer* request) {
+  RequestSummary summary = StartSummary(ctx, "Generate");
+  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
   if (!p.ok()) {
     grpc::Status status = ToGrpcStatus(p.status());
-    if (auto record = Recorder("Generate")) record(status);
-    return new FinishedWriteReactor<v1::GenerateResponse>(status);
+    Recorder()(status, summary);
+    return new FinishedWriteReactor<grpc::ByteBuffer>(status);
   }
-  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request), Recorder("Generate"));
+  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request), std::move(summary),
+                                       Recorder());
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
-                                                              const v1::GenerateRequest* request,
-                                                              v1::GenerateUnaryResponse* response) {
-  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request);
-  if (!p.ok()) return Done(ctx, "GenerateUnary", ToGrpcStatus(p.status()));
-  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), response,
-                                      Recorder("GenerateUnary"));
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
+  RequestSummary summary = StartSummary(ctx, "GenerateUnary");
+  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
+  if (!p.ok()) {
+    grpc::Status status = ToGrpcStatus(p.status());
+    Recorder()(status, summary);
+    return FinishUnary(ctx, std::move(status));
+  }
+  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), std::move(summary),
+                                      response, Recorder());
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerContext* ctx,

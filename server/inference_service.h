@@ -7,19 +7,28 @@
 
 #include "proto/expertd.grpc.pb.h"
 #include "server/metrics/serving_metrics.h"
+#include "server/request_log.h"
 #include "server/serving_state.h"
 
 namespace expertd::server {
 
-class InferenceServiceImpl final : public v1::InferenceService::CallbackService {
+// Generate and GenerateUnary take the request as raw bytes and decode it
+// themselves (server/request_decoding.h), so a request protobuf would refuse
+// (invalid UTF-8 in a string) gets INVALID_ARGUMENT naming the field and
+// byte offset, is counted, and is logged as JSON. Their responses are the
+// same GenerateResponse / GenerateUnaryResponse messages, serialized.
+using InferenceServiceBase = v1::InferenceService::WithRawCallbackMethod_Generate<
+    v1::InferenceService::WithRawCallbackMethod_GenerateUnary<v1::InferenceService::CallbackService>>;
+
+class InferenceServiceImpl final : public InferenceServiceBase {
  public:
   // `metrics` may be null (tests).
   InferenceServiceImpl(ServingState* state, ServingMetrics* metrics) : state_(state), metrics_(metrics) {}
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
-                                                            const v1::GenerateRequest* request) override;
-  grpc::ServerUnaryReactor* GenerateUnary(grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request,
-                                          v1::GenerateUnaryResponse* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* ctx,
+                                                        const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* GenerateUnary(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
@@ -32,7 +41,8 @@ class InferenceServiceImpl final : public v1::InferenceService::CallbackService 
  private:
   // Finishes a unary call and counts it.
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc, grpc::Status status);
-  std::function<void(const grpc::Status&)> Recorder(const char* rpc);
+  // Counts the call and writes its request log line (--log_requests).
+  std::function<void(const grpc::Status&, const RequestSummary&)> Recorder();
 
   ServingState* const state_;      // not owned; outlives the service
   ServingMetrics* const metrics_;  // not owned; may be null

@@ -1,29 +1,78 @@
 // expertd: serves a Mixture-of-Experts model over gRPC.
 //   expertd --model_dir=DIR [--listen=127.0.0.1:50051] [--config=FILE] ...
-// Exit status: 0 after a clean SIGTERM/SIGINT drain, 1 if the model cannot be
-// loaded or the port cannot be bound, 2 for bad flags.
+//
+// Signals: SIGTERM, SIGINT and SIGHUP drain (health NOT_SERVING, in-flight
+// requests get --shutdown_grace_seconds) and exit 0. A second one of them
+// during the drain ends the process at once (exit 3). Every signal is logged.
+// SIGHUP drains rather than reloads: a supervisor restarts the daemon with the
+// new configuration.
+//
+//   expertd --config=FILE --check_config   validate the flags and config, then exit
+//
+// Exit status: 0 after a clean drain (or a valid --check_config), 1 if the
+// model cannot be loaded or a port cannot be bound, 2 for bad flags, 3 when a
+// second signal cut the drain short.
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "base/flags.h"
+#include "google/protobuf/stubs/logging.h"
 #include "base/log.h"
 #include "server/daemon.h"
 #include "server/options.h"
+#include "server/port_file.h"
 #include "server/version.h"
 
 namespace {
 
-bool WritePortFile(const std::string& path, int port) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!(out << port << "\n")) return false;
+constexpr int kExitForcedBySecondSignal = 3;
+
+// The protobuf runtime's own messages go through our logger, so
+// --log_format=json output stays one JSON object per line.
+void ProtobufLogToOurLog(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+  if (level >= google::protobuf::LOGLEVEL_ERROR) {
+    EXPERTD_LOG(Error, "protobuf").With("message", message).With("file", file).With("line", line);
+  } else {
+    EXPERTD_LOG(Warn, "protobuf").With("message", message).With("file", file).With("line", line);
   }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+  }
+  return "signal";
+}
+
+// Drains on a helper thread while main keeps listening for signals, so a
+// second signal can end the process even when the drain is stuck.
+int DrainWatchingSignals(expertd::server::Daemon* daemon, const sigset_t& stop_signals) {
+  std::atomic<bool> drained{false};
+  std::thread drain([&] {
+    daemon->Shutdown();
+    drained.store(true);
+  });
+  while (!drained.load()) {
+    timespec tick{0, 50 * 1000 * 1000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig > 0) {
+      EXPERTD_LOG(Warn, "second stop signal: exiting without finishing the drain")
+          .With("signal", SignalName(sig))
+          .With("exit_status", kExitForcedBySecondSignal);
+      std::fflush(nullptr);
+      std::_Exit(kExitForcedBySecondSignal);
+    }
+  }
+  drain.join();
+  return 0;
 }
 
 }  // namespace
@@ -35,6 +84,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   ServerOptions options;
@@ -42,6 +92,11 @@ int main(int argc, char** argv) {
                          ": serves a Mixture-of-Experts model over gRPC.\n"
                          "usage: expertd --model_dir=DIR [--listen=HOST:PORT] [--config=FILE.json] [flags]");
   expertd::server::RegisterServerFlags(&flags, &options);
+  // Not a ServerOptions field: it changes what the binary does, not how it serves.
+  bool check_config = false;
+  flags.Bool("check_config", &check_config,
+             "validate the flags and --config file (paths included), print 'config ok' and exit "
+             "0, or exit 2 naming the bad flag; nothing is loaded or bound");
   absl::Status s = flags.Parse(argc, argv, nullptr);
   if (s.ok() && flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
@@ -52,12 +107,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "expertd: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  if (check_config) {
+    std::printf("expertd: config ok (model_name=%s)\n", options.model_name.c_str());
+    return 0;
+  }
   expertd::log::Level level;
   expertd::log::Format format;
   expertd::log::ParseLevel(options.log_level, &level);
   expertd::log::ParseFormat(options.log_format, &format);
   expertd::log::SetMinLevel(level);
   expertd::log::SetFormat(format);
+  google::protobuf::SetLogHandler(&ProtobufLogToOurLog);
 
   EXPERTD_LOG(Info, "starting")
       .With("version", expertd::server::kVersion)
@@ -77,10 +137,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "expertd: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  if (!port_file.empty() && !WritePortFile(port_file, daemon.port())) {
-    EXPERTD_LOG(Error, "cannot write port file").With("path", port_file);
-    daemon.Shutdown();
-    return 1;
+  if (!port_file.empty()) {
+    // Add a listener's port here when it gains one (e.g. an HTTP API).
+    expertd::server::ListeningPorts ports;
+    ports.ports = {{"grpc_port", daemon.port()}, {"metrics_port", daemon.metrics_port()}};
+    absl::Status written = expertd::server::WritePortFile(port_file, ports);
+    if (!written.ok()) {
+      EXPERTD_LOG(Error, "cannot write port file").With("path", port_file).With("error", written);
+      daemon.Shutdown();
+      return 1;
+    }
   }
 
   // Wait for a stop signal, watching for a failed background load meanwhile.
@@ -88,8 +154,8 @@ int main(int argc, char** argv) {
   while (true) {
     timespec tick{0, 200 * 1000 * 1000};
     int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (sig == SIGTERM || sig == SIGINT) {
-      EXPERTD_LOG(Info, "stop signal").With("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (sig > 0) {
+      EXPERTD_LOG(Info, "stop signal").With("signal", SignalName(sig)).With("action", "drain");
       break;
     }
     if (!load_reported && daemon.load_finished()) {
@@ -103,6 +169,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  daemon.Shutdown();
-  return 0;
+  return DrainWatchingSignals(&daemon, stop_signals);
 }

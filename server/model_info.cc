@@ -45,6 +45,9 @@ void FillModelInfo(const LoadedModel& model, const ServerOptions& options, v1::M
   if (c.bos_token_id >= 0) info->set_bos_token_id(c.bos_token_id);
   if (c.pad_token_id >= 0) info->set_pad_token_id(c.pad_token_id);
   info->set_router(DescribeRouter(c));
+  if (model.runtime != nullptr) {
+    for (const std::string& w : model.runtime->warnings()) info->add_warnings(w);
+  }
   if (model.runtime != nullptr && model.runtime->tokenizer() != nullptr) {
     for (const models::SpecialToken& t : model.runtime->tokenizer()->special_tokens()) {
       v1::SpecialToken* st = info->add_special_tokens();

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -96,10 +98,31 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   }
   rt->scheduler_ = std::make_unique<Scheduler>(rt->engine_.get(), std::move(text), so, listener);
   rt->scheduler_->Start();
+  const int64_t kv_tokens = rt->scheduler_->kv_capacity_tokens();
+  if (kv_tokens < c.max_position_embeddings) {
+    rt->warnings_.push_back(absl::StrCat(
+        "the KV cache (--kv_cache_bytes=", o.kv_cache_bytes, ") holds ", kv_tokens,
+        " tokens, less than one full-context sequence (", c.max_position_embeddings,
+        "): requests whose prompt + max_new_tokens exceed ", kv_tokens, " are refused"));
+    EXPERTD_LOG(Warn, "KV cache cannot hold one full-context sequence")
+        .With("kv_cache_bytes", o.kv_cache_bytes)
+        .With("kv_cache_tokens", kv_tokens)
+        .With("max_context", c.max_position_embeddings);
+  }
 
   rt->limits_.model_name = o.model_name;
   rt->limits_.vocab_size = c.vocab_size;
   rt->limits_.max_context = c.max_position_embeddings;
+  if (rt->tokenizer_ != nullptr) {
+    // No token covers more bytes of text than its vocabulary entry has (byte
+    // -level and SentencePiece entries spell each byte in >= 1 byte), so a
+    // longer text cannot fit the context: refused before tokenizing.
+    size_t longest = 1;
+    for (int32_t id = 0; id < rt->tokenizer_->vocab_size(); ++id) {
+      if (const std::string* t = rt->tokenizer_->IdToToken(id)) longest = std::max(longest, t->size());
+    }
+    rt->limits_.max_prompt_bytes = static_cast<size_t>(c.max_position_embeddings) * longest;
+  }
   return rt;
 }
 

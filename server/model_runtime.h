@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
@@ -35,6 +36,8 @@ class ModelRuntime {
   // Tokenizes text prompts (null function without a tokenizer).
   TextTokenizer text_tokenizer() const;
   const std::string& backend_name() const { return backend_name_; }
+  // Configuration problems found at load (also logged), for GetModelInfo.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   // The tiered expert store (--expert_offload), or null when every expert is
   // resident. Owned by the engine; thread-safe stats().
   const engine::ExpertStore* expert_store() const { return expert_store_; }
@@ -48,6 +51,7 @@ class ModelRuntime {
   std::unique_ptr<Scheduler> scheduler_;  // destroyed before engine_
   ValidationLimits limits_;
   std::string backend_name_;
+  std::vector<std::string> warnings_;
   engine::ExpertStore* expert_store_ = nullptr;  // owned by engine_
 };
 

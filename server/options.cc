@@ -68,6 +68,8 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
             "on SIGTERM, let in-flight requests finish for this long");
   f->String("log_level", &o->log_level, "debug | info | warn | error");
   f->String("log_format", &o->log_format, "json | text");
+  f->Bool("log_requests", &o->log_requests,
+          "one log line per Generate call at its end (ids, tokens, TTFT, total time, finish reason, status)");
 }
 
 namespace {

@@ -51,6 +51,7 @@ struct ServerOptions {
   double shutdown_grace_seconds = 10;      // SIGTERM: finish in-flight work for this long
   std::string log_level = "info";          // debug | info | warn | error
   std::string log_format = "json";         // json | text
+  bool log_requests = true;                // one "request" log line per Generate call
 };
 
 // Binds every option to a flag (names as the struct fields).

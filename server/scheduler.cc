@@ -75,11 +75,13 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(GenerationReque
   auto seq = std::make_unique<Sequence>();
   seq->reserved_blocks = BlocksFor(static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens);
   if (seq->reserved_blocks > blocks_total_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the request needs ", seq->reserved_blocks * block_size_, " tokens of KV cache (prompt ",
-                     request.prompt.size(), " + max_new_tokens ", request.max_new_tokens,
-                     ") but the server's whole KV cache holds ", blocks_total_ * block_size_,
-                     "; lower max_new_tokens or shorten the prompt"));
+    // Not RESOURCE_EXHAUSTED: that tells clients to retry, and this request
+    // would not fit even into an empty cache.
+    return absl::InvalidArgumentError(
+        absl::StrCat("stopping.max_new_tokens: prompt (", request.prompt.size(), " tokens) + max_new_tokens (",
+                     request.max_new_tokens, ") needs ", seq->reserved_blocks * block_size_,
+                     " tokens of KV cache but the server's whole KV cache (--kv_cache_bytes) holds ",
+                     blocks_total_ * block_size_, "; lower max_new_tokens or shorten the prompt"));
   }
   engine::SamplingParams params = ToEngine(request);
   absl::Status valid = engine::ValidateSamplingParams(params);
@@ -143,10 +145,30 @@ bool Scheduler::WaitForWork() {
   return !stop_;
 }
 
+void Scheduler::AuditAdmission(const char* where) {
+  int64_t sum = 0;
+  for (const auto& s : running_) sum += s->reserved_blocks;
+  const engine::KvCacheStats kv = engine_->kv_cache_stats();
+  const int64_t used = kv.blocks_total - kv.blocks_free;
+  const bool ok = static_cast<int64_t>(running_.size()) <= options_.max_running && sum == reserved_blocks_ &&
+                  reserved_blocks_ <= blocks_total_ && used <= reserved_blocks_;
+  if (ok) return;
+  ++admission_violations_;
+  EXPERTD_LOG(Error, "scheduler admission bookkeeping is inconsistent")
+      .With("where", where)
+      .With("running", running_.size())
+      .With("max_running", options_.max_running)
+      .With("reserved_blocks", reserved_blocks_)
+      .With("sum_of_reservations", sum)
+      .With("engine_blocks_used", used)
+      .With("blocks_total", blocks_total_);
+}
+
 void Scheduler::Loop() {
   while (WaitForWork()) {
     ReapCancelled();
     Admit();
+    AuditAdmission("admit");
     if (running_.empty()) {
       PublishStats();
     } else {
@@ -159,7 +181,12 @@ void Scheduler::Loop() {
 void Scheduler::ReapCancelled() {
   const absl::Time now = absl::Now();
   auto verdict = [now](const Sequence& s) -> absl::Status {
-    if (s.handle->cancelled()) return absl::CancelledError("cancelled by the client");
+    if (s.handle->cancelled()) {
+      if (s.handle->reason() == absl::StatusCode::kDeadlineExceeded) {
+        return absl::DeadlineExceededError("deadline exceeded");
+      }
+      return absl::CancelledError("cancelled by the client");
+    }
     if (now >= s.request.deadline) return absl::DeadlineExceededError("deadline exceeded");
     return absl::OkStatus();
   };
@@ -299,6 +326,7 @@ void Scheduler::RunStep() {
                                   [](const std::unique_ptr<Sequence>& s) { return s->observer == nullptr; }),
                    running_.end());
   }
+  AuditAdmission("step");
   SchedulerStats snapshot = PublishStats();
   if (listener_ != nullptr) listener_->OnStep(snapshot, prompt_tokens, generated_tokens);
 }
@@ -314,6 +342,7 @@ SchedulerStats Scheduler::PublishStats() {
       kv.blocks_total > 0 ? static_cast<double>(kv.blocks_total - kv.blocks_free) / kv.blocks_total : 0.0;
   stats_.steps = steps_;
   stats_.tokens_processed = tokens_processed_;
+  stats_.admission_violations = admission_violations_;
   return stats_;
 }
 

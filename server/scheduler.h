@@ -2,8 +2,9 @@
 //
 // Policy (docs/serving.md):
 // - First come, first served. Requests wait in a bounded queue; one that
-//   finds the queue full, or whose prompt + max_new_tokens could never fit
-//   the KV cache, is refused at once with RESOURCE_EXHAUSTED.
+//   finds the queue full is refused at once with RESOURCE_EXHAUSTED (retry
+//   later); one whose prompt + max_new_tokens could never fit the whole KV
+//   cache is refused with INVALID_ARGUMENT (retrying cannot help).
 // - Admission reserves KV blocks for the request's worst case (prompt +
 //   max_new_tokens), so a running sequence never runs out of cache: no
 //   preemption, no OOM. Requests are admitted in arrival order while the
@@ -58,6 +59,12 @@ struct SchedulerStats {
   int64_t kv_blocks_free = 0;
   int64_t steps = 0;
   int64_t tokens_processed = 0;  // prompt + decode tokens through the engine
+  // Times the admission bookkeeping disagreed with the slots (running count
+  // over max_running, reserved KV blocks not the sum of the running
+  // sequences' reservations or over the cache, the engine using more blocks
+  // than reserved). Always 0 unless the scheduler has a bug; checked after
+  // every admission and every step, logged when it happens.
+  int64_t admission_violations = 0;
 };
 
 // A finished request's numbers, for metrics.
@@ -88,11 +95,20 @@ class SchedulerListener {
 // Returned by Submit; Cancel() through it. Thread-safe.
 class RequestHandle {
  public:
-  void Cancel() { cancelled_.store(true); }
-  bool cancelled() const { return cancelled_.load(); }
+  // The client went away (CANCELLED).
+  void Cancel() { Cancel(absl::StatusCode::kCancelled); }
+  // Ends the request with `why`: kCancelled (the client left) or
+  // kDeadlineExceeded (the RPC layer saw the deadline pass before the
+  // scheduler did). The first reason given wins.
+  void Cancel(absl::StatusCode why) {
+    int expected = 0;
+    reason_.compare_exchange_strong(expected, static_cast<int>(why));
+  }
+  bool cancelled() const { return reason_.load() != 0; }
+  absl::StatusCode reason() const { return static_cast<absl::StatusCode>(reason_.load()); }
 
  private:
-  std::atomic<bool> cancelled_{false};
+  std::atomic<int> reason_{0};  // 0 = running, else an absl::StatusCode
 };
 
 class Scheduler {
@@ -105,8 +121,10 @@ class Scheduler {
 
   void Start();
 
-  // Queues a validated request. RESOURCE_EXHAUSTED (queue full, can never
-  // fit), UNAVAILABLE (draining). On success the observer will get updates,
+  // Queues a validated request. RESOURCE_EXHAUSTED (queue full: retry
+  // later), INVALID_ARGUMENT (prompt + max_new_tokens can never fit the whole
+  // KV cache: retrying cannot help; the message names the limit),
+  // UNAVAILABLE (draining). On success the observer will get updates,
   // the last with finished = true (exactly once).
   absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(GenerationRequest request,
                                                         std::shared_ptr<GenerationObserver> observer);
@@ -119,6 +137,10 @@ class Scheduler {
   void Drain(absl::Duration grace);
 
   SchedulerStats stats() const;
+
+  // Tokens of KV cache the whole cache holds (blocks * block size): the most
+  // prompt + max_new_tokens one request may ask for.
+  int64_t kv_capacity_tokens() const { return blocks_total_ * block_size_; }
 
  private:
   struct Sequence;
@@ -133,6 +155,7 @@ class Scheduler {
   void FinishAll(FinishReason reason, const absl::Status& status);
   SchedulerStats PublishStats();  // refreshes stats_ from the engine; returns a copy
   int64_t BlocksFor(int64_t tokens) const;
+  void AuditAdmission(const char* where);
 
   engine::Engine* const engine_;
   const TextStreamerFactory text_;
@@ -155,6 +178,7 @@ class Scheduler {
   int64_t reserved_blocks_ = 0;  // KV blocks promised to running sequences
   int64_t steps_ = 0;
   int64_t tokens_processed_ = 0;
+  int64_t admission_violations_ = 0;
 
   std::thread thread_;
 };

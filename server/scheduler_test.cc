@@ -1,7 +1,9 @@
 // Scheduler tests on a real engine (the qwen3_moe fixture, CPU backend).
 #include "server/scheduler.h"
 
+#include <atomic>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -222,6 +224,21 @@ TEST_F(SchedulerTest, DeadlineExpiresWhileRunning) {
   EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
 }
 
+// The RPC layer may see the deadline pass before the scheduler does: the
+// request must still end as DEADLINE_EXCEEDED, not as a client cancel.
+TEST_F(SchedulerTest, HandleCancelledForDeadlineEndsWithDeadlineExceeded) {
+  MakeScheduler({});
+  auto c = std::make_shared<Collector>();
+  c->SleepPerUpdate(absl::Milliseconds(2));
+  auto h = scheduler_->Submit(Request(Prompt(10, 4), 200, 0.8f, 5), c);
+  ASSERT_TRUE(h.ok());
+  (*h)->Cancel(absl::StatusCode::kDeadlineExceeded);
+  (*h)->Cancel();  // a later reason does not replace the first
+  scheduler_->Notify();
+  EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
+}
+
 TEST_F(SchedulerTest, DeadlinePassedWhileQueued) {
   MakeScheduler({});
   GenerationRequest r = Request(Prompt(10, 4), 20, 0.8f, 5);
@@ -244,7 +261,11 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
   GenerationRequest huge = Request(Prompt(10, 0), 246, 0, 1);
   auto refused = scheduler_->Submit(huge, std::make_shared<Collector>());
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  // Not RESOURCE_EXHAUSTED: clients retry that, and this can never fit.
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("--kv_cache_bytes"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find(std::to_string(scheduler_->kv_capacity_tokens())), std::string::npos)
+      << refused.status();
   // Fill running + queue, then one more is refused.
   std::vector<std::shared_ptr<Collector>> cs;
   std::vector<std::shared_ptr<RequestHandle>> hs;
@@ -279,6 +300,121 @@ TEST_F(SchedulerTest, DrainEndsRunningWithCancelledReason) {
   EXPECT_EQ(c->Wait().finish_reason, FinishReason::kCancelled);
   auto after = scheduler_->Submit(Request(Prompt(3, 1), 2, 0, 1), std::make_shared<Collector>());
   EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Counts final updates; checks nothing arrives after the final one.
+class FinalCounter : public GenerationObserver {
+ public:
+  void OnUpdate(GenerationUpdate u) override {
+    absl::MutexLock lock(&mu_);
+    if (finals_ > 0) ++after_final_;
+    if (u.finished) ++finals_;
+  }
+  bool WaitFinished(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return finals_ > 0; };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  }
+  int finals() {
+    absl::MutexLock lock(&mu_);
+    return finals_;
+  }
+  int after_final() {
+    absl::MutexLock lock(&mu_);
+    return after_final_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int finals_ = 0;
+  int after_final_ = 0;
+};
+
+// Checks the slots after every engine step (scheduler thread).
+class SlotAuditor : public SchedulerListener {
+ public:
+  explicit SlotAuditor(int64_t max_running) : max_running_(max_running) {}
+  void OnStep(const SchedulerStats& s, int64_t, int64_t) override {
+    if (s.running > max_running_ || s.running < 0 || s.waiting < 0 || s.kv_blocks_free < 0 ||
+        s.kv_blocks_free > s.kv_blocks_total || s.admission_violations != 0) {
+      violations_.fetch_add(1);
+    }
+    steps_.fetch_add(1);
+  }
+  void OnFirstToken(absl::Duration) override {}
+  void OnInterTokenLatency(absl::Duration) override {}
+  void OnRequestFinished(const FinishedRequestInfo&) override { finished_.fetch_add(1); }
+
+  const int64_t max_running_;
+  std::atomic<int> violations_{0};
+  std::atomic<int> steps_{0};
+  std::atomic<int> finished_{0};
+};
+
+// Property: whatever the order of arrivals, cancels, deadlines and finishes,
+// the admission bookkeeping matches the slots at every step, every accepted
+// request ends exactly once, and the KV cache is whole again at the end.
+TEST_F(SchedulerTest, AdmissionMatchesSlotsUnderRandomArrivalCancelFinish) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    SchedulerOptions so;
+    so.max_running = 3;
+    so.max_queue = 4;
+    so.max_batch_tokens = 12;
+    so.eos_token_ids = checkpoint_->config().eos_token_ids;
+    so.max_context = checkpoint_->config().max_position_embeddings;
+    engine::EngineOptions eo;
+    eo.backend.threads = 1;
+    eo.kv_cache_bytes = 256 << 10;  // a few hundred tokens: reservations block admission
+    eo.kv_block_size = 16;
+    auto e = engine::Engine::Create(checkpoint_, eo);
+    ASSERT_TRUE(e.ok()) << e.status();
+    SlotAuditor auditor(so.max_running);
+    auto sched = std::make_unique<Scheduler>(e->get(), nullptr, so, &auditor);
+    sched->Start();
+    std::mt19937_64 rng(seed);
+    std::vector<std::shared_ptr<FinalCounter>> accepted;
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (int op = 0; op < 80; ++op) {
+      const int what = static_cast<int>(rng() % 10);
+      if (what < 6) {  // arrival, sometimes with a deadline that passes soon
+        GenerationRequest r = Request(Prompt(1 + static_cast<int>(rng() % 40), op), 1 + static_cast<int>(rng() % 24),
+                                      0.7f, rng());
+        if (rng() % 4 == 0) r.deadline = absl::Now() + absl::Milliseconds(static_cast<int64_t>(rng() % 20));
+        auto obs = std::make_shared<FinalCounter>();
+        auto h = sched->Submit(std::move(r), obs);
+        if (h.ok()) {
+          accepted.push_back(obs);
+          handles.push_back(*h);
+        } else {
+          EXPECT_TRUE(h.status().code() == absl::StatusCode::kResourceExhausted ||
+                      h.status().code() == absl::StatusCode::kInvalidArgument)
+              << h.status();
+        }
+      } else if (what < 8 && !handles.empty()) {  // cancel a random one (maybe already done)
+        handles[rng() % handles.size()]->Cancel(rng() % 2 ? absl::StatusCode::kCancelled
+                                                          : absl::StatusCode::kDeadlineExceeded);
+        sched->Notify();
+      } else if (!accepted.empty()) {  // let a random one finish
+        ASSERT_TRUE(accepted[rng() % accepted.size()]->WaitFinished(absl::Seconds(60)));
+      }
+    }
+    for (auto& obs : accepted) ASSERT_TRUE(obs->WaitFinished(absl::Seconds(60)));
+    sched->Drain(absl::Seconds(5));
+    for (auto& obs : accepted) {
+      EXPECT_EQ(obs->finals(), 1);
+      EXPECT_EQ(obs->after_final(), 0);
+    }
+    EXPECT_EQ(auditor.finished_.load(), static_cast<int>(accepted.size()));
+    EXPECT_EQ(auditor.violations_.load(), 0);
+    EXPECT_GT(auditor.steps_.load(), 0);
+    const SchedulerStats st = sched->stats();
+    EXPECT_EQ(st.admission_violations, 0);
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.waiting, 0);
+    EXPECT_EQ((*e)->kv_cache_stats().blocks_free, (*e)->kv_cache_stats().blocks_total);
+    sched.reset();
+  }
 }
 
 }  // namespace

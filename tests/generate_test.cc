@@ -86,6 +86,8 @@ class GenerateTest : public ::testing::Test {
     stub_ = v1::InferenceService::NewStub(daemon_.channel());
   }
   void TearDown() override {
+    // A second SIGTERM would end a drain at once: only if no test stopped it.
+    if (!daemon_.process().running()) return;
     daemon_.process().Signal(SIGTERM);
     EXPECT_EQ(daemon_.process().Wait(absl::Seconds(30)), 0) << daemon_.process().Output();
   }
@@ -199,6 +201,26 @@ TEST_F(GenerateTest, CancelMidStreamFreesTheSequence) {
 TEST_F(GenerateTest, DeadlineExceeded) {
   StreamResult r = Stream(stub_.get(), Req(Prompt(8, 4), 240, 1.0f, 9), absl::Milliseconds(50));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << r.status.error_message();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(50)));
+  v1::GenerateUnaryResponse unary;
+  grpc::Status us = stub_->GenerateUnary(&ctx, Req(Prompt(8, 5), 240, 1.0f, 9), &unary);
+  EXPECT_EQ(us.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << us.error_message();
+  // The server counts both as DEADLINE_EXCEEDED, never as CANCELLED (the
+  // client hears of its deadline first: wait for the server's count).
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  std::string metrics = Scrape();
+  while (absl::Now() < until &&
+         (MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\"") < 1 ||
+          MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\"") < 1)) {
+    absl::SleepFor(absl::Milliseconds(20));
+    metrics = Scrape();
+  }
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\""), 1)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\""), 1)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "code=\"CANCELLED\""), -1) << metrics;
   EXPECT_EQ(daemon_.Health(""), "SERVING");
 }
 
@@ -244,13 +266,98 @@ TEST_F(GenerateTest, MalformedRequestsGetInvalidArgument) {
     EXPECT_EQ(s.status.error_message().rfind(field, 0), 0u) << s.status.error_message();
     EXPECT_EQ(s.messages, 0);
   }
-  // Invalid UTF-8 in a proto3 string never reaches our validation (protobuf
-  // refuses it); the call fails and the daemon is unaffected.
-  r = Req(Prompt(4, 0), 4, 0, 1);
-  r.clear_token_ids();
-  r.set_text(std::string("bad \xFF utf-8"));
-  EXPECT_FALSE(Stream(stub_.get(), r).status.ok());
   EXPECT_EQ(daemon_.Health(""), "SERVING");
+}
+
+// Protobuf refuses invalid UTF-8 in a proto3 string before any handler runs;
+// the daemon decodes Generate requests itself to answer it properly.
+TEST_F(GenerateTest, InvalidUtf8IsInvalidArgumentWithOffsetCountedAndLoggedAsJson) {
+  v1::GenerateRequest r = Req({}, 4, 0, 1);
+  r.set_text(std::string("bad \xFF utf-8"));  // the client library logs, but sends it
+  StreamResult s = Stream(stub_.get(), r);
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.status.error_message();
+  EXPECT_EQ(s.status.error_message(), "text: not valid UTF-8 (byte 4)");
+  grpc::ClientContext ctx;
+  v1::GenerateUnaryResponse out;
+  grpc::Status us = stub_->GenerateUnary(&ctx, r, &out);
+  EXPECT_EQ(us.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(us.error_message(), "text: not valid UTF-8 (byte 4)");
+  const std::string metrics = Scrape();
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"INVALID_ARGUMENT\""), 1)
+      << metrics;
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"INVALID_ARGUMENT\""), 1)
+      << metrics;
+  int utf8_lines = 0;
+  for (absl::string_view line : absl::StrSplit(daemon_.Output(), '\n', absl::SkipEmpty())) {
+    if (!absl::StrContains(line, "UTF-8") && !absl::StrContains(line, "libprotobuf")) continue;
+    ++utf8_lines;
+    EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}")) << "not a JSON log line: " << line;
+  }
+  EXPECT_EQ(utf8_lines, 2) << daemon_.Output();  // the two request log lines
+  EXPECT_EQ(daemon_.Health(""), "SERVING");
+}
+
+// A prompt too long for the context in any tokenization is refused by its
+// size, before the tokenizer sees it.
+TEST_F(GenerateTest, HugeTextPromptIsRefusedBySize) {
+  v1::GenerateRequest r = Req({}, 4, 0, 1);
+  r.set_text(std::string(4 << 20, 'a'));
+  grpc::ClientContext ctx;
+  v1::GenerateUnaryResponse out;
+  grpc::Status s = stub_->GenerateUnary(&ctx, r, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message().rfind("text: the prompt is 4194304 bytes; the model's context of 4096 tokens holds at most",
+                                    0),
+            0u)
+      << s.error_message();
+  EXPECT_EQ(daemon_.Health(""), "SERVING");
+}
+
+// One "request" log line per call at its end; its id is the x-request-id
+// response metadata.
+TEST_F(GenerateTest, EveryRequestEndsWithOneLogLineNamingItsIds) {
+  v1::GenerateRequest r = Req(Prompt(5, 1), 3, 0, 1);
+  r.set_request_id("client-7");
+  grpc::ClientContext ctx;
+  v1::GenerateUnaryResponse out;
+  ASSERT_TRUE(stub_->GenerateUnary(&ctx, r, &out).ok());
+  auto md = ctx.GetServerInitialMetadata().find("x-request-id");
+  ASSERT_NE(md, ctx.GetServerInitialMetadata().end());
+  const std::string id(md->second.data(), md->second.size());
+  EXPECT_EQ(id.rfind("req-", 0), 0u) << id;
+  EXPECT_EQ(out.request_id(), "client-7");
+
+  grpc::ClientContext bad_ctx;
+  auto reader = stub_->Generate(&bad_ctx, Req({1, 5000}, 4, 0, 1));
+  v1::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto bad_md = bad_ctx.GetServerInitialMetadata().find("x-request-id");
+  ASSERT_NE(bad_md, bad_ctx.GetServerInitialMetadata().end());
+  const std::string bad_id(bad_md->second.data(), bad_md->second.size());
+
+  int ok_lines = 0, bad_lines = 0;
+  for (const std::string& line : daemon_.LogLines("request")) {
+    if (line.find("\"request_id\":\"" + id + "\"") != std::string::npos) {
+      ++ok_lines;
+      EXPECT_NE(line.find("\"rpc\":\"GenerateUnary\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"client_request_id\":\"client-7\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"prompt_tokens\":5"), std::string::npos) << line;
+      EXPECT_NE(line.find("\"generated_tokens\":3"), std::string::npos) << line;
+      EXPECT_NE(line.find("\"finish_reason\":\"length\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"code\":\"OK\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"ttft_seconds\":"), std::string::npos) << line;
+      EXPECT_NE(line.find("\"total_seconds\":"), std::string::npos) << line;
+    }
+    if (line.find("\"request_id\":\"" + bad_id + "\"") != std::string::npos) {
+      ++bad_lines;
+      EXPECT_NE(line.find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"error\":\"token_ids"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(ok_lines, 1) << daemon_.Output();
+  EXPECT_EQ(bad_lines, 1) << daemon_.Output();
 }
 
 TEST_F(GenerateTest, TextPromptStopStringAndTokenizeRoundTrip) {
@@ -317,7 +424,7 @@ TEST_F(GenerateTest, SigtermWhileStreamingDrains) {
   EXPECT_TRUE(last.finish_reason() == v1::FINISH_REASON_CANCELLED ||
               last.finish_reason() == v1::FINISH_REASON_LENGTH)
       << last.DebugString();
-  // TearDown checks the exit status is 0.
+  EXPECT_EQ(daemon_.process().Wait(absl::Seconds(30)), 0) << daemon_.process().Output();
 }
 
 }  // namespace

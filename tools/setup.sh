@@ -12,7 +12,11 @@ PACKAGES=(
   python3 python3-grpcio gnuplot-nox
   python3-protobuf python3-prometheus-client   # interop test: a non-C++ gRPC client, a reference metrics parser
   openssl                                      # TLS test: self-signed certificates at test time
+  python3-jinja2                               # chat-template test: the reference renderer
+  yamllint shellcheck prometheus kubectl       # deploy/check.sh (promtool; kubectl's built-in kustomize)
 )
+# Node.js for deploy/check.sh's schema validation: the machine's own when present.
+command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,6 +28,15 @@ if ((${#missing[@]})); then
   [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# deploy/check.sh validates Kubernetes objects with the npm packages pinned in
+# deploy/validate/package-lock.json; reinstall when the lock file changes.
+lock=deploy/validate/package-lock.json
+if ! cmp -s "$lock" deploy/validate/node_modules/.expertd-lock 2>/dev/null; then
+  echo "setup: installing deploy/validate's npm packages" >&2
+  (cd deploy/validate && npm ci --no-audit --no-fund --loglevel=error >&2)
+  cp "$lock" deploy/validate/node_modules/.expertd-lock
 fi
 
 # The @cuda repository must point somewhere; a CPU-only machine gets an empty

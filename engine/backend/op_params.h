@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "models/config/model_config.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::engine {
 

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "models/checkpoint/tensor_names.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::engine {
 

@@ -1,5 +1,6 @@
 #include "engine/experts/transfer_engine.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace expertd::engine {
@@ -45,13 +46,12 @@ std::shared_ptr<TransferCompletion> TransferEngine::Submit(Priority priority, Jo
 
 void TransferEngine::Promote(const std::shared_ptr<TransferCompletion>& completion) {
   absl::MutexLock lock(&mu_);
-  for (const auto& task : queues_[kPrefetch]) {
-    if (task->completion == completion && !task->claimed.load()) {
-      // The prefetch queue keeps a copy; whoever pops it second skips it.
-      queues_[kDemand].push_back(task);
-      return;
-    }
-  }
+  auto& prefetch = queues_[kPrefetch];
+  auto it = std::find_if(prefetch.begin(), prefetch.end(),
+                         [&](const auto& task) { return task->completion == completion; });
+  if (it == prefetch.end()) return;  // started already, or not a queued prefetch
+  queues_[kDemand].push_back(std::move(*it));
+  prefetch.erase(it);
 }
 
 size_t TransferEngine::queued() const {
@@ -61,11 +61,10 @@ size_t TransferEngine::queued() const {
 
 std::shared_ptr<TransferEngine::Task> TransferEngine::Next() {
   for (auto& q : queues_) {
-    while (!q.empty()) {
-      std::shared_ptr<Task> task = std::move(q.front());
-      q.pop_front();
-      if (!task->claimed.exchange(true)) return task;
-    }
+    if (q.empty()) continue;
+    std::shared_ptr<Task> task = std::move(q.front());
+    q.pop_front();
+    return task;
   }
   return nullptr;
 }

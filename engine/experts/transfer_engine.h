@@ -14,7 +14,6 @@
 #ifndef EXPERTD_ENGINE_EXPERTS_TRANSFER_ENGINE_H_
 #define EXPERTD_ENGINE_EXPERTS_TRANSFER_ENGINE_H_
 
-#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -55,23 +54,25 @@ class TransferEngine {
   TransferEngine& operator=(const TransferEngine&) = delete;
 
   std::shared_ptr<TransferCompletion> Submit(Priority priority, Job job);
-  // Moves a still-queued job to the demand queue; no-op once it started.
+  // Moves a still-queued prefetch job to the back of the demand queue (it
+  // leaves the prefetch queue); no-op once it started or if it is already
+  // a demand job.
   void Promote(const std::shared_ptr<TransferCompletion>& completion);
 
   int num_threads() const { return static_cast<int>(threads_.size()); }
-  // Jobs waiting to start (both queues).
+  // Jobs waiting to start (both queues); each job counts once, promoted or not.
   size_t queued() const;
 
  private:
   struct Task {
     Job job;
     std::shared_ptr<TransferCompletion> completion;
-    std::atomic<bool> claimed{false};  // set by the worker that runs it
   };
   void WorkerLoop();
   std::shared_ptr<Task> Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
+  // A task is in exactly one queue until a worker pops it to run it.
   std::deque<std::shared_ptr<Task>> queues_[2] ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

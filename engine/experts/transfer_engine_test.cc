@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace expertd::engine {
@@ -34,27 +35,61 @@ TEST(TransferEngineTest, RunsJobsAndReportsStatus) {
   EXPECT_EQ(t.num_threads(), 3);
 }
 
+// Generous: only a wedged worker takes this long, and then the test fails
+// instead of hanging.
+constexpr absl::Duration kDeadline = absl::Seconds(60);
+
+// Occupies one worker until released; `started` says the worker has popped it.
+struct Blocker {
+  absl::Notification started;
+  absl::Notification release;
+  TransferEngine::Job Job() {
+    return [this] {
+      started.Notify();
+      release.WaitForNotification();
+      return absl::OkStatus();
+    };
+  }
+};
+
 TEST(TransferEngineTest, DemandJumpsAheadOfPrefetchAndPromotionWorks) {
   TransferEngine t(1);
   Log log;
-  absl::Notification gate;
-  auto blocker = t.Submit(TransferEngine::kDemand, [&] {
-    gate.WaitForNotification();
-    return absl::OkStatus();
-  });
-  // Wait until the single worker is inside the blocker.
-  while (t.queued() != 0) absl::SleepFor(absl::Milliseconds(1));
+  Blocker blocker;
+  auto blocked = t.Submit(TransferEngine::kDemand, blocker.Job());
+  ASSERT_TRUE(blocker.started.WaitForNotificationWithTimeout(kDeadline));
+  EXPECT_EQ(t.queued(), 0u);  // the single worker has taken the blocker
   auto p1 = t.Submit(TransferEngine::kPrefetch, log.Job("p1"));
   auto p2 = t.Submit(TransferEngine::kPrefetch, log.Job("p2"));
   auto p3 = t.Submit(TransferEngine::kPrefetch, log.Job("p3"));
   auto d1 = t.Submit(TransferEngine::kDemand, log.Job("d1"));
   t.Promote(p3);
-  EXPECT_EQ(t.queued(), 5u);  // p3 sits in both queues until claimed
-  gate.Notify();
-  for (auto& c : {p1, p2, p3, d1}) ASSERT_TRUE(c->Wait().ok());
+  EXPECT_EQ(t.queued(), 4u);  // p3 moved, not copied
+  blocker.release.Notify();
+  for (auto& c : {blocked, p1, p2, p3, d1}) ASSERT_TRUE(c->Wait().ok());
   EXPECT_EQ(log.order, (std::vector<std::string>{"d1", "p3", "p1", "p2"}));
   t.Promote(p1);  // already ran: no-op
+  // p2 was the last job popped, so nothing (no stale promoted entry) is left.
   EXPECT_EQ(t.queued(), 0u);
+}
+
+// A promoted job is waiting once, not twice: the count a worker sees drop as
+// it takes jobs must not include a stale prefetch-queue entry.
+TEST(TransferEngineTest, PromotedJobIsCountedOnce) {
+  TransferEngine t(1);
+  Log log;
+  Blocker blocker;
+  auto blocked = t.Submit(TransferEngine::kDemand, blocker.Job());
+  ASSERT_TRUE(blocker.started.WaitForNotificationWithTimeout(kDeadline));
+  auto p1 = t.Submit(TransferEngine::kPrefetch, log.Job("p1"));
+  t.Promote(p1);
+  EXPECT_EQ(t.queued(), 1u);
+  t.Promote(p1);  // already a demand job: no-op
+  EXPECT_EQ(t.queued(), 1u);
+  blocker.release.Notify();
+  ASSERT_TRUE(p1->Wait().ok());
+  EXPECT_EQ(t.queued(), 0u);
+  EXPECT_EQ(log.order, (std::vector<std::string>{"p1"}));
 }
 
 TEST(TransferEngineTest, DestructorRunsEverythingSubmitted) {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::train {
 

@@ -5,7 +5,7 @@
 
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::train {
 namespace {
@@ -79,7 +79,7 @@ TEST(AdamWTest, Bf16WeightsKeepAnFp32Master) {
   for (int i = 1; i < 100; ++i) opt.Step(&params, 1e-4, nullptr);
   const float master = opt.state()[0].master[0];
   EXPECT_NEAR(master, 1.0f - 100 * 1e-4f, 1e-5);
-  EXPECT_EQ(params[0].value[0], models::BF16ToF32(models::F32ToBF16(master)));
+  EXPECT_EQ(params[0].value[0], models::Bf16ToF32(models::F32ToBf16(master)));
   EXPECT_LT(params[0].value[0], 1.0f);
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/simd.h"
 
 namespace expertd::train {
@@ -13,45 +14,68 @@ using engine::ParallelFor;
 using engine::cpu::AxpyF32;
 using engine::cpu::DotF32;
 
-void LinearForward(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in,
-                   int64_t out, ThreadPool* pool) {
-  // Split over output features: each (row, feature) is one DotF32.
-  ParallelFor(pool, out, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float* xi = x + i * in;
-      float* yi = y + i * out;
-      for (int64_t o = begin; o < end; ++o) {
-        const float dot = DotF32(xi, w + o * in, in);
-        yi[o] = b != nullptr ? dot + b[o] : dot;
+namespace {
+
+// y (m, n) (+)= x (m, k) . w (n, k)^T through the inference engine's tiled
+// GEMM: each element is one fixed FMA sequence, whatever the threads.
+void Gemm(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t k,
+          int64_t n, bool accumulate, ThreadPool* pool) {
+  engine::MatmulParams p;
+  p.x = x;
+  p.x_stride = k;
+  p.w = engine::WeightRef{w, models::DType::kF32, n, k};
+  if (bias != nullptr) p.bias = engine::WeightRef{bias, models::DType::kF32, 1, n};
+  p.y = y;
+  p.y_stride = n;
+  p.m = m;
+  p.accumulate = accumulate;
+  engine::cpu::Matmul(p, pool);
+}
+
+// dst (cols, rows) = src (rows, cols)^T.
+void Transpose(const float* src, int64_t rows, int64_t cols, float* dst, ThreadPool* pool) {
+  constexpr int64_t kBlock = 32;
+  ParallelFor(pool, (cols + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t cb = begin * kBlock; cb < std::min(cols, end * kBlock); cb += kBlock) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = cb; c < std::min(cols, cb + kBlock); ++c) dst[c * rows + r] = src[r * cols + c];
       }
     }
   });
 }
 
+}  // namespace
+
+void LinearForward(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t in,
+                   int64_t out, ThreadPool* pool) {
+  if (n == 0) return;
+  Gemm(x, w, b, y, n, in, out, /*accumulate=*/false, pool);
+}
+
 void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                     float* db, int64_t n, int64_t in, int64_t out, ThreadPool* pool) {
-  if (dx != nullptr) {
-    ParallelFor(pool, n, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float* dyi = dy + i * out;
-        for (int64_t o = 0; o < out; ++o) {
-          if (dyi[o] != 0.0f) AxpyF32(dyi[o], w + o * in, dx + i * in, in);
-        }
-      }
-    });
-  }
+  if (n == 0) return;
+  std::vector<float> dy_t;
   if (dw != nullptr || db != nullptr) {
-    ParallelFor(pool, out, 4, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) {
-        float bias_sum = 0.0f;
-        for (int64_t i = 0; i < n; ++i) {
-          const float g = dy[i * out + o];
-          bias_sum += g;
-          if (dw != nullptr && g != 0.0f) AxpyF32(g, x + i * in, dw + o * in, in);
-        }
-        if (db != nullptr) db[o] += bias_sum;
-      }
-    });
+    dy_t.resize(out * n);
+    Transpose(dy, n, out, dy_t.data(), pool);
+  }
+  if (dx != nullptr) {  // dx (n, in) += dy (n, out) . w (out, in) = dy . (w^T)^T
+    std::vector<float> w_t(in * out);
+    Transpose(w, out, in, w_t.data(), pool);
+    Gemm(dy, w_t.data(), nullptr, dx, n, out, in, /*accumulate=*/true, pool);
+  }
+  if (dw != nullptr) {  // dw (out, in) += dy^T (out, n) . (x^T (in, n))^T
+    std::vector<float> x_t(in * n);
+    Transpose(x, n, in, x_t.data(), pool);
+    Gemm(dy_t.data(), x_t.data(), nullptr, dw, out, n, in, /*accumulate=*/true, pool);
+  }
+  if (db != nullptr) {
+    for (int64_t o = 0; o < out; ++o) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) sum += dy_t[o * n + i];
+      db[o] += sum;
+    }
   }
 }
 

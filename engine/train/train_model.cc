@@ -8,7 +8,7 @@
 #include "engine/train/ops.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/checkpoint/tensor_names.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::train {
 

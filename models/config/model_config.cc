@@ -230,24 +230,6 @@ const char* ArchitectureName(Architecture arch) {
   return "?";
 }
 
-const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "float32";
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-  }
-  return "?";
-}
-
-size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-  }
-  return 0;
-}
-
 int64_t ModelConfig::num_moe_layers() const {
   int64_t n = 0;
   for (bool moe : is_moe_layer) n += moe;

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::models {
 
@@ -50,9 +51,6 @@ struct RopeScaling {
 
 // Weight storage type named by config.json's torch_dtype (informational: each
 // tensor in the checkpoint carries its own dtype).
-enum class DType { kF32, kF16, kBF16 };
-const char* DTypeName(DType dtype);  // "float32", "float16", "bfloat16"
-size_t DTypeSize(DType dtype);
 
 struct ModelConfig {
   Architecture architecture = Architecture::kMixtral;

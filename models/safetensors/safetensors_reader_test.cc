@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::models {
 namespace {
@@ -63,7 +63,7 @@ TEST(SafetensorsReaderTest, OpensEveryFixtureAndBf16IsRoundedFp32) {
       ConvertToF32(DType::kF32, (*f32)->Data(e), full.data(), full.size());
       ConvertToF32(b->dtype, (*bf16)->Data(*b), rounded.data(), rounded.size());
       for (size_t i = 0; i < full.size(); ++i) {
-        ASSERT_EQ(F32ToBF16(full[i]), F32ToBF16(rounded[i])) << arch << " " << e.name << "[" << i << "]";
+        ASSERT_EQ(F32ToBf16(full[i]), F32ToBf16(rounded[i])) << arch << " " << e.name << "[" << i << "]";
       }
     }
   }

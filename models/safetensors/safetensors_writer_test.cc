@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
 
 namespace expertd::models {
@@ -29,7 +29,7 @@ bool Exists(const std::string& path) {
 
 TEST(SafetensorsWriterTest, RoundTripsMixedDtypesAlignedAndPadded) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};
-  std::vector<uint16_t> b = {F32ToBF16(0.5f), F32ToBF16(-2.0f), F32ToBF16(3.0f)};
+  std::vector<uint16_t> b = {F32ToBf16(0.5f), F32ToBf16(-2.0f), F32ToBf16(3.0f)};
   std::vector<uint16_t> c = {F32ToF16(1.25f)};
   const std::string path = TmpPath("roundtrip.safetensors");
   ASSERT_TRUE(WriteSafetensors(path, {{{"z.bf16", DType::kBF16, {3}}, b.data()},

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::models::zoo {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::models::zoo {
 namespace {
@@ -57,7 +57,7 @@ TEST(WeightInitTest, FillTensorIsThreadInvariantAndRounded) {
     ASSERT_EQ(got, want) << i;
     uint16_t h;
     std::memcpy(&h, bf16.data() + 2 * i, 2);
-    ASSERT_EQ(h, F32ToBF16(want)) << i;
+    ASSERT_EQ(h, F32ToBf16(want)) << i;
   }
   ExpectedTensor norm{"model.norm.weight", {64}, TensorRole::kNorm};
   std::vector<uint8_t> n(64 * 2);
@@ -65,7 +65,7 @@ TEST(WeightInitTest, FillTensorIsThreadInvariantAndRounded) {
   for (int i = 0; i < 64; ++i) {
     uint16_t h;
     std::memcpy(&h, n.data() + 2 * i, 2);
-    EXPECT_EQ(BF16ToF32(h), 1.0f);
+    EXPECT_EQ(Bf16ToF32(h), 1.0f);
   }
 }
 

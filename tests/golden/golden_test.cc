@@ -10,7 +10,7 @@
 #include "engine/greedy.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 #include "tests/golden/golden_data.h"
 
 namespace expertd::golden {

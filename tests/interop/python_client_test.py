@@ -93,7 +93,9 @@ class Daemon:
             [runfile("server/expertd"), "--model_dir=" + MODEL_DIR, "--listen=127.0.0.1:0",
              "--port_file=" + self.port_file, "--metrics_listen=127.0.0.1:0", "--shutdown_grace_seconds=1"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.port = int(self._wait(lambda: open(self.port_file).read().strip() or None))
+        ports = json.loads(self._wait(lambda: open(self.port_file).read().strip() or None))
+        self.port = ports["grpc_port"]
+        self.metrics_port_from_file = ports["metrics_port"]
         self.metrics_port = self._wait(self._metrics_port_from_log)
 
     def _wait(self, probe, timeout=30):
@@ -176,6 +178,52 @@ class PythonClientTest(unittest.TestCase):
         names = {s.name for s in response.list_services_response.service}
         self.assertTrue({"expertd.v1.InferenceService", "expertd.v1.AdminService", "grpc.health.v1.Health",
                          "grpc.reflection.v1alpha.ServerReflection"} <= names, names)
+
+    def test_port_file_names_grpc_and_metrics_ports(self):
+        self.assertEqual(self.daemon.metrics_port_from_file, self.daemon.metrics_port)
+        with open(self.daemon.port_file) as f:
+            self.assertEqual(set(json.load(f)), {"grpc_port", "metrics_port"})
+
+    def test_reflection_describes_every_listed_service(self):
+        """grpcurl describe: every listed service, its file and all dependencies."""
+        (listing,) = self.reflect({"list_services": ""})
+        names = [s.name for s in listing.list_services_response.service]
+        self.assertIn("grpc.health.v1.Health", names)
+        for name in names:
+            (response,) = self.reflect({"file_containing_symbol": name})
+            self.assertEqual(response.WhichOneof("message_response"), "file_descriptor_response",
+                             "%s: %s" % (name, response.error_response.error_message))
+            files = {}
+            pending = [descriptor_pb2.FileDescriptorProto.FromString(b)
+                       for b in response.file_descriptor_response.file_descriptor_proto]
+            while pending:
+                f = pending.pop()
+                if f.name in files:
+                    continue
+                files[f.name] = f
+                for dep in f.dependency:
+                    if dep in files:
+                        continue
+                    (dep_response,) = self.reflect({"file_by_filename": dep})
+                    self.assertEqual(dep_response.WhichOneof("message_response"), "file_descriptor_response",
+                                     "%s needs %s: %s" % (name, dep, dep_response.error_response.error_message))
+                    pending.extend(descriptor_pb2.FileDescriptorProto.FromString(b)
+                                   for b in dep_response.file_descriptor_response.file_descriptor_proto)
+            pool = descriptor_pool.DescriptorPool()
+            added = set()
+
+            def add(file_name):
+                if file_name in added:
+                    return
+                added.add(file_name)
+                for dep in files[file_name].dependency:
+                    add(dep)
+                pool.Add(files[file_name])
+
+            for file_name in files:
+                add(file_name)
+            service = pool.FindServiceByName(name)
+            self.assertGreater(len(service.methods), 0, name)
 
     def test_reflection_describes_the_same_api_as_proto(self):
         (response,) = self.reflect({"file_containing_symbol": "expertd.v1.InferenceService"})

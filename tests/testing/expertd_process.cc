@@ -28,6 +28,7 @@ absl::Status ExpertdProcess::Start(const std::string& model_dir, const std::vect
   if (port_ == 0) {
     return absl::UnavailableError(absl::StrCat("expertd never wrote its port; output:\n", Output()));
   }
+  metrics_port_ = WaitForPortFile(port_file, absl::Seconds(1), "metrics_port");
   return absl::OkStatus();
 }
 
@@ -38,18 +39,6 @@ std::vector<std::string> ExpertdProcess::LogLines(const std::string& msg) const 
     if (j.is_object() && j.value("msg", "") == msg) out.emplace_back(line);
   }
   return out;
-}
-
-int ExpertdProcess::MetricsPort(absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    for (const std::string& line : LogLines("metrics listening")) {
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.contains("port") && j["port"].is_number_integer()) return j["port"].get<int>();
-    }
-    if (absl::Now() >= deadline) return 0;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
 }
 
 std::shared_ptr<grpc::Channel> ExpertdProcess::channel() {

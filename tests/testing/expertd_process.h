@@ -27,9 +27,8 @@ class ExpertdProcess {
 
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  // The port from the JSON log line {"msg":"metrics listening","port":N};
-  // 0 if none appears within `timeout`.
-  int MetricsPort(absl::Duration timeout = absl::Seconds(10)) const;
+  // The metrics port from the --port_file; 0 without --metrics_listen.
+  int MetricsPort() const { return metrics_port_; }
   // JSON log lines whose "msg" equals `msg`, as raw text.
   std::vector<std::string> LogLines(const std::string& msg) const;
 
@@ -46,6 +45,7 @@ class ExpertdProcess {
  private:
   Subprocess process_;
   int port_ = 0;
+  int metrics_port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
 };
 

@@ -74,14 +74,27 @@ std::string Subprocess::Output() const {
   return s.str();
 }
 
-int WaitForPortFile(const std::string& path, absl::Duration timeout) {
+int WaitForPortFile(const std::string& path, absl::Duration timeout, const std::string& key) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     std::ifstream in(path);
     std::string text;
-    int port = 0;
-    if (in && std::getline(in, text) && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) && port > 0) {
-      return port;
+    if (in && std::getline(in, text)) {
+      // {"grpc_port":N,"metrics_port":M}: written atomically, so a complete
+      // line is the whole file.
+      const std::string quoted = "\"" + key + "\":";
+      const size_t at = text.find(quoted);
+      int port = 0;
+      if (at != std::string::npos) {
+        const size_t begin = at + quoted.size();
+        const size_t end = text.find_first_of(",}", begin);
+        if (end != std::string::npos &&
+            absl::SimpleAtoi(absl::StripAsciiWhitespace(text.substr(begin, end - begin)), &port) && port > 0) {
+          return port;
+        }
+      } else if (text.find('}') != std::string::npos) {
+        return 0;  // complete, but this listener is not enabled
+      }
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

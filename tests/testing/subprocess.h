@@ -39,8 +39,10 @@ class Subprocess {
   std::string output_path_;
 };
 
-// Polls `path` until it holds a port number or `timeout` passes; 0 on timeout.
-int WaitForPortFile(const std::string& path, absl::Duration timeout);
+// Polls expertd's --port_file ({"grpc_port":N,"metrics_port":M}) until it
+// is written, and returns the port under `key`; 0 on timeout or when the
+// complete file has no such key (that listener is not enabled).
+int WaitForPortFile(const std::string& path, absl::Duration timeout, const std::string& key = "grpc_port");
 
 // Path of a data dependency inside the test's runfiles, e.g. "server/expertd".
 std::string RunfilePath(const std::string& workspace_relative);

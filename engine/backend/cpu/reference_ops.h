@@ -15,18 +15,7 @@
 
 namespace expertd::engine::reference {
 
-inline uint16_t F32ToBf16(float f) {  // round to nearest even
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-inline double Bf16ToDouble(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+using models::F32ToBf16;
 inline uint16_t F32ToF16(float f) {
   // Via the hardware conversion-free path: simple round-to-nearest for the
   // normal range used in tests.
@@ -80,7 +69,7 @@ inline TestWeight RandomWeight(DType dtype, int64_t rows, int64_t cols, std::mt1
         break;
       case DType::kBF16:
         w.u16.push_back(F32ToBf16(v));
-        w.exact.push_back(Bf16ToDouble(w.u16.back()));
+        w.exact.push_back(models::Bf16ToF32(w.u16.back()));
         break;
       case DType::kF16:
         w.u16.push_back(F32ToF16(v));

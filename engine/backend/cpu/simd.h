@@ -17,12 +17,7 @@
 namespace expertd::engine::cpu {
 
 // bf16 / fp16 / fp32 scalar to fp32 (exact).
-inline float Bf16ToF32(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+using models::Bf16ToF32;
 inline float F16ToF32(uint16_t v) { return _cvtsh_ss(v); }
 
 inline float LoadScalar(const void* data, DType dtype, int64_t i) {

@@ -1,4 +1,4 @@
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 #include <immintrin.h>
 
@@ -55,26 +55,26 @@ TEST(DTypeTest, F32ToF16MatchesHardwareOnManyFloats) {
 
 TEST(DTypeTest, BF16RoundTripsEveryValue) {
   for (uint32_t h = 0; h < 65536; ++h) {
-    float f = BF16ToF32(static_cast<uint16_t>(h));
+    float f = Bf16ToF32(static_cast<uint16_t>(h));
     if (std::isnan(f)) {
-      EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(f))));
+      EXPECT_TRUE(std::isnan(Bf16ToF32(F32ToBf16(f))));
     } else {
-      EXPECT_EQ(F32ToBF16(f), h);
+      EXPECT_EQ(F32ToBf16(f), h);
     }
   }
 }
 
 TEST(DTypeTest, BF16RoundsToNearestEven) {
-  EXPECT_EQ(F32ToBF16(1.0f), 0x3f80);
-  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f808000u)), 0x3f80);  // tie -> even (down)
-  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f818000u)), 0x3f82);  // tie -> even (up)
-  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f808001u)), 0x3f81);  // above tie -> up
-  EXPECT_EQ(F32ToBF16(BitsToFloat(0x3f807fffu)), 0x3f80);  // below tie -> down
-  EXPECT_EQ(F32ToBF16(BitsToFloat(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to Inf
-  EXPECT_EQ(F32ToBF16(-std::numeric_limits<float>::infinity()), 0xff80);
-  EXPECT_EQ(F32ToBF16(-0.0f), 0x8000);
-  uint16_t nan = F32ToBF16(BitsToFloat(0x7f800001u));  // signalling NaN with low payload
-  EXPECT_TRUE(std::isnan(BF16ToF32(nan)));
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(F32ToBf16(BitsToFloat(0x3f808000u)), 0x3f80);  // tie -> even (down)
+  EXPECT_EQ(F32ToBf16(BitsToFloat(0x3f818000u)), 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(F32ToBf16(BitsToFloat(0x3f808001u)), 0x3f81);  // above tie -> up
+  EXPECT_EQ(F32ToBf16(BitsToFloat(0x3f807fffu)), 0x3f80);  // below tie -> down
+  EXPECT_EQ(F32ToBf16(BitsToFloat(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to Inf
+  EXPECT_EQ(F32ToBf16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(F32ToBf16(-0.0f), 0x8000);
+  uint16_t nan = F32ToBf16(BitsToFloat(0x7f800001u));  // signalling NaN with low payload
+  EXPECT_TRUE(std::isnan(Bf16ToF32(nan)));
 }
 
 TEST(DTypeTest, BulkConversionsAgreeWithScalar) {
@@ -87,7 +87,7 @@ TEST(DTypeTest, BulkConversionsAgreeWithScalar) {
     for (size_t i = 0; i < src.size(); ++i) {
       float expect = dt == DType::kF32   ? src[i]
                      : dt == DType::kF16 ? F16ToF32(F32ToF16(src[i]))
-                                         : BF16ToF32(F32ToBF16(src[i]));
+                                         : Bf16ToF32(F32ToBf16(src[i]));
       EXPECT_EQ(FloatBits(back[i]), FloatBits(expect)) << DTypeName(dt) << " " << i;
     }
   }

@@ -1,6 +1,24 @@
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::models {
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float32";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+  }
+  return "?";
+}
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+  }
+  return 0;
+}
 
 float F16ToF32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -47,7 +65,7 @@ void ConvertToF32(DType from, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, bytes + 2 * i, 2);
-        dst[i] = BF16ToF32(h);
+        dst[i] = Bf16ToF32(h);
       }
       return;
     case DType::kF16:
@@ -68,7 +86,7 @@ void ConvertFromF32(DType to, const float* src, void* dst, size_t n) {
       return;
     case DType::kBF16:
       for (size_t i = 0; i < n; ++i) {
-        uint16_t h = F32ToBF16(src[i]);
+        uint16_t h = F32ToBf16(src[i]);
         std::memcpy(bytes + 2 * i, &h, 2);
       }
       return;

@@ -1,18 +1,21 @@
-// Scalar and bulk conversions between float32 and the 16-bit float formats a
-// safetensors file may hold (bfloat16, IEEE float16). Float32 -> 16-bit rounds
+// DType, the element types of model tensors, and the scalar and bulk
+// conversions between float32 and the 16-bit float formats a checkpoint may
+// hold (bfloat16, IEEE float16). Float32 -> 16-bit rounds
 // to nearest, ties to even (what PyTorch's .to(torch.bfloat16) does); NaN stays
 // NaN (quiet), +-Inf stays Inf, overflow becomes Inf. 16-bit -> float32 is
 // exact. All functions are pure and thread-safe.
-#ifndef EXPERTD_MODELS_SAFETENSORS_DTYPE_H_
-#define EXPERTD_MODELS_SAFETENSORS_DTYPE_H_
+#ifndef EXPERTD_MODELS_DTYPE_DTYPE_H_
+#define EXPERTD_MODELS_DTYPE_DTYPE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-#include "models/config/model_config.h"  // DType
-
 namespace expertd::models {
+
+enum class DType { kF32, kF16, kBF16 };
+const char* DTypeName(DType dtype);  // "float32", "float16", "bfloat16"
+size_t DTypeSize(DType dtype);
 
 inline uint32_t FloatBits(float f) {
   uint32_t u;
@@ -26,9 +29,9 @@ inline float BitsToFloat(uint32_t u) {
 }
 
 // bfloat16 is the top 16 bits of a float32.
-inline float BF16ToF32(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
+inline float Bf16ToF32(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t F32ToBF16(float f) {
+inline uint16_t F32ToBf16(float f) {
   uint32_t u = FloatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even; carries into the exponent (-> Inf) correctly
@@ -47,4 +50,4 @@ void ConvertFromF32(DType to, const float* src, void* dst, size_t n);
 
 }  // namespace expertd::models
 
-#endif  // EXPERTD_MODELS_SAFETENSORS_DTYPE_H_
+#endif  // EXPERTD_MODELS_DTYPE_DTYPE_H_
