@@ -8,7 +8,7 @@
 #include "engine/model/grouped_topk.h"
 #include "engine/model/router.h"
 #include "models/checkpoint/tensor_names.h"
-#include "models/safetensors/dtype.h"
+#include "models/dtype/dtype.h"
 
 namespace expertd::engine {
 namespace {
