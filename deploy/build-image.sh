@@ -108,5 +108,8 @@ fi
 tag=${tag:-localhost/expertd:latest$( ((cuda)) && echo -cuda)}
 buildah bud "${args[@]}" -t "$tag" "$repo"
 rm -rf "$repo/out/image-rootfs"
-buildah rmi --prune >/dev/null 2>&1 || true   # the build stages' images
+# COPY --from leaves the stages' working containers and images behind; the
+# store is this script's alone.
+buildah rm --all >/dev/null 2>&1 || true
+buildah rmi --prune >/dev/null 2>&1 || true
 echo "build-image: $tag built, $(image_size "$tag")"

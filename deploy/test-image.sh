@@ -85,9 +85,10 @@ until [[ -s "$work/run/port" ]]; do
   [[ $("${podman[@]}" inspect --format '{{.State.Running}}' "$name") == true ]] || fail "the container exited"
   sleep 0.2
 done
-port=$(cat "$work/run/port")
-until ctl health --timeout_seconds=5 2>/dev/null | grep -q '^SERVING'; do
-  ((SECONDS < deadline)) || fail "not SERVING within 120 s"
+# The port file: {"grpc_port": N, "metrics_port": M}.
+read -r port metrics_port < <(python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["grpc_port"], p["metrics_port"])' "$work/run/port")
+until ctl health --timeout_seconds=5 >"$work/health.txt" 2>&1; do
+  ((SECONDS < deadline)) || fail "not SERVING within 120 s: $(cat "$work/health.txt")"
   sleep 0.5
 done
 pass "grpc.health.v1 SERVING on port $port ($(ctl health --service=expertd.v1.InferenceService))"
@@ -97,12 +98,6 @@ text=$(ctl generate --prompt="The expert said" --max_new_tokens=16 --temperature
 [[ -n "$text" ]] || fail "Generate returned no text"
 pass "Generate: $(printf '%q' "$text")"
 
-metrics_port=$("${podman[@]}" logs "$name" 2>&1 | python3 -c '
-import json, sys
-for line in sys.stdin:
-    if line.startswith("{") and json.loads(line).get("msg") == "metrics listening":
-        print(json.loads(line)["port"])')
-[[ -n "$metrics_port" ]] || fail "no 'metrics listening' log line"
 python3 - "$metrics_port" <<'PY' || fail "/metrics"
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()

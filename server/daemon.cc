@@ -5,7 +5,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -94,6 +93,18 @@ absl::Status Daemon::Start() {
     RETURN_IF_ERROR(metrics_http_->Start(o.metrics_listen));
     EXPERTD_LOG(Info, "metrics listening").With("address", o.metrics_listen).With("port", metrics_http_->port());
   }
+  if (!o.http_listen.empty()) {
+    openai_http_ = std::make_unique<openai::OpenAiServer>(&state_, &metrics_, o.api_key);
+    absl::Status s = openai_http_->Start(o.http_listen);
+    if (!s.ok()) {
+      if (metrics_http_ != nullptr) metrics_http_->Stop();
+      return s;
+    }
+    EXPERTD_LOG(Info, "openai http listening")
+        .With("address", o.http_listen)
+        .With("port", openai_http_->port())
+        .With("api_key", !o.api_key.empty());
+  }
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service is built on its own (upb) messages, so reflection
   // would list grpc.health.v1.Health without being able to describe it. The
@@ -114,6 +125,7 @@ absl::Status Daemon::Start() {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     if (metrics_http_ != nullptr) metrics_http_->Stop();
+    if (openai_http_ != nullptr) openai_http_->Stop();
     return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
   }
   SetHealth(false);
@@ -133,12 +145,12 @@ absl::Status Daemon::Start() {
 
 absl::Status Daemon::LoadModel() {
   const ServerOptions& o = state_.options();
-  const absl::Time start = absl::Now();
+  const absl::Time start = state_.clock()->Now();
   EXPERTD_LOG(Info, "loading model").With("model_dir", o.model_dir);
   auto model = std::make_shared<LoadedModel>();
   model->name = o.model_name;
   model->dir = o.model_dir;
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_, state_.clock()));
   model->config = runtime->config();
   model->runtime = std::move(runtime);
   if (state_.draining()) return absl::CancelledError("shutdown requested while loading");
@@ -151,7 +163,7 @@ absl::Status Daemon::LoadModel() {
       .With("layers", c.num_hidden_layers)
       .With("experts", c.num_experts)
       .With("top_k", c.num_experts_per_tok)
-      .With("load_seconds", absl::ToDoubleSeconds(absl::Now() - start));
+      .With("load_seconds", absl::ToDoubleSeconds(state_.clock()->Now() - start));
   return absl::OkStatus();
 }
 
@@ -183,6 +195,7 @@ void Daemon::Shutdown() {
   }
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+  if (openai_http_ != nullptr) openai_http_->Stop();
   if (metrics_http_ != nullptr) metrics_http_->Stop();
   EXPERTD_LOG(Info, "stopped");
 }

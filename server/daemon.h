@@ -25,6 +25,7 @@
 #include "server/inference_service.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/serving_metrics.h"
+#include "server/openai/openai_server.h"
 #include "server/scheduler_metrics.h"
 #include "server/serving_state.h"
 #include "server/version.h"
@@ -42,6 +43,8 @@ class Daemon {
   int port() const { return port_; }
   // The bound metrics port; 0 when --metrics_listen is empty.
   int metrics_port() const { return metrics_http_ == nullptr ? 0 : metrics_http_->port(); }
+  // The bound OpenAI HTTP API port; 0 when --http_listen is empty.
+  int http_port() const { return openai_http_ == nullptr ? 0 : openai_http_->port(); }
   // The daemon's metrics (see server/metrics/serving_metrics.h); always
   // collected, exported when --metrics_listen is set. Lives as long as the
   // daemon.
@@ -60,6 +63,7 @@ class Daemon {
   InferenceServiceImpl inference_service_;
   AdminServiceImpl admin_service_;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;
+  std::unique_ptr<openai::OpenAiServer> openai_http_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread loader_;

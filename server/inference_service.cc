@@ -4,7 +4,6 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "server/proto_time.h"
 #include "server/request_decoding.h"
@@ -44,11 +43,11 @@ struct Prepared {
 
 // Starts a call's summary: ids (the server's also goes to the client as
 // response metadata), arrival.
-RequestSummary StartSummary(grpc::CallbackServerContext* ctx, const char* rpc) {
+RequestSummary StartSummary(ServingState* state, grpc::CallbackServerContext* ctx, const char* rpc) {
   RequestSummary s;
   s.rpc = rpc;
   s.request_id = NextRequestId();
-  s.arrival = absl::Now();
+  s.arrival = state->clock()->Now();
   ctx->AddInitialMetadata(kRequestIdMetadata, s.request_id);
   return s;
 }
@@ -70,7 +69,7 @@ absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContex
       ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), summary->request_id);
   if (!validated.ok()) return validated.status();
   p.request = *std::move(validated);
-  p.request.arrival = summary->arrival;
+  p.request.arrival = summary->arrival;  // read from the daemon's clock
   p.request.deadline = DeadlineOf(ctx);
   summary->prompt_tokens = static_cast<int32_t>(p.request.prompt.size());
   return p;
@@ -96,7 +95,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
                                                                            const grpc::ByteBuffer* request) {
-  RequestSummary summary = StartSummary(ctx, "Generate");
+  RequestSummary summary = StartSummary(state_, ctx, "Generate");
   absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
   if (!p.ok()) {
     grpc::Status status = ToGrpcStatus(p.status());
@@ -110,7 +109,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(grpc:
 grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
-  RequestSummary summary = StartSummary(ctx, "GenerateUnary");
+  RequestSummary summary = StartSummary(state_, ctx, "GenerateUnary");
   absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
   if (!p.ok()) {
     grpc::Status status = ToGrpcStatus(p.status());
@@ -177,7 +176,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServ
                                                               const v1::GetServerInfoRequest* request,
                                                               v1::ServerInfo* response) {
   response->set_version(kVersion);
-  ToProtoDuration(absl::Now() - state_->start_time(), response->mutable_uptime());
+  ToProtoDuration(state_->clock()->Now() - state_->start_time(), response->mutable_uptime());
   response->set_ready(state_->ready());
   response->set_draining(state_->draining());
   response->set_max_batch_tokens(state_->options().max_batch_tokens);

@@ -1,5 +1,8 @@
 #include "server/model_runtime.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -33,7 +36,7 @@ class DetokenizerStreamer final : public TextStreamer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOptions& o,
-                                                                  SchedulerListener* listener) {
+                                                                  SchedulerListener* listener, Clock* clock) {
   std::unique_ptr<ModelRuntime> rt(new ModelRuntime());
   ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> checkpoint, models::Checkpoint::Open(o.model_dir));
   rt->checkpoint_ = std::move(checkpoint);
@@ -51,6 +54,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
     EXPERTD_LOG(Warn, "no tokenizer.json: text prompts, Tokenize and Detokenize are unavailable")
         .With("model_dir", o.model_dir);
   }
+
+  ASSIGN_OR_RETURN(rt->chat_formatter_, LoadChatFormatter(o));
 
   engine::EngineOptions eo;
   eo.backend.name = o.backend == "auto" ? "cpu" : o.backend;
@@ -91,6 +96,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   so.max_queue = o.max_queue_length;
   so.eos_token_ids = c.eos_token_ids;
   so.max_context = c.max_position_embeddings;
+  so.clock = clock;
   TextStreamerFactory text;
   if (rt->tokenizer_ != nullptr) {
     const models::Tokenizer* tok = rt->tokenizer_.get();
@@ -128,6 +134,31 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
 
 ModelRuntime::~ModelRuntime() {
   if (scheduler_ != nullptr) scheduler_->Drain(absl::ZeroDuration());
+}
+
+absl::StatusOr<std::shared_ptr<const chat_template::ChatFormatter>> ModelRuntime::LoadChatFormatter(
+    const ServerOptions& o) {
+  // A template we cannot render fails the load here, naming the construct,
+  // rather than every chat request later.
+  absl::StatusOr<chat_template::ChatFormatter> formatter =
+      chat_template::ChatFormatter::FromModelDir(o.model_dir);
+  if (absl::IsNotFound(formatter.status())) {
+    formatter = chat_template::ChatFormatter::FromTokenizerConfig("{}");
+  }
+  if (!formatter.ok()) return formatter.status();
+  if (!o.chat_template.empty()) {
+    std::ifstream in(o.chat_template, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("--chat_template: cannot read '", o.chat_template, "'"));
+    std::stringstream source;
+    source << in.rdbuf();
+    absl::Status s = formatter->OverrideTemplate(source.str());
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(o.chat_template, ": ", s.message()));
+  }
+  if (!formatter->has_template()) {
+    EXPERTD_LOG(Warn, "no chat template: /v1/chat/completions is unavailable (see --chat_template)")
+        .With("model_dir", o.model_dir);
+  }
+  return std::make_shared<const chat_template::ChatFormatter>(*std::move(formatter));
 }
 
 TextTokenizer ModelRuntime::text_tokenizer() const {

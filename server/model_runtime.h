@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_store.h"
+#include "models/chat_template/chat_template.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/tokenizer/tokenizer.h"
 #include "server/generation_request.h"
@@ -22,15 +23,19 @@ namespace expertd::server {
 class ModelRuntime {
  public:
   // Opens options.model_dir, loads the weights onto the backend and starts
-  // the scheduler. `listener` (may be null) must outlive the runtime.
+  // the scheduler. `listener` (may be null) and `clock` (the scheduler's
+  // time) must outlive the runtime.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Load(const ServerOptions& options,
-                                                            SchedulerListener* listener);
+                                                            SchedulerListener* listener, Clock* clock);
   ~ModelRuntime();  // drains the scheduler (immediately) if still running
 
   const models::ModelConfig& config() const { return checkpoint_->config(); }
   const models::Checkpoint& checkpoint() const { return *checkpoint_; }
   // Null when the model directory has no tokenizer.json.
   const models::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // The chat template(s) of tokenizer_config.json (or --chat_template); never
+  // null, has_template() false when there is none.
+  const chat_template::ChatFormatter& chat_formatter() const { return *chat_formatter_; }
   Scheduler* scheduler() { return scheduler_.get(); }
   const ValidationLimits& limits() const { return limits_; }
   // Tokenizes text prompts (null function without a tokenizer).
@@ -44,9 +49,12 @@ class ModelRuntime {
 
  private:
   ModelRuntime() = default;
+  static absl::StatusOr<std::shared_ptr<const chat_template::ChatFormatter>> LoadChatFormatter(
+      const ServerOptions& options);
 
   std::shared_ptr<const models::Checkpoint> checkpoint_;
   std::unique_ptr<models::Tokenizer> tokenizer_;
+  std::shared_ptr<const chat_template::ChatFormatter> chat_formatter_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Scheduler> scheduler_;  // destroyed before engine_
   ValidationLimits limits_;

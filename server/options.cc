@@ -49,8 +49,15 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->String("tls_key", &o->tls_key, "PEM private key for --tls_cert");
   f->String("metrics_listen", &o->metrics_listen,
             "host:port for Prometheus GET /metrics and GET /health over HTTP (empty: off; port 0: any free port)");
+  f->String("http_listen", &o->http_listen,
+            "host:port for the OpenAI-compatible HTTP API: /v1/models, /v1/completions, "
+            "/v1/chat/completions (empty: off; port 0: any free port)");
+  f->String("api_key", &o->api_key, "bearer key the HTTP API requires (prefer --api_key_file; empty: open)");
+  f->String("api_key_file", &o->api_key_file, "file holding the HTTP API's bearer key");
   f->String("model_dir", &o->model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)");
   f->String("model_name", &o->model_name, "name clients use for the model (default: model_dir's base name)");
+  f->String("chat_template", &o->chat_template,
+            "Jinja chat template file for /v1/chat/completions (default: tokenizer_config.json's)");
   f->String("backend", &o->backend, "auto | cpu | cuda");
   f->Int("threads", &o->threads, 0, 1024, "CPU backend threads (0: all cores)");
   f->ByteSize("device_memory_bytes", &o->device_memory_bytes,
@@ -106,6 +113,14 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
       return FlagError("metrics_listen", absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
     }
   }
+  if (!o->http_listen.empty()) {
+    std::string http_host;
+    int http_port;
+    RETURN_IF_ERROR(ParseHostPort("http_listen", o->http_listen, &http_host, &http_port));
+    if (http_port != 0 && http_port == port) {
+      return FlagError("http_listen", absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
+    }
+  }
   if (o->model_dir.empty()) return FlagError("model_dir", "is required");
   if (!IsDirectory(o->model_dir)) return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
   RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));
@@ -131,6 +146,18 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
     buf << in.rdbuf();
     o->admin_token = std::string(absl::StripAsciiWhitespace(buf.str()));
     if (o->admin_token.empty()) return FlagError("admin_token_file", "the file is empty");
+  }
+  if (!o->api_key_file.empty()) {
+    if (!o->api_key.empty()) return FlagError("api_key_file", "give either --api_key or --api_key_file");
+    std::ifstream in(o->api_key_file);
+    if (!in) return FlagError("api_key_file", absl::StrCat("cannot read '", o->api_key_file, "'"));
+    std::stringstream buf;
+    buf << in.rdbuf();
+    o->api_key = std::string(absl::StripAsciiWhitespace(buf.str()));
+    if (o->api_key.empty()) return FlagError("api_key_file", "the file is empty");
+  }
+  if (!o->api_key.empty() && o->http_listen.empty()) {
+    return FlagError("api_key", "protects the HTTP API: set --http_listen too");
   }
   if (!o->admin_token.empty() && o->admin_token.size() < 16) {
     return FlagError("admin_token", "must be at least 16 characters");

@@ -22,10 +22,12 @@ struct ServerOptions {
   std::string tls_cert;                    // PEM; both or neither with tls_key
   std::string tls_key;
   std::string metrics_listen;              // host:port for HTTP /metrics + /health; empty = off
+  std::string http_listen;                 // host:port for the OpenAI-compatible HTTP API; empty = off
 
   // Model.
   std::string model_dir;                   // Hugging Face checkpoint directory (required)
   std::string model_name;                  // served name; default: model_dir's base name
+  std::string chat_template;               // Jinja file replacing tokenizer_config.json's chat_template
   std::string backend = "auto";            // auto | cpu | cuda
   int64_t threads = 0;                     // CPU backend worker threads; 0 = all cores
 
@@ -46,6 +48,8 @@ struct ServerOptions {
   // Admin API.
   std::string admin_token;                 // bearer token; empty = admin API refused
   std::string admin_token_file;            // read the token from this file instead
+  std::string api_key;                     // bearer key for the HTTP API; empty = open
+  std::string api_key_file;                // read the key from this file instead
 
   // Lifecycle and logs.
   double shutdown_grace_seconds = 10;      // SIGTERM: finish in-flight work for this long
@@ -58,7 +62,7 @@ struct ServerOptions {
 void RegisterServerFlags(FlagSet* flags, ServerOptions* options);
 
 // Checks values and their combinations; InvalidArgument naming the flag.
-// Reads admin_token_file into admin_token.
+// Reads admin_token_file into admin_token and api_key_file into api_key.
 absl::Status ValidateServerOptions(ServerOptions* options);
 
 // "host:port" -> port, or InvalidArgument.

@@ -91,6 +91,21 @@ TEST_F(OptionsTest, AdminTokenFile) {
   ExpectError({"--model_dir=" + dir_, "--admin_token_file=/no/such/file"}, "cannot read");
 }
 
+TEST_F(OptionsTest, HttpApiFlags) {
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--http_listen=127.0.0.1:8000", "--api_key=k"}).ok());
+  EXPECT_EQ(options_.http_listen, "127.0.0.1:8000");
+  EXPECT_EQ(options_.api_key, "k");
+  std::string path = dir_ + "/api_key";
+  std::ofstream(path) << " sk-abc \n";
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--http_listen=127.0.0.1:0", "--api_key_file=" + path}).ok());
+  EXPECT_EQ(options_.api_key, "sk-abc");
+  ExpectError({"--model_dir=" + dir_, "--api_key=k"}, "--api_key: protects the HTTP API: set --http_listen too");
+  ExpectError({"--model_dir=" + dir_, "--http_listen=8000"}, "--http_listen: '8000' is not host:port");
+  ExpectError({"--model_dir=" + dir_, "--listen=0.0.0.0:8000", "--http_listen=0.0.0.0:8000"},
+              "--http_listen: port 8000 is already the gRPC port");
+  ExpectError({"--model_dir=" + dir_, "--http_listen=127.0.0.1:0", "--api_key_file=/no/such"}, "cannot read");
+}
+
 TEST_F(OptionsTest, ConfigFile) {
   std::string path = dir_ + "/expertd.json";
   std::ofstream(path) << "{\"model_dir\": \"" << dir_ << "\", \"kv_cache_bytes\": \"64MiB\", \"prefetch\": \"all\"}";

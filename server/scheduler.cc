@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "base/log.h"
 #include "engine/sampling/sampler.h"
 #include "server/stop_matcher.h"
@@ -60,6 +59,7 @@ Scheduler::Scheduler(engine::Engine* engine, TextStreamerFactory text, Scheduler
       text_(std::move(text)),
       options_(std::move(options)),
       listener_(listener),
+      clock_(options_.clock != nullptr ? options_.clock : RealClock::Get()),
       block_size_(engine->kv_cache_stats().block_size),
       blocks_total_(engine->kv_cache_stats().blocks_total),
       vocab_size_(static_cast<int32_t>(engine->config().vocab_size)) {}
@@ -179,7 +179,7 @@ void Scheduler::Loop() {
 }
 
 void Scheduler::ReapCancelled() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   auto verdict = [now](const Sequence& s) -> absl::Status {
     if (s.handle->cancelled()) {
       if (s.handle->reason() == absl::StatusCode::kDeadlineExceeded) {
@@ -278,7 +278,7 @@ void Scheduler::RunStep() {
     in_step.push_back(s.get());
     budget -= n;
   }
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   for (Sequence* s : in_step) {
     if (s->first_scheduled == absl::InfiniteFuture()) s->first_scheduled = start;
   }
@@ -288,7 +288,7 @@ void Scheduler::RunStep() {
   }
   absl::StatusOr<engine::StepResult> result = engine_->Step(step);
   int64_t generated_tokens = 0;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   ++steps_;
   if (result.ok()) {
     // Published before any client hears about this step's tokens, so a stats
@@ -404,7 +404,7 @@ void Scheduler::HandleLogits(Sequence* s, const float* logits, absl::Time now) {
 }
 
 void Scheduler::Finish(Sequence* s, GenerationUpdate u) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   if (s->in_engine) {
     absl::Status rm = engine_->RemoveSequence(s->id);
     if (!rm.ok()) EXPERTD_LOG(Error, "RemoveSequence failed").With("error", rm);

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "engine/engine.h"
 #include "engine/sampling/sampler.h"
 #include "server/generation_request.h"
@@ -48,6 +49,10 @@ struct SchedulerOptions {
   int64_t max_queue = 256;
   std::vector<int32_t> eos_token_ids;
   int64_t max_context = 0;  // the model's max_position_embeddings
+  // Every time the scheduler reads (deadlines, timings) comes from here; it
+  // must outlive the scheduler. Null: RealClock. The Drain grace period is
+  // a blocking wait and uses real time.
+  Clock* clock = nullptr;
 };
 
 // Counts for GetServerInfo and /metrics.
@@ -161,6 +166,7 @@ class Scheduler {
   const TextStreamerFactory text_;
   const SchedulerOptions options_;
   SchedulerListener* const listener_;
+  Clock* const clock_;
   const int64_t block_size_;
   const int64_t blocks_total_;
   const int32_t vocab_size_;

@@ -1,36 +1,52 @@
 // Scheduler tests on a real engine (the qwen3_moe fixture, CPU backend).
+// Time comes from a FakeClock: deadlines and timings are exact, and no test
+// depends on how fast the machine is.
 #include "server/scheduler.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <random>
-#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
 
 namespace expertd::server {
 namespace {
 
-// Collects one request's updates.
+// Collects one request's updates. Optional behaviour runs on the scheduler
+// thread inside each update (the scheduler waits for it): a hook (e.g. moving
+// the fake clock), a gate that holds the scheduler at the first update until
+// the test opens it, or a cancel at the Nth update.
 class Collector : public GenerationObserver {
  public:
-  // Optional behaviour on the scheduler thread: cancel `handle` once this
-  // many updates arrived; sleep in every update (a slow client).
-  void CancelAfter(int updates, std::shared_ptr<RequestHandle> handle) {
+  // `hook(n)` runs at the n-th update (1-based).
+  void SetHook(std::function<void(int)> hook) { hook_ = std::move(hook); }
+  // The first update blocks until Open() (at most 60 s, then the test fails).
+  void CloseGate() { gated_ = true; }
+  void Open() { gate_.Notify(); }
+  // Cancels at the n-th update, through the handle given to SetHandle (which
+  // may come later: the update waits for it).
+  void CancelAt(int n) { cancel_at_ = n; }
+  void SetHandle(std::shared_ptr<RequestHandle> handle) {
     absl::MutexLock lock(&mu_);
-    cancel_after_ = updates;
     handle_ = std::move(handle);
   }
-  void SleepPerUpdate(absl::Duration d) { sleep_ = d; }
 
   void OnUpdate(GenerationUpdate u) override {
-    absl::SleepFor(sleep_);
+    const int n = ++seen_;
+    if (n == 1) first_update_.Notify();
+    if (hook_) hook_(n);
+    if (gated_ && n == 1) EXPECT_TRUE(gate_.WaitForNotificationWithTimeout(absl::Seconds(60)));
     absl::MutexLock lock(&mu_);
-    ++updates_;
-    if (handle_ != nullptr && updates_ >= cancel_after_) handle_->Cancel();
+    if (n == cancel_at_) {
+      auto has_handle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return handle_ != nullptr; };
+      EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&has_handle), absl::Seconds(60)));
+      if (handle_ != nullptr) handle_->Cancel();
+    }
     tokens_.insert(tokens_.end(), u.token_ids.begin(), u.token_ids.end());
     if (u.finished) {
       final_ = u;
@@ -41,23 +57,25 @@ class Collector : public GenerationObserver {
     EXPECT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(60)));
     return final_;
   }
+  bool WaitForFirstUpdate() { return first_update_.WaitForNotificationWithTimeout(absl::Seconds(60)); }
   std::vector<int32_t> tokens() {
     absl::MutexLock lock(&mu_);
     return tokens_;
   }
-  int updates() {
-    absl::MutexLock lock(&mu_);
-    return updates_;
-  }
   bool done() { return done_.HasBeenNotified(); }
 
  private:
+  // Set before Submit, read on the scheduler thread.
+  std::function<void(int)> hook_;
+  bool gated_ = false;
+  int cancel_at_ = 0;
+  std::atomic<int> seen_{0};
+  absl::Notification gate_;
+  absl::Notification first_update_;
+
   absl::Mutex mu_;
-  int cancel_after_ = 0;
-  std::shared_ptr<RequestHandle> handle_;
-  absl::Duration sleep_;
-  std::vector<int32_t> tokens_;
-  int updates_ = 0;
+  std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
   GenerationUpdate final_;
   absl::Notification done_;
 };
@@ -80,6 +98,7 @@ class SchedulerTest : public ::testing::Test {
     engine_ = std::move(*e);
     so.eos_token_ids = checkpoint_->config().eos_token_ids;
     so.max_context = checkpoint_->config().max_position_embeddings;
+    so.clock = &clock_;
     scheduler_ = std::make_unique<Scheduler>(engine_.get(), nullptr, so, nullptr);
     scheduler_->Start();
   }
@@ -92,7 +111,7 @@ class SchedulerTest : public ::testing::Test {
     r.sampling.temperature = temperature;
     r.sampling.seed = seed;
     r.ignore_eos = true;
-    r.arrival = absl::Now();
+    r.arrival = clock_.Now();
     return r;
   }
 
@@ -111,6 +130,7 @@ class SchedulerTest : public ::testing::Test {
     return p;
   }
 
+  FakeClock clock_{1'700'000'000'000'000'000};  // some day in 2023
   std::shared_ptr<const models::Checkpoint> checkpoint_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -180,6 +200,7 @@ TEST_F(SchedulerTest, EosEndsUnlessIgnored) {
   auto e = engine::Engine::Create(checkpoint_, eo);
   ASSERT_TRUE(e.ok());
   so.max_context = 256;
+  so.clock = &clock_;
   Scheduler s(e->get(), nullptr, so, nullptr);
   s.Start();
   GenerationRequest r = Request(Prompt(6, 2), 6, 0, 1);
@@ -199,28 +220,36 @@ TEST_F(SchedulerTest, EosEndsUnlessIgnored) {
 TEST_F(SchedulerTest, CancelFreesKvWithinAStep) {
   MakeScheduler({});
   auto c = std::make_shared<Collector>();
-  c->SleepPerUpdate(absl::Milliseconds(2));  // keeps the run long enough to cancel
+  c->CancelAt(3);
   auto h = scheduler_->Submit(Request(Prompt(20, 3), 200, 0.8f, 5), c);
   ASSERT_TRUE(h.ok());
-  c->CancelAfter(3, *h);
+  c->SetHandle(*h);
   const GenerationUpdate& f = c->Wait();
   EXPECT_EQ(f.status.code(), absl::StatusCode::kCancelled);
-  EXPECT_LT(c->tokens().size(), 200u);
+  // Cancelled during the third token's update: reaped before the next step.
+  EXPECT_EQ(c->tokens().size(), 3u);
   // After the final update the sequence is gone and its blocks are free.
   EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
   EXPECT_EQ(scheduler_->stats().running, 0);
 }
 
+// Every token moves the clock 10 ms; a 50 ms deadline ends the request before
+// its sixth step, and the timings are exact.
 TEST_F(SchedulerTest, DeadlineExpiresWhileRunning) {
   MakeScheduler({});
   GenerationRequest r = Request(Prompt(10, 4), 200, 0.8f, 5);
-  r.deadline = absl::Now() + absl::Milliseconds(50);
+  r.deadline = clock_.Now() + absl::Milliseconds(50);
   auto c = std::make_shared<Collector>();
-  c->SleepPerUpdate(absl::Milliseconds(5));  // 200 tokens would take >= 1 s
+  c->SetHook([this](int) { clock_.Advance(absl::Milliseconds(10)); });
   ASSERT_TRUE(scheduler_->Submit(r, c).ok());
-  EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_GT(c->tokens().size(), 0u);
-  EXPECT_LT(c->tokens().size(), 200u);
+  const GenerationUpdate& f = c->Wait();
+  EXPECT_EQ(f.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(c->tokens().size(), 5u);
+  EXPECT_EQ(f.completion_tokens, 5);
+  EXPECT_EQ(f.timing.queue_time, absl::ZeroDuration());
+  EXPECT_EQ(f.timing.time_to_first_token, absl::ZeroDuration());
+  EXPECT_EQ(f.timing.decode_time, absl::Milliseconds(40));
+  EXPECT_EQ(f.timing.total_time, absl::Milliseconds(50));
   EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
 }
 
@@ -229,11 +258,13 @@ TEST_F(SchedulerTest, DeadlineExpiresWhileRunning) {
 TEST_F(SchedulerTest, HandleCancelledForDeadlineEndsWithDeadlineExceeded) {
   MakeScheduler({});
   auto c = std::make_shared<Collector>();
-  c->SleepPerUpdate(absl::Milliseconds(2));
+  c->CloseGate();  // holds the scheduler at the first token until the cancel is in
   auto h = scheduler_->Submit(Request(Prompt(10, 4), 200, 0.8f, 5), c);
   ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(c->WaitForFirstUpdate());
   (*h)->Cancel(absl::StatusCode::kDeadlineExceeded);
   (*h)->Cancel();  // a later reason does not replace the first
+  c->Open();
   scheduler_->Notify();
   EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(engine_->kv_cache_stats().blocks_free, engine_->kv_cache_stats().blocks_total);
@@ -242,11 +273,27 @@ TEST_F(SchedulerTest, HandleCancelledForDeadlineEndsWithDeadlineExceeded) {
 TEST_F(SchedulerTest, DeadlinePassedWhileQueued) {
   MakeScheduler({});
   GenerationRequest r = Request(Prompt(10, 4), 20, 0.8f, 5);
-  r.deadline = absl::Now() - absl::Milliseconds(1);
+  r.deadline = clock_.Now() - absl::Milliseconds(1);
   auto c = std::make_shared<Collector>();
   ASSERT_TRUE(scheduler_->Submit(r, c).ok());
   EXPECT_EQ(c->Wait().status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(c->tokens().empty());
+}
+
+// A request that waited in the queue reports that wait in its timings.
+TEST_F(SchedulerTest, QueueTimeIsArrivalToFirstStep) {
+  MakeScheduler({});
+  GenerationRequest r = Request(Prompt(6, 7), 2, 0, 1);
+  clock_.Advance(absl::Milliseconds(30));  // arrival was 30 ms ago
+  auto c = std::make_shared<Collector>();
+  c->SetHook([this](int) { clock_.Advance(absl::Milliseconds(4)); });
+  ASSERT_TRUE(scheduler_->Submit(r, c).ok());
+  const GenerationUpdate& f = c->Wait();
+  EXPECT_TRUE(f.status.ok()) << f.status;
+  EXPECT_EQ(f.timing.queue_time, absl::Milliseconds(30));
+  EXPECT_EQ(f.timing.time_to_first_token, absl::Milliseconds(30));
+  EXPECT_EQ(f.timing.decode_time, absl::Milliseconds(4));
+  EXPECT_EQ(f.timing.total_time, absl::Milliseconds(34));
 }
 
 TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
@@ -254,6 +301,10 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
   so.max_running = 1;
   so.max_queue = 2;
   MakeScheduler(so, 128 << 10);
+  // The first request holds the scheduler at its first token until every
+  // submission is done, so nothing finishes meanwhile: at most 1 runs and 2
+  // wait, so at least 3 are refused whatever the machine's speed (4 when the
+  // first was still queued as the third arrived).
   const engine::KvCacheStats kv = engine_->kv_cache_stats();
   ASSERT_LT(kv.blocks_total * kv.block_size, 256) << "the test needs a KV cache smaller than one full context";
   ASSERT_GE(kv.blocks_total * kv.block_size, 48);
@@ -272,6 +323,7 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
   int refused_count = 0;
   for (int i = 0; i < 6; ++i) {
     cs.push_back(std::make_shared<Collector>());
+    if (i == 0) cs[0]->CloseGate();
     auto h = scheduler_->Submit(Request(Prompt(8, i), 40, 0.5f, i), cs.back());
     if (h.ok()) {
       hs.push_back(*h);
@@ -281,7 +333,9 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
       cs.pop_back();
     }
   }
-  EXPECT_GE(refused_count, 1);
+  EXPECT_GE(refused_count, 3);
+  EXPECT_LE(refused_count, 4);
+  cs[0]->Open();
   for (auto& c : cs) EXPECT_TRUE(c->Wait().status.ok());
   // Healthy afterwards.
   EXPECT_EQ(RunAlone(Request(Prompt(4, 9), 3, 0, 1)).size(), 3u);
@@ -290,14 +344,15 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
 TEST_F(SchedulerTest, DrainEndsRunningWithCancelledReason) {
   MakeScheduler({});
   auto c = std::make_shared<Collector>();
-  c->SleepPerUpdate(absl::Milliseconds(5));
+  // A slow client: 220 tokens take at least 11 s, far longer than the grace.
+  c->SetHook([](int) { absl::SleepFor(absl::Milliseconds(50)); });
   ASSERT_TRUE(scheduler_->Submit(Request(Prompt(10, 5), 220, 0.8f, 5), c).ok());
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (c->updates() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(c->WaitForFirstUpdate());
   scheduler_->Drain(absl::Milliseconds(20));
   ASSERT_TRUE(c->done());
   EXPECT_TRUE(c->Wait().status.ok());
   EXPECT_EQ(c->Wait().finish_reason, FinishReason::kCancelled);
+  EXPECT_LT(c->tokens().size(), 220u);
   auto after = scheduler_->Submit(Request(Prompt(3, 1), 2, 0, 1), std::make_shared<Collector>());
   EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
 }
@@ -363,6 +418,7 @@ TEST_F(SchedulerTest, AdmissionMatchesSlotsUnderRandomArrivalCancelFinish) {
     so.max_batch_tokens = 12;
     so.eos_token_ids = checkpoint_->config().eos_token_ids;
     so.max_context = checkpoint_->config().max_position_embeddings;
+    so.clock = &clock_;
     engine::EngineOptions eo;
     eo.backend.threads = 1;
     eo.kv_cache_bytes = 256 << 10;  // a few hundred tokens: reservations block admission
@@ -380,7 +436,7 @@ TEST_F(SchedulerTest, AdmissionMatchesSlotsUnderRandomArrivalCancelFinish) {
       if (what < 6) {  // arrival, sometimes with a deadline that passes soon
         GenerationRequest r = Request(Prompt(1 + static_cast<int>(rng() % 40), op), 1 + static_cast<int>(rng() % 24),
                                       0.7f, rng());
-        if (rng() % 4 == 0) r.deadline = absl::Now() + absl::Milliseconds(static_cast<int64_t>(rng() % 20));
+        if (rng() % 4 == 0) r.deadline = clock_.Now() + absl::Milliseconds(static_cast<int64_t>(rng() % 20));
         auto obs = std::make_shared<FinalCounter>();
         auto h = sched->Submit(std::move(r), obs);
         if (h.ok()) {
@@ -391,6 +447,9 @@ TEST_F(SchedulerTest, AdmissionMatchesSlotsUnderRandomArrivalCancelFinish) {
                       h.status().code() == absl::StatusCode::kInvalidArgument)
               << h.status();
         }
+      } else if (what == 6) {  // time passes: some deadlines expire
+        clock_.Advance(absl::Milliseconds(static_cast<int64_t>(rng() % 10)));
+        sched->Notify();
       } else if (what < 8 && !handles.empty()) {  // cancel a random one (maybe already done)
         handles[rng() % handles.size()]->Cancel(rng() % 2 ? absl::StatusCode::kCancelled
                                                           : absl::StatusCode::kDeadlineExceeded);

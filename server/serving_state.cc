@@ -1,10 +1,9 @@
 #include "server/serving_state.h"
 
-#include "absl/time/clock.h"
-
 namespace expertd::server {
 
-ServingState::ServingState(ServerOptions options) : options_(std::move(options)), start_time_(absl::Now()) {}
+ServingState::ServingState(ServerOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock), start_time_(clock->Now()) {}
 
 std::shared_ptr<const LoadedModel> ServingState::model() const {
   absl::MutexLock lock(&mu_);

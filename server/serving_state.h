@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "models/config/model_config.h"
 #include "server/options.h"
 
@@ -29,10 +30,13 @@ struct LoadedModel {
 
 class ServingState {
  public:
-  explicit ServingState(ServerOptions options);
+  // `clock` (the daemon's source of request arrival times, uptime and
+  // scheduler time) must outlive the state.
+  explicit ServingState(ServerOptions options, Clock* clock = RealClock::Get());
 
   const ServerOptions& options() const { return options_; }
   absl::Time start_time() const { return start_time_; }
+  Clock* clock() const { return clock_; }
 
   // Null while the model is loading.
   std::shared_ptr<const LoadedModel> model() const;
@@ -47,6 +51,7 @@ class ServingState {
 
  private:
   const ServerOptions options_;
+  Clock* const clock_;
   const absl::Time start_time_;
   std::atomic<bool> draining_{false};
   mutable absl::Mutex mu_;

@@ -9,6 +9,7 @@
 #include "client/bench/report_csv.h"
 #include "client/bench/report_json.h"
 #include "client/bench/report_table.h"
+#include "client/bench/openai_runner.h"
 #include "client/bench/request_runner.h"
 
 namespace expertd::bench {
@@ -31,6 +32,8 @@ absl::Status CallFailed(const std::string& what, const std::string& server, cons
 absl::StatusOr<v1::ServerInfo> WaitUntilReady(v1::InferenceService::Stub* stub, const BenchOptions& options) {
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::microseconds(static_cast<int64_t>(options.connect_timeout_s * 1e6));
+  std::fprintf(stderr, "expert-bench: waiting up to %g s for %s to be ready\n", options.connect_timeout_s,
+               options.server.c_str());
   while (true) {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);
@@ -135,8 +138,17 @@ absl::StatusOr<PointResult> BenchSession::RunPoint(const LoadOptions& load, cons
   request.ignore_eos = options_.ignore_eos;
   request.timeout_s = options_.timeout_s;
   Workload workload(MakeWorkloadOptions());  // fresh per point: every point sees the same prompts
-  RequestRunner runner(channels_, Clock::now(), options_.timeout_s);
-  LoadDriver driver(load, &workload, &runner, request);
+  std::unique_ptr<GenerateRunner> runner;
+  if (options_.backend == "grpc") {
+    runner = std::make_unique<RequestRunner>(channels_, Clock::now(), options_.timeout_s);
+  } else {
+    const size_t colon = options_.openai_server.rfind(':');
+    runner = std::make_unique<OpenAiRunner>(
+        options_.openai_server.substr(0, colon), std::atoi(options_.openai_server.c_str() + colon + 1),
+        options_.backend == "openai-chat", options_.model.empty() ? model_.model_name() : options_.model,
+        options_.api_key, Clock::now(), options_.timeout_s);
+  }
+  LoadDriver driver(load, &workload, runner.get(), request);
   ExpertStatsCollector experts(options_.metrics_url, channels_[0], admin_token_);
   {
     absl::MutexLock lock(&mu_);

@@ -8,7 +8,7 @@
 
 namespace expertd::bench {
 
-LoadDriver::LoadDriver(LoadOptions options, Workload* workload, RequestRunner* runner,
+LoadDriver::LoadDriver(LoadOptions options, Workload* workload, GenerateRunner* runner,
                        RequestOptions request_options)
     : options_(options),
       workload_(workload),

@@ -59,7 +59,7 @@ class LoadDriver {
   // The pointers must outlive Run(). `on_measure_start` (may be empty) runs on
   // Run()'s thread when measurement begins, `on_measure_end` when the last
   // measured request has finished (e.g. to snapshot server counters).
-  LoadDriver(LoadOptions options, Workload* workload, RequestRunner* runner, RequestOptions request_options);
+  LoadDriver(LoadOptions options, Workload* workload, GenerateRunner* runner, RequestOptions request_options);
 
   RunResult Run(const std::function<void()>& on_measure_start, const std::function<void()>& on_measure_end);
   void Interrupt();
@@ -74,7 +74,7 @@ class LoadDriver {
 
   const LoadOptions options_;
   Workload* const workload_;
-  RequestRunner* const runner_;
+  GenerateRunner* const runner_;
   const RequestOptions request_options_;
   ArrivalProcess arrivals_;
 

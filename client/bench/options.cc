@@ -40,6 +40,10 @@ absl::StatusOr<double> ParseRate(const std::string& flag, absl::string_view text
 
 void RegisterFlags(FlagSet* f, BenchOptions* o) {
   f->String("server", &o->server, "expertd gRPC address");
+  f->String("backend", &o->backend,
+            "grpc | openai (/v1/completions) | openai-chat (/v1/chat/completions) on --openai_server");
+  f->String("openai_server", &o->openai_server, "host:port of expertd --http_listen (openai backends)");
+  f->String("api_key", &o->api_key, "bearer key for the HTTP API (expertd --api_key)");
   f->Int("num_channels", &o->num_channels, 1, 256, "gRPC channels (separate connections), round-robin");
   f->Double("timeout_s", &o->timeout_s, 0.001, 86400, "per-request deadline");
   f->Double("connect_timeout_s", &o->connect_timeout_s, 0.001, 86400, "wait this long for the server at start");
@@ -90,6 +94,12 @@ absl::Status ParseBenchOptions(int argc, char** argv, BenchOptions* options, boo
                     !options->sweep_concurrency.empty() + !options->sweep_rates.empty();
   if (modes > 1) {
     return FlagError("concurrency", "give one of --concurrency, --request_rate, --sweep_concurrency, --sweep_rates");
+  }
+  if (options->backend != "grpc" && options->backend != "openai" && options->backend != "openai-chat") {
+    return FlagError("backend", absl::StrCat("'", options->backend, "' is not one of grpc, openai, openai-chat"));
+  }
+  if (options->backend != "grpc" && options->openai_server.rfind(':') == std::string::npos) {
+    return FlagError("openai_server", "the openai backends need --openai_server=HOST:PORT");
   }
   if (options->num_requests > 0 && options->duration_s > 0) {
     return FlagError("duration_s", "give --num_requests or --duration_s, not both");

@@ -15,6 +15,12 @@ namespace expertd::bench {
 
 struct BenchOptions {
   std::string server = "127.0.0.1:50051";
+  // Which API the requests use: grpc (Generate), openai (/v1/completions) or
+  // openai-chat (/v1/chat/completions) on openai_server (expertd --http_listen).
+  // Model info and expert stats still come over gRPC (--server).
+  std::string backend = "grpc";
+  std::string openai_server;  // host:port
+  std::string api_key;
   int64_t num_channels = 4;
   double timeout_s = 600;
   double connect_timeout_s = 30;

@@ -125,7 +125,7 @@ class GenerateCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
 
 RequestRunner::RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels, Clock::time_point t0,
                              double timeout_s)
-    : t0_(t0), timeout_s_(timeout_s) {
+    : GenerateRunner(t0), timeout_s_(timeout_s) {
   for (auto& c : channels) stubs_.push_back(v1::InferenceService::NewStub(c));
 }
 

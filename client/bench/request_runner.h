@@ -39,28 +39,42 @@ v1::GenerateRequest BuildGenerateRequest(const PlannedRequest& planned, const Re
 
 class GenerateCall;
 
-class RequestRunner {
+// What the load driver needs from an API: start a generation, cancel all. The
+// gRPC runner below; the OpenAI HTTP one in openai_runner.h.
+class GenerateRunner {
  public:
   using DoneFn = std::function<void(RequestRecord)>;
 
-  // `channels` non-empty; `t0` is the time origin of every record.
-  RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels, Clock::time_point t0, double timeout_s);
-  ~RequestRunner();  // REQUIRES: no call in flight.
+  explicit GenerateRunner(Clock::time_point t0) : t0_(t0) {}
+  virtual ~GenerateRunner() = default;
 
   // Sets record.start_s and starts the call; `done` gets the finished record.
-  void Start(const v1::GenerateRequest& request, RequestRecord record, DoneFn done);
+  virtual void Start(const v1::GenerateRequest& request, RequestRecord record, DoneFn done) = 0;
   // Cancels every call in flight; they end with outcome "cancelled".
-  void CancelAll();
-  size_t in_flight() const;
+  virtual void CancelAll() = 0;
+  virtual size_t in_flight() const = 0;
 
   double Now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
   Clock::time_point t0() const { return t0_; }
 
  private:
+  const Clock::time_point t0_;
+};
+
+class RequestRunner final : public GenerateRunner {
+ public:
+  // `channels` non-empty; `t0` is the time origin of every record.
+  RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels, Clock::time_point t0, double timeout_s);
+  ~RequestRunner() override;  // REQUIRES: no call in flight.
+
+  void Start(const v1::GenerateRequest& request, RequestRecord record, DoneFn done) override;
+  void CancelAll() override;
+  size_t in_flight() const override;
+
+ private:
   friend class GenerateCall;
   void Finished(GenerateCall* call);
 
-  const Clock::time_point t0_;
   const double timeout_s_;
   std::vector<std::unique_ptr<v1::InferenceService::Stub>> stubs_;
   mutable absl::Mutex mu_;

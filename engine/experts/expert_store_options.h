@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "engine/experts/clock.h"
+#include "base/clock.h"
 #include "engine/experts/eviction_policy.h"
 
 namespace expertd::engine {

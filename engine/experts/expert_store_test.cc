@@ -139,6 +139,7 @@ TEST(ExpertStoreTest, EverythingResidentMeansOnlyColdMissesAndNoStall) {
 class TickingClock final : public Clock {
  public:
   int64_t NowNanos() const override { return now_.fetch_add(1000000) + 1000000; }
+  absl::Time Now() const override { return absl::FromUnixNanos(now_.load()); }  // does not tick
 
  private:
   mutable std::atomic<int64_t> now_{0};

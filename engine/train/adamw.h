@@ -24,7 +24,7 @@ struct AdamWOptions {
 // The per-step scalars of one parameter's update, as fp32 (what torch's
 // scalar-tensor ops use).
 struct AdamWConstants {
-  float decay = 1.0f;          // 1 - lr*wd
+  float decay = 1.0f;  // 1 - lr*wd
   float beta1 = 0.9f, one_minus_beta1 = 0.1f;
   float beta2 = 0.999f, one_minus_beta2 = 0.001f;
   float neg_step_size = 0.0f;  // -lr / (1 - b1^t)

@@ -43,7 +43,8 @@ TEST(AdamWTest, FirstStepMatchesTheFormula) {
   AdamW opt(AdamWOptions{0.9, 0.999, 1e-8, wd});
   opt.Step(&params, lr, nullptr);
   const double m = 0.1 * g, v = 0.001 * g * g;
-  const double expected = p0 * (1 - lr * wd) - (lr / 0.1) * m / (std::sqrt(v) / std::sqrt(0.001) + 1e-8);
+  const double expected =
+      p0 * (1 - lr * wd) - (lr / 0.1) * m / (std::sqrt(v) / std::sqrt(0.001) + 1e-8);
   EXPECT_NEAR(params[0].value[0], expected, 1e-6);
   EXPECT_EQ(opt.state()[0].step, 1);
 }

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/train/linear.h"
+
 namespace expertd::train {
 namespace {
-
-const float* Bias(const Parameter* p) { return p != nullptr ? p->value.data() : nullptr; }
-float* BiasGrad(Parameter* p) { return p != nullptr ? p->GradForAccumulation() : nullptr; }
 
 // Applies a q or k norm in place-free form: y = norm(x). rstd sized here.
 void QkNormForward(const Parameter* w, const AttentionDims& d, int64_t heads, const float* x,
@@ -23,8 +22,7 @@ void QkNormForward(const Parameter* w, const AttentionDims& d, int64_t heads, co
 }
 
 void QkNormBackward(Parameter* w, const AttentionDims& d, int64_t heads, const float* x,
-                    const std::vector<float>& rstd, const float* dy, float* dx,
-                    ThreadPool* pool) {
+                    const std::vector<float>& rstd, const float* dy, float* dx, ThreadPool* pool) {
   const int64_t n = d.rows();
   if (d.qk_norm == models::QkNorm::kPerHead) {
     RmsNormBackward(x, w->value.data(), rstd.data(), dy, dx, w->GradForAccumulation(), n * heads,
@@ -48,16 +46,15 @@ void ClampBackward(const std::vector<float>& clamped, float c, float* dx) {
 
 }  // namespace
 
-void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d,
-                           const RopeTables& rope, const float* x, AttentionActivations* a,
-                           float* out, ThreadPool* pool) {
+void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d, const RopeTables& rope,
+                           const float* x, AttentionActivations* a, float* out, ThreadPool* pool) {
   const int64_t n = d.rows(), qd = d.q_heads * d.head_dim, kd = d.kv_heads * d.head_dim;
   a->q_lin.resize(n * qd);
   a->k_lin.resize(n * kd);
   a->v.resize(n * kd);
-  LinearForward(x, p.q->value.data(), Bias(p.q_bias), a->q_lin.data(), n, d.hidden, qd, pool);
-  LinearForward(x, p.k->value.data(), Bias(p.k_bias), a->k_lin.data(), n, d.hidden, kd, pool);
-  LinearForward(x, p.v->value.data(), Bias(p.v_bias), a->v.data(), n, d.hidden, kd, pool);
+  ParamLinearForward(*p.q, p.q_bias, x, a->q_lin.data(), n, pool);
+  ParamLinearForward(*p.k, p.k_bias, x, a->k_lin.data(), n, pool);
+  ParamLinearForward(*p.v, p.v_bias, x, a->v.data(), n, pool);
   a->q = a->q_lin;
   a->k = a->k_lin;
   if (d.qk_norm != models::QkNorm::kNone) {
@@ -78,21 +75,19 @@ void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d,
   a->attn.resize(n * qd);
   train::AttentionForward(shape, a->q.data(), a->k.data(), a->v.data(), a->probs.data(),
                           a->attn.data(), pool);
-  LinearForward(a->attn.data(), p.o->value.data(), nullptr, out, n, qd, d.hidden, pool);
+  ParamLinearForward(*p.o, nullptr, a->attn.data(), out, n, pool);
 }
 
 void AttentionBlockBackward(const AttentionParams& p, const AttentionDims& d,
-                            const RopeTables& rope, const float* x,
-                            const AttentionActivations& a, const float* dout, float* dx,
-                            ThreadPool* pool) {
+                            const RopeTables& rope, const float* x, const AttentionActivations& a,
+                            const float* dout, float* dx, ThreadPool* pool) {
   const int64_t n = d.rows(), qd = d.q_heads * d.head_dim, kd = d.kv_heads * d.head_dim;
   std::vector<float> dattn(n * qd, 0.0f);
-  LinearBackward(a.attn.data(), p.o->value.data(), dout, dattn.data(), p.o->GradForAccumulation(),
-                 nullptr, n, qd, d.hidden, pool);
+  ParamLinearBackward(p.o, nullptr, a.attn.data(), dout, dattn.data(), n, pool);
   std::vector<float> dq(n * qd, 0.0f), dk(n * kd, 0.0f), dv(n * kd, 0.0f);
   const AttentionShape shape{d.batch, d.t, d.q_heads, d.kv_heads, d.head_dim};
-  train::AttentionBackward(shape, a.q.data(), a.k.data(), a.v.data(), a.probs.data(),
-                           dattn.data(), dq.data(), dk.data(), dv.data(), pool);
+  train::AttentionBackward(shape, a.q.data(), a.k.data(), a.v.data(), a.probs.data(), dattn.data(),
+                           dq.data(), dk.data(), dv.data(), pool);
   RopeBackward(rope, dq.data(), d.batch, d.t, d.q_heads);
   RopeBackward(rope, dk.data(), d.batch, d.t, d.kv_heads);
   if (d.clip_qkv > 0.0f) {
@@ -109,12 +104,9 @@ void AttentionBlockBackward(const AttentionParams& p, const AttentionDims& d,
     dq.swap(dq_lin);
     dk.swap(dk_lin);
   }
-  LinearBackward(x, p.q->value.data(), dq.data(), dx, p.q->GradForAccumulation(),
-                 BiasGrad(p.q_bias), n, d.hidden, qd, pool);
-  LinearBackward(x, p.k->value.data(), dk.data(), dx, p.k->GradForAccumulation(),
-                 BiasGrad(p.k_bias), n, d.hidden, kd, pool);
-  LinearBackward(x, p.v->value.data(), dv.data(), dx, p.v->GradForAccumulation(),
-                 BiasGrad(p.v_bias), n, d.hidden, kd, pool);
+  ParamLinearBackward(p.q, p.q_bias, x, dq.data(), dx, n, pool);
+  ParamLinearBackward(p.k, p.k_bias, x, dk.data(), dx, n, pool);
+  ParamLinearBackward(p.v, p.v_bias, x, dv.data(), dx, n, pool);
 }
 
 }  // namespace expertd::train

@@ -30,23 +30,21 @@ struct AttentionDims {
 };
 
 struct AttentionActivations {
-  std::vector<float> q_lin, k_lin;        // projections (after clip), before q/k norm
-  std::vector<float> q_rstd, k_rstd;      // q/k norm statistics
+  std::vector<float> q_lin, k_lin;          // projections (after clip), before q/k norm
+  std::vector<float> q_rstd, k_rstd;        // q/k norm statistics
   std::vector<float> q_clamped, k_clamped;  // with clip_qkv: after the clamp, before RoPE
-  std::vector<float> q, k, v;             // what attention consumed (normed, rotated)
-  std::vector<float> probs;               // (B,Hq,T,T)
-  std::vector<float> attn;                // (N, Hq*Dh) before o_proj
+  std::vector<float> q, k, v;               // what attention consumed (normed, rotated)
+  std::vector<float> probs;                 // (B,Hq,T,T)
+  std::vector<float> attn;                  // (N, Hq*Dh) before o_proj
 };
 
 // out (N,H) = o_proj(attention(x)). Writes out.
-void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d,
-                           const RopeTables& rope, const float* x, AttentionActivations* a,
-                           float* out, ThreadPool* pool);
+void AttentionBlockForward(const AttentionParams& p, const AttentionDims& d, const RopeTables& rope,
+                           const float* x, AttentionActivations* a, float* out, ThreadPool* pool);
 // dx (N,H) += d/dx of sum(dout * out); parameter gradients accumulate.
 void AttentionBlockBackward(const AttentionParams& p, const AttentionDims& d,
-                            const RopeTables& rope, const float* x,
-                            const AttentionActivations& a, const float* dout, float* dx,
-                            ThreadPool* pool);
+                            const RopeTables& rope, const float* x, const AttentionActivations& a,
+                            const float* dout, float* dx, ThreadPool* pool);
 
 }  // namespace expertd::train
 

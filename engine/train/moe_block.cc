@@ -3,40 +3,37 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/train/linear.h"
 #include "engine/train/ops.h"
 
 namespace expertd::train {
 
-void MlpForward(const MlpParams& p, const float* x, int64_t rows, int64_t hidden,
-                MlpActivations* a, ThreadPool* pool) {
+void MlpForward(const MlpParams& p, const float* x, int64_t rows, int64_t hidden, MlpActivations* a,
+                ThreadPool* pool) {
   const int64_t f = p.width();
   a->rows = rows;
   a->gate.resize(rows * f);
   a->up.resize(rows * f);
   a->act.resize(rows * f);
   a->out.resize(rows * hidden);
-  LinearForward(x, p.gate->value.data(), nullptr, a->gate.data(), rows, hidden, f, pool);
-  LinearForward(x, p.up->value.data(), nullptr, a->up.data(), rows, hidden, f, pool);
+  ParamLinearForward(*p.gate, nullptr, x, a->gate.data(), rows, pool);
+  ParamLinearForward(*p.up, nullptr, x, a->up.data(), rows, pool);
   SwiGluForward(a->gate.data(), a->up.data(), a->act.data(), rows * f);
-  LinearForward(a->act.data(), p.down->value.data(), nullptr, a->out.data(), rows, f, hidden,
-                pool);
+  ParamLinearForward(*p.down, nullptr, a->act.data(), a->out.data(), rows, pool);
 }
 
 void MlpBackward(const MlpParams& p, const float* x, const MlpActivations& a, const float* dout,
                  int64_t hidden, float* dx, ThreadPool* pool) {
   const int64_t f = p.width(), rows = a.rows;
   std::vector<float> dact(rows * f, 0.0f), dgate(rows * f), dup(rows * f);
-  LinearBackward(a.act.data(), p.down->value.data(), dout, dact.data(),
-                 p.down->GradForAccumulation(), nullptr, rows, f, hidden, pool);
+  ParamLinearBackward(p.down, nullptr, a.act.data(), dout, dact.data(), rows, pool);
   SwiGluBackward(a.gate.data(), a.up.data(), dact.data(), dgate.data(), dup.data(), rows * f);
-  LinearBackward(x, p.gate->value.data(), dgate.data(), dx, p.gate->GradForAccumulation(),
-                 nullptr, rows, hidden, f, pool);
-  LinearBackward(x, p.up->value.data(), dup.data(), dx, p.up->GradForAccumulation(), nullptr,
-                 rows, hidden, f, pool);
+  ParamLinearBackward(p.gate, nullptr, x, dgate.data(), dx, rows, pool);
+  ParamLinearBackward(p.up, nullptr, x, dup.data(), dx, rows, pool);
 }
 
-void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_k,
-               bool normalize, float* probs, int32_t* topk_ids, float* topk_weight) {
+void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_k, bool normalize,
+               float* probs, int32_t* topk_ids, float* topk_weight) {
   std::memcpy(probs, logits, n * num_experts * sizeof(float));
   SoftmaxRows(probs, n, num_experts);
   for (int64_t r = 0; r < n; ++r) {
@@ -129,8 +126,8 @@ void MoeForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t h
   MlpForward(p.shared, x, n, hidden, &a->shared, pool);
   a->shared_gate_sigmoid.assign(n, 1.0f);
   if (p.shared_gate != nullptr) {
-    LinearForward(x, p.shared_gate->value.data(), nullptr, a->shared_gate_sigmoid.data(), n,
-                  hidden, 1, pool);
+    LinearForward(x, p.shared_gate->value.data(), nullptr, a->shared_gate_sigmoid.data(), n, hidden,
+                  1, pool);
     for (float& g : a->shared_gate_sigmoid) g = 1.0f / (1.0f + std::exp(-g));
   }
   for (int64_t r = 0; r < n; ++r) {
@@ -172,10 +169,13 @@ void MoeBackward(const FeedForwardParams& p, const float* x, const FeedForwardAc
       // HF's expert loop runs every expert, on zero rows when none was
       // chosen, so autograd gives it a zero gradient (not None): AdamW
       // still decays it and advances its moments.
-      const MlpParams& unused = p.experts[e];
-      unused.gate->GradForAccumulation();
-      unused.up->GradForAccumulation();
-      unused.down->GradForAccumulation();
+      for (Parameter* w : {p.experts[e].gate, p.experts[e].up, p.experts[e].down}) {
+        w->GradForAccumulation();
+        if (w->lora_a != nullptr) {  // PEFT's adapters run on the zero rows too
+          w->lora_a->GradForAccumulation();
+          w->lora_b->GradForAccumulation();
+        }
+      }
       continue;
     }
     const std::vector<float>& out = a.expert_acts[e].out;

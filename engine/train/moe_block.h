@@ -35,18 +35,18 @@ struct MlpActivations {
 };
 
 // out = down(silu(gate(x)) * up(x)) over x (rows, H).
-void MlpForward(const MlpParams& p, const float* x, int64_t rows, int64_t hidden,
-                MlpActivations* a, ThreadPool* pool);
+void MlpForward(const MlpParams& p, const float* x, int64_t rows, int64_t hidden, MlpActivations* a,
+                ThreadPool* pool);
 // dx (rows, H) += d/dx of sum(dout * out); parameter gradients accumulate.
 void MlpBackward(const MlpParams& p, const float* x, const MlpActivations& a, const float* dout,
                  int64_t hidden, float* dx, ThreadPool* pool);
 
 struct FeedForwardParams {
   bool moe = false;
-  MlpParams dense;                 // !moe
-  Parameter* router = nullptr;     // (E,H)
-  std::vector<MlpParams> experts;  // E routed experts
-  MlpParams shared;                // shared.gate == nullptr: none
+  MlpParams dense;                   // !moe
+  Parameter* router = nullptr;       // (E,H)
+  std::vector<MlpParams> experts;    // E routed experts
+  MlpParams shared;                  // shared.gate == nullptr: none
   Parameter* shared_gate = nullptr;  // (1,H) or null
   int64_t top_k = 0;
   bool norm_topk_prob = false;
@@ -55,9 +55,9 @@ struct FeedForwardParams {
 struct FeedForwardActivations {
   MlpActivations dense;
   // MoE.
-  std::vector<float> probs;        // (N,E) router softmax
-  std::vector<int32_t> topk_ids;   // (N,K) in rank order
-  std::vector<float> topk_weight;  // (N,K) weights applied to the experts' outputs
+  std::vector<float> probs;                        // (N,E) router softmax
+  std::vector<int32_t> topk_ids;                   // (N,K) in rank order
+  std::vector<float> topk_weight;                  // (N,K) weights applied to the experts' outputs
   std::vector<std::vector<int32_t>> expert_rows;   // per expert: token rows, ascending
   std::vector<std::vector<int32_t>> expert_slots;  // per expert: the rank k of each row
   std::vector<std::vector<float>> expert_inputs;   // per expert: gathered rows (rows, H)
@@ -75,10 +75,9 @@ class FeedForwardExecutor {
   // dx (N,H) += d/dx of sum(dy * y) + the router's share of the auxiliary
   // loss, whose gradient w.r.t. every router probability of expert e is
   // aux_dprob[e] (empty: no auxiliary loss). Parameter gradients accumulate.
-  virtual void Backward(const FeedForwardParams& p, const float* x,
-                        const FeedForwardActivations& a, const float* dy,
-                        const std::vector<float>& aux_dprob, int64_t n, int64_t hidden,
-                        float* dx, ThreadPool* pool) = 0;
+  virtual void Backward(const FeedForwardParams& p, const float* x, const FeedForwardActivations& a,
+                        const float* dy, const std::vector<float>& aux_dprob, int64_t n,
+                        int64_t hidden, float* dx, ThreadPool* pool) = 0;
 };
 
 // Everything in memory, experts one after another in index order.
@@ -94,8 +93,8 @@ class InMemoryFeedForwardExecutor : public FeedForwardExecutor {
 // Router forward on logits (N,E): probs = softmax, top-k by probability
 // (ties to the lower index), weights = the top-k probabilities, divided by
 // their sum when `normalize`.
-void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_k,
-               bool normalize, float* probs, int32_t* topk_ids, float* topk_weight);
+void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_k, bool normalize,
+               float* probs, int32_t* topk_ids, float* topk_weight);
 // d(probs) (N,E) += from d(topk_weight) (N,K), through the renormalisation.
 void RouteTopKBackward(const float* probs, const int32_t* topk_ids, const float* topk_weight,
                        const float* dweight, int64_t n, int64_t num_experts, int64_t top_k,

@@ -38,7 +38,8 @@ void Transpose(const float* src, int64_t rows, int64_t cols, float* dst, ThreadP
   ParallelFor(pool, (cols + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
     for (int64_t cb = begin * kBlock; cb < std::min(cols, end * kBlock); cb += kBlock) {
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = cb; c < std::min(cols, cb + kBlock); ++c) dst[c * rows + r] = src[r * cols + c];
+        for (int64_t c = cb; c < std::min(cols, cb + kBlock); ++c)
+          dst[c * rows + r] = src[r * cols + c];
       }
     }
   });
@@ -92,8 +93,8 @@ void RmsNormForward(const float* x, const float* w, float eps, float* y, float* 
   });
 }
 
-void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                     float* dx, float* dw, int64_t n, int64_t d, ThreadPool* pool) {
+void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                     float* dw, int64_t n, int64_t d, ThreadPool* pool) {
   // y = w * x * s, s = (mean(x^2) + eps)^-1/2; ds/dx_c = -s^3 x_c / d.
   ParallelFor(pool, n, 8, [&](int64_t begin, int64_t end) {
     std::vector<float> g(d);
@@ -123,7 +124,8 @@ RopeTables MakeRopeTables(int64_t t, int64_t head_dim, double theta) {
   for (int64_t i = 0; i < rope.half; ++i) {
     // HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), in fp32.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float inv_freq = 1.0f / static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
+    const float inv_freq =
+        1.0f / static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
     for (int64_t p = 0; p < t; ++p) {
       const float angle = static_cast<float>(p) * inv_freq;
       rope.cos[p * rope.half + i] = std::cos(angle);
@@ -137,8 +139,7 @@ namespace {
 
 // Rotates each head's pair (a, b) = (x[i], x[i + half]) by +angle (sign 1) or
 // -angle (sign -1).
-void Rotate(const RopeTables& rope, float* x, int64_t batch, int64_t t, int64_t heads,
-            float sign) {
+void Rotate(const RopeTables& rope, float* x, int64_t batch, int64_t t, int64_t heads, float sign) {
   const int64_t half = rope.half;
   for (int64_t r = 0; r < batch * t; ++r) {
     const float* cs = rope.cos.data() + (r % t) * half;
@@ -232,8 +233,8 @@ void SwiGluForward(const float* gate, const float* up, float* act, int64_t count
   }
 }
 
-void SwiGluBackward(const float* gate, const float* up, const float* dact, float* dgate,
-                    float* dup, int64_t count) {
+void SwiGluBackward(const float* gate, const float* up, const float* dact, float* dgate, float* dup,
+                    int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     const float sig = 1.0f / (1.0f + std::exp(-g));
@@ -265,8 +266,8 @@ void SoftmaxBackward(const float* p, const float* dp, float* dlogits, int64_t n,
   }
 }
 
-double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v,
-                    float scale, float* dlogits, ThreadPool* pool) {
+double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v, float scale,
+                    float* dlogits, ThreadPool* pool) {
   std::vector<double> row_loss(n, 0.0);
   ParallelFor(pool, n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {

@@ -35,8 +35,8 @@ void LinearBackward(const float* x, const float* w, const float* dy, float* dx, 
 void RmsNormForward(const float* x, const float* w, float eps, float* y, float* rstd, int64_t n,
                     int64_t d, ThreadPool* pool);
 // dx += d/dx, dw += d/dw, from the saved x and rstd.
-void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy,
-                     float* dx, float* dw, int64_t n, int64_t d, ThreadPool* pool);
+void RmsNormBackward(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                     float* dw, int64_t n, int64_t d, ThreadPool* pool);
 
 // Rotary tables for positions [0, t): cos/sin (T, head_dim/2) from
 // inv_freq[i] = 1 / theta^(2i/head_dim), angle computed in fp32 (as HF).
@@ -67,8 +67,8 @@ void AttentionBackward(const AttentionShape& s, const float* q, const float* k, 
 // act (N,F) = silu(gate) * up. Writes act.
 void SwiGluForward(const float* gate, const float* up, float* act, int64_t count);
 // dgate, dup (N,F): WRITES the gradients of gate and up from dact.
-void SwiGluBackward(const float* gate, const float* up, const float* dact, float* dgate,
-                    float* dup, int64_t count);
+void SwiGluBackward(const float* gate, const float* up, const float* dact, float* dgate, float* dup,
+                    int64_t count);
 
 // Softmax over each row of x (N,D), in place (max-subtracted, fp32).
 void SoftmaxRows(float* x, int64_t n, int64_t d);
@@ -79,8 +79,8 @@ void SoftmaxBackward(const float* p, const float* dp, float* dlogits, int64_t n,
 // rows with target < 0 (ignore_index) add nothing. Returns the SUM of the
 // per-row losses (double). If dlogits is non-null it WRITES
 // (softmax - onehot) * scale there for counted rows and zeros elsewhere.
-double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v,
-                    float scale, float* dlogits, ThreadPool* pool);
+double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v, float scale,
+                    float* dlogits, ThreadPool* pool);
 
 }  // namespace expertd::train
 

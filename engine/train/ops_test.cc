@@ -1,12 +1,14 @@
 // Finite-difference tests: every backward op against central differences of
 // its own forward, L = sum(forward(x) * R) for a fixed random R.
+#include "engine/train/ops.h"
+
 #include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
 
+#include "engine/train/attention_block.h"
 #include "engine/train/moe_block.h"
-#include "engine/train/ops.h"
 #include "gtest/gtest.h"
 
 namespace expertd::train {
@@ -136,7 +138,9 @@ TEST(OpsFdTest, CrossEntropyWithIgnoredRows) {
   auto logits = Random(n * v, &rng, 2.0f);
   const std::vector<int32_t> targets = {3, -100, 0, 6};
   std::vector<float> dlogits(n * v);
-  auto loss = [&] { return CrossEntropy(logits.data(), targets.data(), n, v, 1.0f, nullptr, nullptr); };
+  auto loss = [&] {
+    return CrossEntropy(logits.data(), targets.data(), n, v, 1.0f, nullptr, nullptr);
+  };
   CrossEntropy(logits.data(), targets.data(), n, v, 1.0f, dlogits.data(), nullptr);
   EXPECT_LT(FdError(&logits, dlogits, loss), kFdTol);
   for (int64_t c = 0; c < v; ++c) EXPECT_EQ(dlogits[v + c], 0.0f);  // the ignored row
@@ -225,6 +229,46 @@ TEST(OpsFdTest, MoeBlock) {
   }
 }
 
+// The attention block with OLMoE's whole-projection q/k norm and clip_qkv,
+// and with Qwen3-MoE's per-head norm.
+TEST(OpsFdTest, AttentionBlockWithQkNormAndClip) {
+  for (models::QkNorm norm : {models::QkNorm::kWholeProjection, models::QkNorm::kPerHead}) {
+    std::mt19937 rng(12);
+    const AttentionDims d{
+        1, 4, 8, 2, 1, 4, norm, 1e-5f, norm == models::QkNorm::kWholeProjection ? 1.2f : 0.0f};
+    std::vector<Parameter> store;
+    store.reserve(6);
+    auto add = [&](std::vector<int64_t> shape, float scale) {
+      store.push_back(MakeParam(shape, &rng, scale));
+      return &store.back();
+    };
+    AttentionParams p;
+    p.q = add({8, 8}, 0.5f);
+    p.k = add({4, 8}, 0.5f);
+    p.v = add({4, 8}, 0.5f);
+    p.o = add({8, 8}, 0.5f);
+    const int64_t norm_dim = norm == models::QkNorm::kPerHead ? 4 : 0;
+    p.q_norm = add({norm_dim > 0 ? norm_dim : 8}, 1.0f);
+    p.k_norm = add({norm_dim > 0 ? norm_dim : 4}, 1.0f);
+    const RopeTables rope = MakeRopeTables(4, 4, 10000.0);
+    auto x = Random(4 * 8, &rng);
+    const auto r = Random(4 * 8, &rng);
+    AttentionActivations acts;
+    std::vector<float> out(4 * 8);
+    auto loss = [&] {
+      AttentionBlockForward(p, d, rope, x.data(), &acts, out.data(), nullptr);
+      return Dot(out, r);
+    };
+    loss();
+    std::vector<float> dx(x.size(), 0.0f);
+    AttentionBlockBackward(p, d, rope, x.data(), acts, r.data(), dx.data(), nullptr);
+    EXPECT_LT(FdError(&x, dx, loss, 1e-3f), kFdTol);
+    EXPECT_LT(FdError(&p.q->value, p.q->grad, loss, 1e-3f), kFdTol);
+    EXPECT_LT(FdError(&p.k_norm->value, p.k_norm->grad, loss, 1e-3f), kFdTol);
+    EXPECT_LT(FdError(&p.v->value, p.v->grad, loss, 1e-3f), kFdTol);
+  }
+}
+
 // The thread pool splits outputs only: any thread count gives the same bits.
 TEST(OpsTest, LinearBackwardIsThreadCountInvariant) {
   std::mt19937 rng(9);
@@ -234,8 +278,7 @@ TEST(OpsTest, LinearBackwardIsThreadCountInvariant) {
   LinearBackward(x.data(), w.data(), dy.data(), dx1.data(), dw1.data(), nullptr, n, in, out,
                  nullptr);
   engine::ThreadPool pool(4);
-  LinearBackward(x.data(), w.data(), dy.data(), dx4.data(), dw4.data(), nullptr, n, in, out,
-                 &pool);
+  LinearBackward(x.data(), w.data(), dy.data(), dx4.data(), dw4.data(), nullptr, n, in, out, &pool);
   EXPECT_EQ(dx1, dx4);
   EXPECT_EQ(dw1, dw4);
 }

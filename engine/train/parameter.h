@@ -12,8 +12,8 @@
 namespace expertd::train {
 
 struct Parameter {
-  std::string name;             // the Hugging Face name
-  std::vector<int64_t> shape;   // row-major
+  std::string name;                           // the Hugging Face name
+  std::vector<int64_t> shape;                 // row-major
   models::DType dtype = models::DType::kF32;  // how the model stores it
   // The weight the forward pass uses: the stored value converted to fp32
   // (after an optimizer step: the fp32 master rounded to `dtype`, upcast).
@@ -24,6 +24,11 @@ struct Parameter {
   std::vector<float> grad;
   bool has_grad = false;
   bool trainable = true;
+  // A LoRA adapter on this (Linear) weight, or null: the layer computes
+  // x W^T + lora_scaling * (x A^T) B^T with A = lora_a (r, in), B = lora_b (out, r).
+  Parameter* lora_a = nullptr;
+  Parameter* lora_b = nullptr;
+  float lora_scaling = 0.0f;
 
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
 

@@ -23,7 +23,13 @@ struct TrainModel::LayerActivations {
 };
 
 absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> ckpt, models::Checkpoint::Open(dir));
+  return Load(dir, models::CheckpointOptions{});
+}
+
+absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(
+    const std::string& dir, const models::CheckpointOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> ckpt,
+                   models::Checkpoint::Open(dir, options));
   RETURN_IF_ERROR(ckpt->ValidateAgainstConfig());
   std::unique_ptr<TrainModel> m(new TrainModel());
   m->config_ = ckpt->config();
@@ -53,6 +59,15 @@ absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(const std::string& 
   RETURN_IF_ERROR(m->Bind());
   m->executor_ = std::make_unique<InMemoryFeedForwardExecutor>();
   return m;
+}
+
+absl::Status TrainModel::AddParameters(std::vector<Parameter> extra) {
+  for (Parameter& p : extra) {
+    if (index_.count(p.name)) return absl::InvalidArgumentError("duplicate parameter " + p.name);
+    index_[p.name] = params_.size();
+    params_.push_back(std::move(p));
+  }
+  return Bind();
 }
 
 Parameter* TrainModel::Find(const std::string& name) {
@@ -99,8 +114,8 @@ absl::Status BindFeedForward(TrainModel* m, const models::ModelConfig& c, int64_
   f->moe = c.is_moe_layer[l];
   if (!f->moe) {
     return BindMlp(m, DenseMlpWeightName(l, ExpertProj::kGate),
-                   DenseMlpWeightName(l, ExpertProj::kUp),
-                   DenseMlpWeightName(l, ExpertProj::kDown), &f->dense);
+                   DenseMlpWeightName(l, ExpertProj::kUp), DenseMlpWeightName(l, ExpertProj::kDown),
+                   &f->dense);
   }
   f->top_k = c.num_experts_per_tok;
   // Mixtral always renormalises; the others follow norm_topk_prob.
@@ -162,8 +177,8 @@ absl::Status TrainModel::ValidateBatch(const TrainBatch& batch) const {
     }
     const int32_t label = batch.labels.empty() ? id : batch.labels[i];
     if (label != kIgnoreIndex && (label < 0 || label >= config_.vocab_size)) {
-      return absl::InvalidArgumentError(absl::StrCat("label ", label, " at position ", i,
-                                                     " is neither -100 nor a token id"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", label, " at position ", i, " is neither -100 nor a token id"));
     }
   }
   return absl::OkStatus();
@@ -196,100 +211,170 @@ double AuxLoss(const std::vector<const FeedForwardActivations*>& moe, int64_t n,
 
 }  // namespace
 
-absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool backward,
-                                               float loss_scale, ThreadPool* pool) {
-  RETURN_IF_ERROR(ValidateBatch(batch));
-  const models::ModelConfig& c = config_;
-  const int64_t b = batch.batch, t = batch.seq_len, n = b * t, h = c.hidden_size;
-  const int64_t vocab = c.vocab_size;
+// Everything one Step shares between its forward and backward halves.
+struct TrainModel::StepState {
+  int64_t n = 0, h = 0;
+  float eps = 0;
+  AttentionDims dims;
+  RopeTables rope;
+  std::vector<LayerActivations> layers;
+  std::vector<float> x_final, h_final, rstd_final;  // before / after the final norm
+};
+
+void TrainModel::LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
+                              LayerActivations* a, ThreadPool* pool) {
+  const int64_t n = st->n, h = st->h;
+  std::vector<float> tmp(n * h);
+  a->x_in = *x;
+  a->h1.resize(n * h);
+  a->rstd1.resize(n);
+  RmsNormForward(x->data(), lp.input_norm->value.data(), st->eps, a->h1.data(), a->rstd1.data(), n,
+                 h, pool);
+  AttentionBlockForward(lp.attn, st->dims, st->rope, a->h1.data(), &a->attn, tmp.data(), pool);
+  a->x_mid.resize(n * h);
+  Add(a->x_in.data(), tmp.data(), a->x_mid.data(), n * h);
+  a->h2.resize(n * h);
+  a->rstd2.resize(n);
+  RmsNormForward(a->x_mid.data(), lp.post_attention_norm->value.data(), st->eps, a->h2.data(),
+                 a->rstd2.data(), n, h, pool);
+  executor_->Forward(lp.ffn, a->h2.data(), n, h, &a->ffn, tmp.data(), pool);
+  Add(a->x_mid.data(), tmp.data(), x->data(), n * h);
+}
+
+void TrainModel::LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
+                               const std::vector<float>& aux_dprob, std::vector<float>* dx,
+                               ThreadPool* pool) {
+  const int64_t n = st.n, h = st.h;
+  // x_out = x_mid + ffn(norm2(x_mid)): *dx is d x_out, and becomes d x_mid.
+  std::vector<float> dh(n * h, 0.0f);
+  executor_->Backward(lp.ffn, a.h2.data(), a.ffn, dx->data(),
+                      lp.ffn.moe ? aux_dprob : std::vector<float>{}, n, h, dh.data(), pool);
+  RmsNormBackward(a.x_mid.data(), lp.post_attention_norm->value.data(), a.rstd2.data(), dh.data(),
+                  dx->data(), lp.post_attention_norm->GradForAccumulation(), n, h, pool);
+  // x_mid = x_in + attn(norm1(x_in)): *dx becomes d x_in.
+  std::fill(dh.begin(), dh.end(), 0.0f);
+  AttentionBlockBackward(lp.attn, st.dims, st.rope, a.h1.data(), a.attn, dx->data(), dh.data(),
+                         pool);
+  RmsNormBackward(a.x_in.data(), lp.input_norm->value.data(), a.rstd1.data(), dh.data(), dx->data(),
+                  lp.input_norm->GradForAccumulation(), n, h, pool);
+}
+
+namespace {
+
+// Labels shifted as HF does: row t of a sequence predicts token t + 1; the
+// last row of each sequence predicts nothing.
+std::vector<int32_t> ShiftedTargets(const TrainBatch& batch, int64_t* predicted) {
   const std::vector<int32_t>& labels = batch.labels.empty() ? batch.input_ids : batch.labels;
-  std::vector<int32_t> targets(n, kIgnoreIndex);  // labels shifted: row t predicts t + 1
-  int64_t predicted = 0;
+  const int64_t n = batch.batch * batch.seq_len, t = batch.seq_len;
+  std::vector<int32_t> targets(n, kIgnoreIndex);
+  *predicted = 0;
   for (int64_t r = 0; r < n; ++r) {
     if (r % t == t - 1) continue;
     targets[r] = labels[r + 1];
-    predicted += targets[r] != kIgnoreIndex;
+    *predicted += targets[r] != kIgnoreIndex;
   }
-  if (predicted == 0) return absl::InvalidArgumentError("the batch predicts no token");
+  return targets;
+}
 
-  const AttentionDims dims{b, t, h, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
-                           c.qk_norm, static_cast<float>(c.rms_norm_eps),
+}  // namespace
+
+void TrainModel::Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool) {
+  const models::ModelConfig& c = config_;
+  st->n = batch.batch * batch.seq_len;
+  st->h = c.hidden_size;
+  st->eps = static_cast<float>(c.rms_norm_eps);
+  st->dims = AttentionDims{batch.batch,
+                           batch.seq_len,
+                           c.hidden_size,
+                           c.num_attention_heads,
+                           c.num_key_value_heads,
+                           c.head_dim,
+                           c.qk_norm,
+                           st->eps,
                            static_cast<float>(c.clip_qkv)};
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const RopeTables rope = MakeRopeTables(t, c.head_dim, c.rope_theta);
-  std::vector<float> x(n * h), tmp(n * h);
+  st->rope = MakeRopeTables(batch.seq_len, c.head_dim, c.rope_theta);
+  const int64_t n = st->n, h = st->h;
+  std::vector<float>& x = st->x_final;
+  x.resize(n * h);
   for (int64_t r = 0; r < n; ++r) {
     std::memcpy(&x[r * h], &embed_->value[batch.input_ids[r] * h], h * sizeof(float));
   }
-  std::vector<LayerActivations> acts(layers_.size());
-  std::vector<const FeedForwardActivations*> moe_acts;
+  st->layers.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l)
+    LayerForward(layers_[l], st, &x, &st->layers[l], pool);
+  st->h_final.resize(n * h);
+  st->rstd_final.resize(n);
+  RmsNormForward(x.data(), final_norm_->value.data(), st->eps, st->h_final.data(),
+                 st->rstd_final.data(), n, h, pool);
+}
+
+std::vector<float> TrainModel::AuxLossAndGradient(const StepState& st, float loss_scale,
+                                                  float* aux) const {
+  std::vector<const FeedForwardActivations*> moe;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerParams& lp = layers_[l];
-    LayerActivations& a = acts[l];
-    a.x_in = x;
-    a.h1.resize(n * h);
-    a.rstd1.resize(n);
-    RmsNormForward(x.data(), lp.input_norm->value.data(), eps, a.h1.data(), a.rstd1.data(), n, h,
-                   pool);
-    AttentionBlockForward(lp.attn, dims, rope, a.h1.data(), &a.attn, tmp.data(), pool);
-    a.x_mid.resize(n * h);
-    Add(a.x_in.data(), tmp.data(), a.x_mid.data(), n * h);
-    a.h2.resize(n * h);
-    a.rstd2.resize(n);
-    RmsNormForward(a.x_mid.data(), lp.post_attention_norm->value.data(), eps, a.h2.data(),
-                   a.rstd2.data(), n, h, pool);
-    executor_->Forward(lp.ffn, a.h2.data(), n, h, &a.ffn, tmp.data(), pool);
-    Add(a.x_mid.data(), tmp.data(), x.data(), n * h);
-    if (lp.ffn.moe) moe_acts.push_back(&a.ffn);
+    if (layers_[l].ffn.moe) moe.push_back(&st.layers[l].ffn);
   }
-  std::vector<float> hf(n * h), rstdf(n), logits(n * vocab);
-  RmsNormForward(x.data(), final_norm_->value.data(), eps, hf.data(), rstdf.data(), n, h, pool);
-  LinearForward(hf.data(), lm_head_->value.data(), nullptr, logits.data(), n, h, vocab, pool);
-  std::vector<float> dlogits(backward ? n * vocab : 0);
-  const double ce_sum =
-      CrossEntropy(logits.data(), targets.data(), n, vocab,
-                   loss_scale / static_cast<float>(predicted), backward ? dlogits.data() : nullptr,
-                   pool);
+  *aux = 0.0f;
+  if (moe.empty()) return {};
+  const models::ModelConfig& c = config_;
+  std::vector<double> count;
+  *aux = static_cast<float>(AuxLoss(moe, st.n, c.num_experts, &count));
+  // d aux / d prob[row][e] = E * (count[e] / R) / R for every row of every MoE layer.
+  const double rows = static_cast<double>(st.n * moe.size());
+  std::vector<float> dprob(c.num_experts);
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    dprob[e] = static_cast<float>(static_cast<double>(loss_scale) * c.router_aux_loss_coef *
+                                  c.num_experts * count[e] / (rows * rows));
+  }
+  return dprob;
+}
+
+absl::StatusOr<std::vector<TrainModel::RouterTrace>> TrainModel::TraceRouting(
+    const TrainBatch& batch, ThreadPool* pool) {
+  RETURN_IF_ERROR(ValidateBatch(batch));
+  StepState st;
+  Forward(batch, &st, pool);
+  std::vector<RouterTrace> traces(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    LayerActivations& a = st.layers[l];
+    traces[l].router_input = std::move(a.h2);
+    if (!layers_[l].ffn.moe) continue;
+    traces[l].probs = std::move(a.ffn.probs);
+    traces[l].topk_ids = std::move(a.ffn.topk_ids);
+  }
+  return traces;
+}
+
+absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool backward,
+                                               float loss_scale, ThreadPool* pool,
+                                               std::vector<float>* logits_out) {
+  RETURN_IF_ERROR(ValidateBatch(batch));
   LossBreakdown loss;
-  loss.predicted_tokens = predicted;
-  loss.ce = static_cast<float>(ce_sum / static_cast<double>(predicted));
-  std::vector<float> aux_dprob;
-  if (!moe_acts.empty()) {
-    std::vector<double> count;
-    loss.aux = static_cast<float>(AuxLoss(moe_acts, n, c.num_experts, &count));
-    // d aux / d prob[row][e] = E * (count[e] / R) / R for every row of every MoE layer.
-    const double rows = static_cast<double>(n * moe_acts.size());
-    aux_dprob.resize(c.num_experts);
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-      aux_dprob[e] = static_cast<float>(static_cast<double>(loss_scale) * c.router_aux_loss_coef *
-                                        c.num_experts * count[e] / (rows * rows));
-    }
-  }
-  loss.total = loss.ce + static_cast<float>(c.router_aux_loss_coef) * loss.aux;
+  const std::vector<int32_t> targets = ShiftedTargets(batch, &loss.predicted_tokens);
+  if (loss.predicted_tokens == 0) return absl::InvalidArgumentError("the batch predicts no token");
+  StepState st;
+  Forward(batch, &st, pool);
+  const int64_t n = st.n, h = st.h, vocab = config_.vocab_size;
+  std::vector<float> logits(n * vocab);
+  LinearForward(st.h_final.data(), lm_head_->value.data(), nullptr, logits.data(), n, h, vocab,
+                pool);
+  if (logits_out != nullptr) *logits_out = logits;
+  std::vector<float> dlogits(backward ? n * vocab : 0);
+  const float ce_scale = loss_scale / static_cast<float>(loss.predicted_tokens);
+  const double ce_sum = CrossEntropy(logits.data(), targets.data(), n, vocab, ce_scale,
+                                     backward ? dlogits.data() : nullptr, pool);
+  loss.ce = static_cast<float>(ce_sum / static_cast<double>(loss.predicted_tokens));
+  const std::vector<float> aux_dprob = AuxLossAndGradient(st, loss_scale, &loss.aux);
+  loss.total = loss.ce + static_cast<float>(config_.router_aux_loss_coef) * loss.aux;
   if (!backward) return loss;
 
   std::vector<float> dhf(n * h, 0.0f), dx(n * h, 0.0f);
-  LinearBackward(hf.data(), lm_head_->value.data(), dlogits.data(), dhf.data(),
+  LinearBackward(st.h_final.data(), lm_head_->value.data(), dlogits.data(), dhf.data(),
                  lm_head_->GradForAccumulation(), nullptr, n, h, vocab, pool);
-  RmsNormBackward(x.data(), final_norm_->value.data(), rstdf.data(), dhf.data(), dx.data(),
-                  final_norm_->GradForAccumulation(), n, h, pool);
-  std::vector<float> dh(n * h);
-  for (size_t li = layers_.size(); li-- > 0;) {
-    LayerParams& lp = layers_[li];
-    const LayerActivations& a = acts[li];
-    // x_out = x_mid + ffn(norm2(x_mid)): dx is d x_out, and becomes d x_mid.
-    std::fill(dh.begin(), dh.end(), 0.0f);
-    executor_->Backward(lp.ffn, a.h2.data(), a.ffn, dx.data(), lp.ffn.moe ? aux_dprob
-                                                                           : std::vector<float>{},
-                        n, h, dh.data(), pool);
-    RmsNormBackward(a.x_mid.data(), lp.post_attention_norm->value.data(), a.rstd2.data(),
-                    dh.data(), dx.data(), lp.post_attention_norm->GradForAccumulation(), n, h,
-                    pool);
-    // x_mid = x_in + attn(norm1(x_in)): dx becomes d x_in.
-    std::fill(dh.begin(), dh.end(), 0.0f);
-    AttentionBlockBackward(lp.attn, dims, rope, a.h1.data(), a.attn, dx.data(), dh.data(), pool);
-    RmsNormBackward(a.x_in.data(), lp.input_norm->value.data(), a.rstd1.data(), dh.data(),
-                    dx.data(), lp.input_norm->GradForAccumulation(), n, h, pool);
+  RmsNormBackward(st.x_final.data(), final_norm_->value.data(), st.rstd_final.data(), dhf.data(),
+                  dx.data(), final_norm_->GradForAccumulation(), n, h, pool);
+  for (size_t l = layers_.size(); l-- > 0;) {
+    LayerBackward(layers_[l], st, st.layers[l], aux_dprob, &dx, pool);
   }
   if (float* de = embed_->GradForAccumulation()) {
     for (int64_t r = 0; r < n; ++r) {

@@ -21,6 +21,7 @@
 #include "engine/train/attention_block.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/parameter.h"
+#include "models/checkpoint/checkpoint.h"
 #include "models/config/model_config.h"
 
 namespace expertd::train {
@@ -53,6 +54,9 @@ class TrainModel {
   // Loads DIR (config.json + safetensors, any of fp32/bf16/fp16). DeepSeek-V3
   // (MLA attention) is Unimplemented here.
   static absl::StatusOr<std::unique_ptr<TrainModel>> Load(const std::string& dir);
+  // The same, reading the weights as `options` says (e.g. model.bf16.safetensors).
+  static absl::StatusOr<std::unique_ptr<TrainModel>> Load(const std::string& dir,
+                                                          const models::CheckpointOptions& options);
 
   const models::ModelConfig& config() const { return config_; }
   // All parameters, sorted by name; a tied weight appears once (under the
@@ -64,6 +68,20 @@ class TrainModel {
   // -1 = none: the embedding row whose gradient stays zero (HF padding_idx).
   int32_t padding_idx() const { return padding_idx_; }
 
+  // Appends parameters (e.g. LoRA adapters) and re-binds the layers. Pointers
+  // to parameters taken before are invalid afterwards. InvalidArgument on a
+  // duplicate name.
+  absl::Status AddParameters(std::vector<Parameter> extra);
+
+  // What each MoE layer's router saw and chose on `batch` (forward only):
+  // router_input (N,H) = the post-attention norm output (every layer),
+  // probs (N,E), topk_ids (N,K) (MoE layers; empty for dense ones).
+  struct RouterTrace {
+    std::vector<float> router_input, probs;
+    std::vector<int32_t> topk_ids;
+  };
+  absl::StatusOr<std::vector<RouterTrace>> TraceRouting(const TrainBatch& batch, ThreadPool* pool);
+
   // Replaces how each layer's feed-forward block runs (default: in memory).
   void set_feed_forward_executor(std::unique_ptr<FeedForwardExecutor> executor) {
     executor_ = std::move(executor);
@@ -72,12 +90,21 @@ class TrainModel {
   // Forward over `batch`; when `backward`, also backward of
   // `loss_scale * total`, ACCUMULATING into each trainable parameter's grad.
   // InvalidArgument for a malformed batch (token id out of range, shape).
+  // If `logits` is non-null it receives the LM head's output (B*T, vocab).
   absl::StatusOr<LossBreakdown> Step(const TrainBatch& batch, bool backward, float loss_scale,
-                                     ThreadPool* pool);
+                                     ThreadPool* pool, std::vector<float>* logits = nullptr);
 
  private:
   struct LayerActivations;
+  struct StepState;
   TrainModel() = default;
+  void Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool);
+  void LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
+                    LayerActivations* a, ThreadPool* pool);
+  void LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
+                     const std::vector<float>& aux_dprob, std::vector<float>* dx, ThreadPool* pool);
+  // The auxiliary loss into *aux; returns d(loss_scale * coef * aux)/d prob[e].
+  std::vector<float> AuxLossAndGradient(const StepState& st, float loss_scale, float* aux) const;
   absl::Status Bind();
   absl::Status ValidateBatch(const TrainBatch& batch) const;
 

@@ -8,7 +8,8 @@ namespace expertd::train {
 
 double ScheduledLr(const TrainOptions& o, int64_t step) {
   if (step < o.warmup_steps) {
-    return o.lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, o.warmup_steps));
+    return o.lr * static_cast<double>(step) /
+           static_cast<double>(std::max<int64_t>(1, o.warmup_steps));
   }
   const double progress = static_cast<double>(step - o.warmup_steps) /
                           static_cast<double>(std::max<int64_t>(1, o.total_steps - o.warmup_steps));
@@ -25,8 +26,10 @@ double ScheduledLr(const TrainOptions& o, int64_t step) {
 
 void ApplyScope(TrainScope scope, TrainModel* model) {
   const bool full = scope == TrainScope::kFull;
-  for (Parameter& p : model->params()) p.trainable = full;
-  if (full) return;
+  for (Parameter& p : model->params()) {
+    p.trainable = scope == TrainScope::kLora ? (p.name.rfind("base_model.model.", 0) == 0) : full;
+  }
+  if (scope != TrainScope::kExperts) return;
   auto train_mlp = [](const MlpParams& m) {
     if (m.gate == nullptr) return;
     m.gate->trainable = m.up->trainable = m.down->trainable = true;
@@ -48,14 +51,16 @@ Trainer::Trainer(TrainModel* model, TrainOptions options)
   ApplyScope(options_.scope, model_);
 }
 
-absl::StatusOr<StepReport> Trainer::Step(const std::vector<TrainBatch>& micro_batches,
-                                         const std::function<void(const TrainModel&)>& before_clip) {
+absl::StatusOr<StepReport> Trainer::Step(
+    const std::vector<TrainBatch>& micro_batches,
+    const std::function<void(const TrainModel&)>& before_clip) {
   if (micro_batches.empty()) return absl::InvalidArgumentError("a step needs a batch");
   for (Parameter& p : model_->params()) p.ClearGrad();  // zero_grad(set_to_none=True)
   StepReport report;
   const float scale = 1.0f / static_cast<float>(micro_batches.size());
   for (const TrainBatch& batch : micro_batches) {
-    ASSIGN_OR_RETURN(LossBreakdown loss, model_->Step(batch, /*backward=*/true, scale, pool_.get()));
+    ASSIGN_OR_RETURN(LossBreakdown loss,
+                     model_->Step(batch, /*backward=*/true, scale, pool_.get()));
     report.loss.total += loss.total * scale;
     report.loss.ce += loss.ce * scale;
     report.loss.aux += loss.aux * scale;

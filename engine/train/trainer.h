@@ -24,6 +24,7 @@ namespace expertd::train {
 enum class TrainScope {
   kFull,     // every parameter
   kExperts,  // routed experts, shared experts (and their gate), routers
+  kLora,     // only the LoRA adapters (lora.h); attach them before the Trainer
 };
 
 enum class LrSchedule { kConstant, kLinear, kCosine };
@@ -48,7 +49,7 @@ double ScheduledLr(const TrainOptions& o, int64_t step);
 void ApplyScope(TrainScope scope, TrainModel* model);
 
 struct StepReport {
-  LossBreakdown loss;              // mean over the micro-batches
+  LossBreakdown loss;  // mean over the micro-batches
   double grad_norm_before_clip = 0.0;
   float clip_coef = 1.0f;
   double lr = 0.0;

@@ -90,6 +90,13 @@ absl::StatusOr<ChatFormatter> ChatFormatter::FromTokenizerConfig(absl::string_vi
   return formatter;
 }
 
+absl::Status ChatFormatter::OverrideTemplate(absl::string_view source) {
+  ASSIGN_OR_RETURN(Template t, Template::Load(source));
+  templates_.clear();
+  templates_.emplace("default", std::move(t));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ChatFormatter> ChatFormatter::FromModelDir(const std::string& model_dir) {
   const std::string path = model_dir + "/tokenizer_config.json";
   std::ifstream in(path, std::ios::binary);

@@ -53,6 +53,10 @@ class ChatFormatter {
   // Reads `<model_dir>/tokenizer_config.json`; NotFound when it is absent.
   static absl::StatusOr<ChatFormatter> FromModelDir(const std::string& model_dir);
 
+  // Replaces every template with `source` (a --chat_template file). Fails, naming
+  // the construct, when it does not load.
+  absl::Status OverrideTemplate(absl::string_view source);
+
   bool has_template() const { return !templates_.empty(); }
   // The string value of a special token ("" when unset).
   const std::string& bos_token() const { return bos_token_; }

@@ -141,6 +141,17 @@ TEST(ChatFormatterTest, MissingOrBrokenTemplates) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(ChatFormatterTest, OverrideTemplateReplacesAllAndChecksAtLoad) {
+  absl::StatusOr<ChatFormatter> f = ChatFormatter::FromTokenizerConfig(R"({"bos_token": "<s>"})");
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->OverrideTemplate("{% call x() %}{% endcall %}").ok());
+  EXPECT_FALSE(f->has_template());
+  ASSERT_TRUE(f->OverrideTemplate("{{ bos_token }}{{ messages|length }}").ok());
+  ChatRequest request;
+  request.messages = json::array({1, 2});
+  EXPECT_EQ(*f->Render(request), "<s>2");
+}
+
 TEST(ChatFormatterTest, KwargsReachTheTemplate) {
   absl::StatusOr<ChatFormatter> f = ChatFormatter::FromTokenizerConfig(
       R"({"chat_template": "{{ 'think' if enable_thinking is not defined or enable_thinking else 'no' }}"})");

@@ -4,12 +4,15 @@
 #include <signal.h>
 
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/expertd.grpc.pb.h"
 #include "tests/bench/bench_files.h"
 #include "tests/testing/expertd_process.h"
 #include "tests/testing/subprocess.h"
@@ -18,6 +21,17 @@ namespace expertd::testing {
 namespace {
 
 constexpr char kModel[] = "tests/data/zoo_default";
+
+// Polls `done` until it holds or `timeout` passes (then false: the caller
+// fails the test rather than waiting forever).
+bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
 
 struct BenchRun {
   int exit_code = -1;
@@ -99,19 +113,47 @@ TEST_F(ExpertBenchTest, ClosedLoopResultIsCompleteAndConsistent) {
   for (const char* key : {"input_lens", "output_lens", "ttfts", "itls", "latencies", "errors"}) {
     EXPECT_EQ(j[key].size(), 16u) << key;
   }
-  // Expert cache: the metrics source answers; hit_rate is defined only when
-  // there were lookups. The admin source answers, or says why not.
+  // Expert cache without offloading: /metrics answers with no lookups, so no
+  // hit rate; GetExpertStats has no cache to report and says so (the offload
+  // test below covers lookups).
   const auto& m = j["expert_cache"]["metrics"];
   ASSERT_EQ(m["available"], true) << m;
   EXPECT_GT(m["tokens"].get<double>(), 0);
-  EXPECT_EQ(m["hit_rate"].is_null(), m["hits"].get<double>() + m["misses"].get<double>() == 0) << m;
+  EXPECT_EQ(m["hits"].get<double>() + m["misses"].get<double>(), 0) << m;
+  EXPECT_TRUE(m["hit_rate"].is_null()) << m;
+  EXPECT_NE(run.output.find("n/a (no expert lookups)"), std::string::npos) << run.output;
   const auto& a = j["expert_cache"]["admin"];
-  if (a["available"] == false) {
-    EXPECT_TRUE(absl::StartsWith(a["reason"].get<std::string>(), "GetExpertStats: ")) << a;
-    EXPECT_NE(run.output.find("unavailable: GetExpertStats"), std::string::npos);
-  } else {
-    EXPECT_GT(a["tokens"].get<double>(), 0) << a;
+  ASSERT_EQ(a["available"], false) << a;
+  EXPECT_TRUE(absl::StartsWith(a["reason"].get<std::string>(), "GetExpertStats: FAILED_PRECONDITION")) << a;
+  EXPECT_NE(run.output.find("unavailable: GetExpertStats"), std::string::npos) << run.output;
+}
+
+// Against a daemon that offloads experts (a device cache of a quarter of
+// them, misses read from the pack): both sources count lookups and report
+// the hit rate they imply, and the table prints it.
+TEST_F(ExpertBenchTest, ExpertCacheReportWithOffloadHasHitsAndMisses) {
+  const std::string token_file = ::testing::TempDir() + "/admin_token";
+  std::ofstream(token_file) << "bench-test-admin-token-0123456789\n";
+  StartDaemon({"--admin_token_file=" + token_file, "--expert_offload", "--expert_cache_bytes=6MiB",
+               "--expert_pack_dir=" + ::testing::TempDir() + "/pack"});
+  BenchRun run = Bench("offload", {"--concurrency=2", "--num_requests=6", "--input_len=16", "--output_len=8",
+                                   "--ignore_eos", "--metrics_url=" + metrics_url_,
+                                   "--admin_token_file=" + token_file});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  nlohmann::json j = ReadJson(run.base + ".json");
+  ExpectConsistent(j, ReadCsv(run.base + ".csv"));
+  for (const char* source : {"metrics", "admin"}) {
+    const auto& c = j["expert_cache"][source];
+    SCOPED_TRACE(source);
+    ASSERT_EQ(c["available"], true) << c;
+    const double hits = c["hits"].get<double>(), misses = c["misses"].get<double>();
+    EXPECT_GT(misses, 0) << c;  // a quarter of the experts fit: some lookups miss
+    EXPECT_GT(hits + misses, 0) << c;
+    ASSERT_TRUE(c["hit_rate"].is_number()) << c;
+    EXPECT_DOUBLE_EQ(c["hit_rate"].get<double>(), hits / (hits + misses)) << c;
+    EXPECT_GT(c["tokens"].get<double>(), 0) << c;
   }
+  EXPECT_EQ(run.output.find("n/a (no expert lookups)"), std::string::npos) << run.output;
 }
 
 TEST_F(ExpertBenchTest, OpenLoopPoissonFollowsItsSchedule) {
@@ -194,13 +236,24 @@ TEST_F(ExpertBenchTest, SigintCancelsInFlightAndWritesPartialResults) {
   StartBench(&bench, "sigint",
              {"--concurrency=4", "--num_requests=1000", "--input_len=8", "--output_len=3000", "--ignore_eos"},
              &run);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (bench.Output().find("measuring") == std::string::npos && absl::Now() < deadline && bench.running()) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  absl::SleepFor(absl::Milliseconds(300));  // let the streams produce some tokens
+  // SIGINT only once requests are in flight on the daemon, so some are
+  // cancelled.
+  ASSERT_TRUE(WaitFor([&] { return bench.Output().find("measuring") != std::string::npos || !bench.running(); },
+                      absl::Seconds(60)));
+  ASSERT_TRUE(bench.running()) << bench.Output();
+  auto stub = v1::InferenceService::NewStub(daemon_.channel());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        grpc::ClientContext ctx;
+        v1::ServerInfo info;
+        return stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok() && info.running_requests() > 0;
+      },
+      absl::Seconds(60)));
   bench.Signal(SIGINT);
-  EXPECT_EQ(bench.Wait(absl::Seconds(30)), 130) << bench.Output();
+  // 130 from expert-bench's own exit path (partial results written), not
+  // death by SIGINT (which a shell also reports as 130).
+  EXPECT_EQ(bench.Wait(absl::Seconds(60)), 130) << bench.Output();
+  EXPECT_EQ(bench.term_signal(), 0) << "killed by signal " << bench.term_signal() << "\n" << bench.Output();
   nlohmann::json j = ReadJson(run.base + ".json");
   ASSERT_TRUE(j.is_object()) << bench.Output();
   EXPECT_EQ(j["interrupted"], true);
@@ -268,9 +321,11 @@ TEST_F(ExpertBenchTest, BadFlagsAndUnreachableServer) {
   ASSERT_TRUE(waiting.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=60",
                              "--out_dir=" + ::testing::TempDir() + "/waiting"},
                             ::testing::TempDir() + "/waiting.log"));
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(WaitFor([&] { return waiting.Output().find("waiting up to") != std::string::npos || !waiting.running(); },
+                      absl::Seconds(60)));
   waiting.Signal(SIGINT);
-  EXPECT_EQ(waiting.Wait(absl::Seconds(10)), 130) << waiting.Output();
+  EXPECT_EQ(waiting.Wait(absl::Seconds(30)), 130) << waiting.Output();
+  EXPECT_EQ(waiting.term_signal(), 0) << "killed by signal " << waiting.term_signal();
 }
 
 }  // namespace

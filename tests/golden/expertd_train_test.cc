@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/golden_data.h"
@@ -88,10 +90,10 @@ TEST_P(ExpertdTrainTest, MatchesTheReference) {
   auto golden = LoadTrainGolden(arch);
   ASSERT_TRUE(golden.ok()) << golden.status();
   const std::string grads = TmpDir() + "/" + arch + "_grads.safetensors";
-  Output o = RunTrain("--model=" + FixtureDir(arch) + " --batch=" + WriteBatch(*golden, arch) +
-                      " --steps=" + std::to_string(golden->steps.size()) +
-                      " --lr=1e-3 --weight_decay=0.01 --clip_norm=1.0 --threads=2 --grads_out=" +
-                      grads);
+  Output o =
+      RunTrain("--model=" + FixtureDir(arch) + " --batch=" + WriteBatch(*golden, arch) +
+               " --steps=" + std::to_string(golden->steps.size()) +
+               " --lr=1e-3 --weight_decay=0.01 --clip_norm=1.0 --threads=2 --grads_out=" + grads);
   ASSERT_EQ(o.status, 0) << o.err;
   const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << o.out;
@@ -104,9 +106,11 @@ TEST_P(ExpertdTrainTest, MatchesTheReference) {
     EXPECT_NEAR(steps[s].at("loss_total").get<double>(), ref.loss.total, kLossAbsTol) << s;
     EXPECT_NEAR(steps[s].at("ce_loss").get<double>(), ref.loss.ce, kLossAbsTol) << s;
     EXPECT_NEAR(steps[s].at("aux_loss").get<double>(), ref.loss.aux, kLossAbsTol) << s;
-    EXPECT_LT(std::fabs(steps[s].at("grad_norm_before_clip").get<double>() -
-                        ref.grad_norm_before_clip) / ref.grad_norm_before_clip,
-              kGradNormRelTol) << s;
+    EXPECT_LT(
+        std::fabs(steps[s].at("grad_norm_before_clip").get<double>() - ref.grad_norm_before_clip) /
+            ref.grad_norm_before_clip,
+        kGradNormRelTol)
+        << s;
   }
   EXPECT_NEAR(j.at("loss_after_final_step").get<double>(), golden->loss_after_final_step.total,
               kLossAbsTol);
@@ -114,6 +118,95 @@ TEST_P(ExpertdTrainTest, MatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainTest, ::testing::ValuesIn(TrainFixtures()));
+
+// --scope=lora: only the adapters get gradients; --lora_out writes the PEFT layout.
+TEST(ExpertdTrainLoraTest, WritesThePeftAdapter) {
+  auto golden = LoadTrainGolden("qwen3_moe");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::string grads = TmpDir() + "/lora_grads.safetensors", out = TmpDir() + "/lora_out";
+  Output o =
+      RunTrain("--model=" + FixtureDir("qwen3_moe") + " --batch=" + WriteBatch(*golden, "lora") +
+               " --steps=3 --lr=1e-2 --scope=lora " +
+               "--lora_rank=4 --lora_alpha=8 --grads_out=" + grads + " --lora_out=" + out);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_LT(j.at("loss_after_final_step").get<double>(),
+            j.at("steps")[0].at("loss_total").get<double>());
+  auto file = models::SafetensorsFile::Open(grads);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_FALSE((*file)->tensors().empty());
+  for (const models::SafetensorsEntry& e : (*file)->tensors()) {
+    EXPECT_EQ(e.name.rfind("base_model.model.model.layers.", 0), 0u) << e.name;
+  }
+  auto adapter = models::SafetensorsFile::Open(out + "/adapter_model.safetensors");
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  EXPECT_NE(
+      (*adapter)->Find("base_model.model.model.layers.2.mlp.experts.7.down_proj.lora_B.weight"),
+      nullptr);
+  std::ifstream config(out + "/adapter_config.json");
+  EXPECT_TRUE(config.good());
+}
+
+// bf16 weights: trained on fp32 masters; every weight stays a bf16 value and
+// the losses follow the fp32 reference closely.
+TEST(ExpertdTrainBf16Test, TrainsBf16Weights) {
+  auto golden = LoadTrainGolden("mixtral");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::string weights = TmpDir() + "/bf16_trained.safetensors";
+  Output o = RunTrain(
+      "--model=" + FixtureDir("mixtral") + " --batch=" + WriteBatch(*golden, "bf16") +
+      " --weights=model.bf16.safetensors" +
+      " --steps=10 --lr=1e-3 --weight_decay=0.01 --clip_norm=1.0 --weights_out=" + weights);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  for (size_t s = 0; s < golden->steps.size(); ++s) {  // bf16 rounding: ~1% of the loss
+    const double ref = golden->steps[s].loss.total;
+    EXPECT_NEAR(j.at("steps")[s].at("loss_total").get<double>(), ref, 0.02 * ref + 0.01) << s;
+  }
+  auto file = models::SafetensorsFile::Open(weights);
+  ASSERT_TRUE(file.ok()) << file.status();
+  int64_t not_bf16 = 0;
+  for (const models::SafetensorsEntry& e : (*file)->tensors()) {
+    std::vector<float> v(e.numel());
+    std::memcpy(v.data(), (*file)->Data(e), e.nbytes());
+    for (float x : v) not_bf16 += models::Bf16ToF32(models::F32ToBf16(x)) != x;
+  }
+  EXPECT_EQ(not_bf16, 0);
+}
+
+// --scope=pregate: distillation steps, held-out precision/recall against the
+// speculative guess, and a checkpoint declaring its pre-gates.
+TEST(ExpertdTrainPregateTest, TrainsAndWritesPregates) {
+  std::mt19937 rng(7);
+  auto write = [&](const std::string& name, int seqs) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<int32_t> seq;
+      for (int t = 0; t < 33; ++t) seq.push_back(static_cast<int32_t>(rng() % 512));
+      ids.push_back(seq);
+    }
+    const std::string path = TmpDir() + "/" + name;
+    std::ofstream(path) << nlohmann::json{{"input_ids", ids}}.dump();
+    return path;
+  };
+  const std::string train = write("pregate_train.json", 96), held = write("pregate_held.json", 32);
+  const std::string out = TmpDir() + "/pregate_model";
+  Output o = RunTrain("--model=" + FixtureDir("mixtral") + " --scope=pregate --batch=" + train +
+                      " --eval_batch=" + held + " --steps=200 --lr=1e-2 --weight_decay=0 " +
+                      "--pregate_out=" + out);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j.at("pregate_steps").size(), 200u);
+  EXPECT_GT(j.at("trained").at("precision").get<double>(),
+            j.at("speculative").at("precision").get<double>())
+      << o.out;
+  std::ifstream config(out + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(config)), {});
+  EXPECT_NE(text.find("\"expertd_pregate\": true"), std::string::npos) << text;
+}
 
 TEST(ExpertdTrainErrorsTest, ClearErrors) {
   const std::string bad_batch = TmpDir() + "/bad_batch.json";
@@ -126,6 +219,12 @@ TEST(ExpertdTrainErrorsTest, ClearErrors) {
   o = RunTrain("--model=" + FixtureDir("mixtral") + " --batch=" + TmpDir() + "/missing.json");
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("missing.json"), std::string::npos) << o.err;
+
+  const std::string one_seq = TmpDir() + "/one_seq.json";
+  std::ofstream(one_seq) << R"({"input_ids": [[1, 2, 3]]})";
+  o = RunTrain("--model=" + FixtureDir("mixtral") + " --batch=" + one_seq + " --lora_out=x");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("--scope=lora"), std::string::npos) << o.err;
 
   o = RunTrain("--model=" + FixtureDir("mixtral") + " --steps=nope");
   EXPECT_EQ(o.status, 2);

@@ -58,7 +58,8 @@ void ExpectGradsMatch(const TrainGolden& g, const train::TrainModel& model) {
     ASSERT_EQ(p.shape, it->second.shape) << p.name;
     EXPECT_LT(MaxRelError(p.grad, it->second.values), kGradRelTol) << p.name;
   }
-  for (const auto& [name, grad] : g.grads) EXPECT_TRUE(ours.count(name)) << name << " has no gradient";
+  for (const auto& [name, grad] : g.grads)
+    EXPECT_TRUE(ours.count(name)) << name << " has no gradient";
 }
 
 class TrainGoldenTest : public ::testing::TestWithParam<std::string> {};
@@ -158,9 +159,8 @@ TEST(TrainAccumulationTest, TwoMicroBatchesAverage) {
   ASSERT_TRUE(model.ok()) << model.status();
   train::Trainer trainer(model->get(), OptionsOf(*golden, 1));
   const train::TrainBatch batch = BatchOf(*golden);
-  auto report = trainer.Step({batch, batch}, [&](const train::TrainModel& m) {
-    ExpectGradsMatch(*golden, m);
-  });
+  auto report = trainer.Step({batch, batch},
+                             [&](const train::TrainModel& m) { ExpectGradsMatch(*golden, m); });
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_NEAR(report->loss.total, golden->loss.total, kLossAbsTol);
 }

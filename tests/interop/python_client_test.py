@@ -29,11 +29,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 MODEL_DIR = "tests/data/fixtures/qwen2_moe_mixed"
 
-# Generate is UNIMPLEMENTED until the scheduler and engine land in the daemon.
-# When they do, set this to True: test_generate_streaming then checks a real
-# stream (tokens, text deltas, one final message with finish reason and usage).
-GENERATE_IMPLEMENTED = True
-
 
 def runfile(path):
     srcdir, workspace = os.environ.get("TEST_SRCDIR"), os.environ.get("TEST_WORKSPACE")
@@ -300,11 +295,6 @@ class PythonClientTest(unittest.TestCase):
         request.sampling.temperature = 0.0
         request.stopping.max_new_tokens = 4
         stream = self.api.server_stream(self.channel, "expertd.v1.InferenceService", "Generate", request)
-        if not GENERATE_IMPLEMENTED:
-            with self.assertRaises(grpc.RpcError) as err:
-                list(stream)
-            self.assertEqual(err.exception.code(), grpc.StatusCode.UNIMPLEMENTED, err.exception.details())
-            return
         responses = list(stream)
         self.assertGreater(len(responses), 0)
         final = responses[-1]

@@ -59,7 +59,8 @@ int Subprocess::Wait(absl::Duration timeout) {
     pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
       exited_ = true;
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      term_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + term_signal_;
       return exit_code_;
     }
     if (absl::Now() >= deadline) return -1;

@@ -27,6 +27,9 @@ class Subprocess {
   // Waits up to `timeout` for exit. Returns the exit code, 128+signal if
   // killed by a signal, or -1 on timeout (the process keeps running).
   int Wait(absl::Duration timeout);
+  // After Wait returned: the signal that killed the process, 0 if it exited
+  // (so "exit(130)" and "killed by SIGINT" can be told apart).
+  int term_signal() const { return term_signal_; }
   bool running() const { return pid_ > 0 && !exited_; }
   pid_t pid() const { return pid_; }
   // Everything the process printed so far.
@@ -36,6 +39,7 @@ class Subprocess {
   pid_t pid_ = -1;
   bool exited_ = false;
   int exit_code_ = -1;
+  int term_signal_ = 0;
   std::string output_path_;
 };
 

@@ -1,5 +1,6 @@
 // CudaBackend's memory, copies, events and error reporting. Skips on
-// machines without a GPU (except the availability check itself).
+// machines without a GPU (except the availability check itself); fails when
+// a GPU is present but the backend does not come up.
 #include "engine/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -14,12 +15,30 @@
 namespace expertd::engine {
 namespace {
 
+// CudaDeviceAvailable agrees with an independent probe of the runtime: with a
+// device, Create must work; without one, both say Unavailable.
 TEST(CudaBackendTest, AvailabilityIsOkOrAClearUnavailable) {
+  const cuda_test::GpuProbe probe = cuda_test::ProbeGpu();
   absl::Status s = CudaDeviceAvailable();
-  if (!s.ok()) {
+  CudaBackendOptions o;
+  o.device_memory_limit = 64ull << 20;
+  o.gemm_workspace_bytes = 1 << 20;
+  o.gemm_scratch_bytes = 1 << 20;
+  auto b = CudaBackend::Create(o);
+  if (probe.has_device) {
+    ASSERT_TRUE(s.ok()) << s << " (probe: " << probe.detail << ")";
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ((*b)->name(), "cuda");
+    EXPECT_EQ((*b)->memory_stats().device_bytes_limit, 64ull << 20);
+    EXPECT_TRUE((*b)->Synchronize().ok());
+  } else {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-    EXPECT_EQ(CudaBackend::Create(CudaBackendOptions{}).status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
   }
+  // A device index that no machine has is a clear Unavailable everywhere.
+  EXPECT_EQ(CudaDeviceAvailable(1 << 20).code(), absl::StatusCode::kUnavailable);
+  o.device = 1 << 20;
+  EXPECT_EQ(CudaBackend::Create(o).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(CudaBackendTest, ArenaIsAHardBudgetAndFreedMemoryIsReused) {

@@ -1,26 +1,33 @@
 #include "engine/backend/cuda/cuda_test_util.h"
 
+#include <cuda_runtime.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <memory>
+
+#include "absl/strings/str_cat.h"
 
 namespace expertd::engine::cuda_test {
 namespace {
 
 struct Shared {
+  GpuProbe probe;
   std::unique_ptr<CudaBackend> backend;
-  std::string reason;
+  std::string error;
 };
 
 Shared& Get() {
   static Shared* shared = [] {
     auto* s = new Shared;
+    s->probe = ProbeGpu();
     CudaBackendOptions o;
     o.device_memory_limit = 2ull << 30;
     auto b = CudaBackend::Create(o);
     if (b.ok()) {
       s->backend = std::move(*b);
     } else {
-      s->reason = b.status().ToString();
+      s->error = absl::StrCat(b.status().ToString(), " [probe: ", s->probe.detail, "]");
     }
     return s;
   }();
@@ -29,8 +36,29 @@ Shared& Get() {
 
 }  // namespace
 
+GpuProbe ProbeGpu() {
+  GpuProbe p;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess) {
+    p.has_device = count > 0;
+    p.detail = absl::StrCat(count, " CUDA device(s)");
+    return p;
+  }
+  cudaGetLastError();  // do not leave the error behind
+  p.detail = absl::StrCat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+  // The runtime reports a machine without the NVIDIA driver as an old or stub
+  // driver; with the kernel driver loaded, the same error is a broken install.
+  const bool driver_loaded = access("/proc/driver/nvidia/version", F_OK) == 0;
+  const bool no_driver = !driver_loaded && (e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary);
+  p.has_device = !(e == cudaErrorNoDevice || no_driver);
+  if (no_driver) absl::StrAppend(&p.detail, "; no NVIDIA kernel driver loaded");
+  return p;
+}
+
 CudaBackend* SharedBackend() { return Get().backend.get(); }
-const std::string& SkipReason() { return Get().reason; }
+const std::string& BackendError() { return Get().error; }
+bool HasGpu() { return Get().probe.has_device; }
 
 DeviceWeight::DeviceWeight(const reference::TestWeight& w) {
   ref_ = w.ref();

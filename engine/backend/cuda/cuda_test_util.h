@@ -1,6 +1,6 @@
-// Helpers for the CUDA backend's tests (test-only): one shared backend per
-// test binary (null when the machine has no usable GPU: tests then skip),
-// device mirrors of host arrays, and the comparison metrics.
+// Helpers for the CUDA backend's tests (test-only): a probe that tells "no
+// GPU on this machine" from "a GPU whose backend fails", one shared backend
+// per test binary, device mirrors of host arrays, and the comparison metrics.
 #ifndef EXPERTD_ENGINE_BACKEND_CUDA_CUDA_TEST_UTIL_H_
 #define EXPERTD_ENGINE_BACKEND_CUDA_CUDA_TEST_UTIL_H_
 
@@ -17,17 +17,37 @@
 
 namespace expertd::engine::cuda_test {
 
-// Created on first use with a 2 GiB arena; null without a GPU.
+// Whether the machine has a CUDA device, asked of the CUDA runtime directly
+// (not through CudaBackend, whose failures are what the tests look for).
+struct GpuProbe {
+  // False only when there is no device: the runtime says so, or it reports a
+  // missing/stub driver and no NVIDIA kernel driver is loaded
+  // (/proc/driver/nvidia absent). Any other runtime error counts as a device
+  // that must work, so a broken driver fails the tests instead of skipping.
+  bool has_device = false;
+  std::string detail;  // what the runtime said
+};
+GpuProbe ProbeGpu();
+
+// Created on first use with a 2 GiB arena; null when there is no device or
+// when CudaBackend::Create failed (BackendError() says why).
 CudaBackend* SharedBackend();
 // Why SharedBackend() is null ("" when it is not).
-const std::string& SkipReason();
+const std::string& BackendError();
+// ProbeGpu().has_device, cached with the shared backend.
+bool HasGpu();
 
-// In a TEST body: skip (cleanly) on machines without a GPU.
-#define EXPERTD_REQUIRE_GPU()                                                     \
-  do {                                                                            \
-    if (::expertd::engine::cuda_test::SharedBackend() == nullptr) {               \
-      GTEST_SKIP() << "no GPU: " << ::expertd::engine::cuda_test::SkipReason();   \
-    }                                                                             \
+// In a TEST body: skip on a machine without a CUDA device; fail when there is
+// one but the shared backend could not be created.
+#define EXPERTD_REQUIRE_GPU()                                                              \
+  do {                                                                                     \
+    if (::expertd::engine::cuda_test::SharedBackend() == nullptr) {                        \
+      if (!::expertd::engine::cuda_test::HasGpu()) {                                       \
+        GTEST_SKIP() << "no GPU: " << ::expertd::engine::cuda_test::BackendError();        \
+      }                                                                                    \
+      FAIL() << "a CUDA device is present but CudaBackend::Create failed: "                \
+             << ::expertd::engine::cuda_test::BackendError();                              \
+    }                                                                                      \
   } while (0)
 
 // A device copy of a host array. Fails the test (ADD_FAILURE) on errors.

@@ -8,14 +8,14 @@
 //     times the AdamW update over N fp32 parameters against the memory-traffic
 //     bound: 28 bytes per parameter (read p, g, m, v; write p, m, v) at the
 //     bandwidth of a copy measured in the same run (read + written bytes).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
 #include <random>
 #include <vector>
-
-#include <immintrin.h>
 
 #include "base/flags.h"
 #include "engine/backend/cpu/thread_pool.h"
@@ -61,10 +61,10 @@ absl::Status BenchSteps(const Options& o) {
     if (s > 0) times.push_back(Seconds(t0, t1));
   }
   const double step = Median(times);
-  nlohmann::json out = {{"model", o.model}, {"batch_size", o.batch_size}, {"seq_len", o.seq_len},
-                        {"threads", o.threads}, {"median_step_s", step},
-                        {"tokens_per_s", o.batch_size * o.seq_len / step},
-                        {"last_loss", loss}, {"step_times_s", times}};
+  nlohmann::json out = {{"model", o.model},      {"batch_size", o.batch_size},
+                        {"seq_len", o.seq_len},  {"threads", o.threads},
+                        {"median_step_s", step}, {"tokens_per_s", o.batch_size * o.seq_len / step},
+                        {"last_loss", loss},     {"step_times_s", times}};
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
@@ -100,7 +100,8 @@ absl::Status BenchAdamW(const Options& o) {
     params_per_s.push_back(n / Seconds(t0, std::chrono::steady_clock::now()));
     fraction.push_back(params_per_s.back() / (copy_bw.back() / 28.0));
   }
-  nlohmann::json out = {{"params", n}, {"threads", o.threads},
+  nlohmann::json out = {{"params", n},
+                        {"threads", o.threads},
                         {"params_per_s", Median(params_per_s)},
                         {"copy_bytes_per_s", Median(copy_bw)},
                         {"bound_params_per_s", Median(copy_bw) / 28.0},

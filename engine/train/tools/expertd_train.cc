@@ -2,8 +2,11 @@
 //
 //   expertd-train --model=DIR --batch=BATCH.json --steps=N --lr=1e-3 --weight_decay=0.01 \
 //                 --clip_norm=1.0 [--grads_out=GRADS.safetensors] [--threads=N]
-//                 [--scope=full|experts] [--schedule=constant|linear|cosine]
-//                 [--warmup_steps=N] [--weights_out=MODEL.safetensors]
+//                 [--scope=full|experts|lora] [--schedule=constant|linear|cosine]
+//                 [--warmup_steps=N] [--weights=model.bf16.safetensors]
+//                 [--weights_out=MODEL.safetensors]
+//                 [--lora_rank=8 --lora_alpha=16 --seed=0 --lora_out=DIR]
+//                 [--scope=pregate --eval_batch=HELD_OUT.json --pregate_out=DIR]
 //
 // BATCH.json is {"input_ids": [[...], ...]} (equal-length sequences); labels
 // are the input ids, shifted inside as Hugging Face does. Every step trains on
@@ -13,8 +16,12 @@
 //    "loss_after_final_step": x}
 // --grads_out writes the first step's gradients (before clipping) as fp32
 // safetensors under the Hugging Face parameter names; parameters without a
-// gradient are absent. --weights_out writes the weights after the last step
-// (fp32, Hugging Face names). Errors go to stderr with exit status 1 (2: bad usage).
+// gradient are absent. --weights picks the weights file (bf16/fp16 weights
+// train on fp32 master copies, rounded back after every step). --weights_out
+// writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
+// fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
+// PEFT layout (adapter_config.json + adapter_model.safetensors). Errors go to stderr with exit
+// status 1 (2: bad usage).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,6 +31,8 @@
 
 #include "base/flags.h"
 #include "base/status_macros.h"
+#include "engine/train/lora.h"
+#include "engine/train/pregate.h"
 #include "engine/train/trainer.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "nlohmann/json.hpp"
@@ -32,10 +41,10 @@ namespace expertd {
 namespace {
 
 struct Options {
-  std::string model, batch, grads_out, weights_out;
-  std::string scope = "full", schedule = "constant";
-  int64_t steps = 1, threads = 1, warmup_steps = 0;
-  double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0;
+  std::string model, batch, grads_out, weights_out, weights;
+  std::string scope = "full", schedule = "constant", lora_out, eval_batch, pregate_out;
+  int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0;
+  double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
 
 absl::StatusOr<train::TrainBatch> ReadBatch(const std::string& path) {
@@ -80,8 +89,17 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
     t.scope = train::TrainScope::kFull;
   } else if (o.scope == "experts") {
     t.scope = train::TrainScope::kExperts;
-  } else {
-    return absl::InvalidArgumentError("--scope: expected full or experts, got '" + o.scope + "'");
+  } else if (o.scope == "lora") {
+    t.scope = train::TrainScope::kLora;
+  } else if (o.scope != "pregate") {
+    return absl::InvalidArgumentError("--scope: expected full, experts, lora or pregate, got '" +
+                                      o.scope + "'");
+  }
+  if ((!o.pregate_out.empty() || !o.eval_batch.empty()) && o.scope != "pregate") {
+    return absl::InvalidArgumentError("--pregate_out and --eval_batch need --scope=pregate");
+  }
+  if (!o.lora_out.empty() && o.scope != "lora") {
+    return absl::InvalidArgumentError("--lora_out needs --scope=lora");
   }
   if (o.schedule == "constant") {
     t.schedule = train::LrSchedule::kConstant;
@@ -107,12 +125,56 @@ std::vector<std::pair<models::TensorSpec, std::vector<float>>> SnapshotGrads(
   return out;
 }
 
+nlohmann::json QualityJson(const train::PredictionQuality& q) {
+  return {{"precision", q.precision}, {"recall", q.recall}, {"tokens", q.tokens}};
+}
+
+// --scope=pregate: distils the pre-gate heads on the batch, compares them with
+// the speculative guess on --eval_batch (default: the batch itself).
+absl::Status RunPregate(const Options& o, const train::TrainBatch& batch,
+                        train::TrainModel* model) {
+  train::PregateOptions popts;
+  popts.steps = o.steps;
+  popts.lr = o.lr;
+  popts.weight_decay = o.weight_decay;
+  std::unique_ptr<engine::ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<engine::ThreadPool>(static_cast<int>(o.threads));
+  ASSIGN_OR_RETURN(train::PregateHeads heads,
+                   train::TrainPregates(model, {batch}, popts, pool.get()));
+  train::TrainBatch eval = batch;
+  if (!o.eval_batch.empty()) {
+    ASSIGN_OR_RETURN(eval, ReadBatch(o.eval_batch));
+  }
+  ASSIGN_OR_RETURN(train::PredictionQuality trained,
+                   train::EvaluatePregates(model, &heads, {eval}, pool.get()));
+  ASSIGN_OR_RETURN(train::PredictionQuality speculative,
+                   train::EvaluatePregates(model, nullptr, {eval}, pool.get()));
+  if (!o.pregate_out.empty()) {
+    RETURN_IF_ERROR(train::WritePregateCheckpoint(o.model, heads, o.pregate_out));
+  }
+  const nlohmann::json out = {{"pregate_steps", heads.step_losses},
+                              {"trained", QualityJson(trained)},
+                              {"speculative", QualityJson(speculative)}};
+  std::cout << out.dump() << std::endl;
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Options& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model=DIR is required");
   if (o.batch.empty()) return absl::InvalidArgumentError("--batch=BATCH.json is required");
   ASSIGN_OR_RETURN(train::TrainBatch batch, ReadBatch(o.batch));
   ASSIGN_OR_RETURN(train::TrainOptions topts, MakeOptions(o));
-  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model, train::TrainModel::Load(o.model));
+  models::CheckpointOptions copts;
+  copts.weights_file = o.weights;
+  ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model,
+                   train::TrainModel::Load(o.model, copts));
+  if (o.scope == "pregate") return RunPregate(o, batch, model.get());
+  train::LoraOptions lora;
+  lora.rank = o.lora_rank;
+  lora.alpha = o.lora_alpha;
+  lora.seed = static_cast<uint64_t>(o.seed);
+  if (topts.scope == train::TrainScope::kLora)
+    RETURN_IF_ERROR(train::AttachLora(lora, model.get()));
   train::Trainer trainer(model.get(), topts);
   std::vector<std::pair<models::TensorSpec, std::vector<float>>> grads;
   nlohmann::json steps = nlohmann::json::array();
@@ -138,6 +200,9 @@ absl::Status Run(const Options& o) {
     }
     RETURN_IF_ERROR(models::WriteSafetensors(o.weights_out, tensors));
   }
+  if (!o.lora_out.empty()) {
+    RETURN_IF_ERROR(train::WriteLoraAdapter(*model, lora, o.model, o.lora_out));
+  }
   ASSIGN_OR_RETURN(train::LossBreakdown final_loss, trainer.Evaluate(batch));
   nlohmann::json out = {{"steps", steps}, {"loss_after_final_step", final_loss.total}};
   std::cout << out.dump() << std::endl;
@@ -159,7 +224,16 @@ int main(int argc, char** argv) {
   flags.Double("weight_decay", &o.weight_decay, 0.0, 1e3, "AdamW decoupled weight decay");
   flags.Double("clip_norm", &o.clip_norm, 0.0, 1e30, "global gradient norm clip (0 = off)");
   flags.String("grads_out", &o.grads_out, "write the first step's gradients here (safetensors)");
+  flags.String("weights", &o.weights,
+               "weights file inside DIR (e.g. model.bf16.safetensors); default model.safetensors");
   flags.String("weights_out", &o.weights_out, "write the trained weights here (fp32 safetensors)");
+  flags.Int("lora_rank", &o.lora_rank, 1, 4096, "LoRA rank r (--scope=lora)");
+  flags.Double("lora_alpha", &o.lora_alpha, 1e-9, 1e9, "LoRA alpha (scaling alpha / r)");
+  flags.Int("seed", &o.seed, 0, 1ll << 62, "seed of the LoRA A initialisation");
+  flags.String("lora_out", &o.lora_out, "write the adapter here in the PEFT layout (directory)");
+  flags.String("eval_batch", &o.eval_batch, "held-out BATCH.json for --scope=pregate");
+  flags.String("pregate_out", &o.pregate_out,
+               "write the model with its trained pre-gates here (--scope=pregate)");
   flags.Int("threads", &o.threads, 1, 1024, "CPU threads");
   flags.String("scope", &o.scope, "full | experts");
   flags.String("schedule", &o.schedule, "constant | linear | cosine (after warmup)");

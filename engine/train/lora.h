@@ -1,0 +1,57 @@
+// LoRA adapters for the training engine, in Hugging Face PEFT's layout.
+//
+// A target is every Linear weight whose module name ends in one of
+// `target_modules` (PEFT's suffix match): by default the attention projections
+// (q_proj, k_proj, v_proj, o_proj) and the expert projections (gate_proj,
+// up_proj, down_proj; Mixtral's w1, w3, w2), which also covers shared experts
+// and dense MLP layers. Each target W (out, in) gets
+//   A (r, in) = kaiming-uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)), B (out, r) = 0
+// and computes x W^T + (alpha / r) * (x A^T) B^T (dropout 0). Adapter
+// parameters are named as PEFT saves them:
+//   base_model.model.<module>.lora_A.weight / .lora_B.weight
+// e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight.
+#ifndef EXPERTD_ENGINE_TRAIN_LORA_H_
+#define EXPERTD_ENGINE_TRAIN_LORA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/train/train_model.h"
+
+namespace expertd::train {
+
+struct LoraOptions {
+  int64_t rank = 8;
+  double alpha = 16.0;
+  uint64_t seed = 0;  // A's initialisation
+  std::vector<std::string> target_modules = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+                                             "gate_proj", "up_proj", "down_proj", "w1",
+                                             "w2",        "w3"};
+};
+
+// The PEFT names of the adapter of weight `weight_name` ("....q_proj.weight").
+std::string LoraAName(const std::string& weight_name);
+std::string LoraBName(const std::string& weight_name);
+
+// Adds fresh adapters (A random from options.seed, B zero) to every target.
+// InvalidArgument for rank < 1, alpha <= 0, or when nothing matches.
+absl::Status AttachLora(const LoraOptions& options, TrainModel* model);
+
+// Writes DIR/adapter_config.json and DIR/adapter_model.safetensors (fp32).
+absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& options,
+                              const std::string& base_model, const std::string& dir);
+
+// Reads a PEFT adapter directory (LORA, no dropout, no DoRA/rsLoRA) and
+// attaches it to `model`: every adapter tensor must name a weight of the
+// model, with shapes (r, in) / (out, r).
+absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model);
+
+// W += (alpha / r) * B A for every adapted weight (rounded to the weight's
+// stored dtype), then detaches the adapters (their parameters stay, unused).
+void MergeLora(TrainModel* model);
+
+}  // namespace expertd::train
+
+#endif  // EXPERTD_ENGINE_TRAIN_LORA_H_
