@@ -83,6 +83,10 @@ struct MatmulParams {
 //   x[i + rotary_dim/2] = (b*cos + a*sin) * attention_factor
 // cos/sin are computed from the fp32 angle (as HF does). inv_freq already
 // carries the scaling variant (linear, llama3, yarn: see model/rope.h).
+// interleaved (DeepSeek-V3's MLA): the pair of frequency i is (x[2i], x[2i+1])
+// instead, rotated in place. DeepSeek's reference de-interleaves the pairs
+// before a rotate-half; the result here is that layout's permutation, and
+// since queries and keys share it their dot products are the same.
 struct RopeParams {
   float* x = nullptr;                // [rows, heads, head_dim]
   int64_t row_stride = 0;            // elements between tokens
@@ -93,6 +97,7 @@ struct RopeParams {
   const int32_t* positions = nullptr;  // [rows]
   const float* inv_freq = nullptr;   // [rotary_dim / 2]
   float attention_factor = 1.0f;     // yarn's mscale; 1 otherwise
+  bool interleaved = false;          // pairs (2i, 2i+1) instead of (i, i + rotary_dim/2)
 };
 
 // Writes new tokens' keys and values into a block (paged) KV cache.

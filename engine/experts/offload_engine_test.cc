@@ -150,7 +150,7 @@ TEST_P(OffloadEngineTest, BatchedPrefillNeedingEveryExpertRunsInWavesOnTwoSlots)
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OffloadEngineTest,
                          ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe",
-                                           "zoo:mixtral", "zoo:qwen2_moe", "zoo:qwen3_moe", "zoo:olmoe"));
+                                           "deepseek_v3", "zoo:mixtral", "zoo:qwen2_moe", "zoo:qwen3_moe", "zoo:olmoe"));
 
 }  // namespace
 }  // namespace expertd::engine

@@ -30,7 +30,8 @@ class AttentionLayer {
   virtual void Forward(const LayerContext& ctx, const float* x, float* residual) = 0;
 };
 
-// What the KV cache stores per token per layer, in floats.
+// What the KV cache stores per token per layer, in floats. MLA: k is the
+// latent plus the rope key, v is 0 (the attention reads values from the same row).
 struct KvWidths {
   int64_t k = 0, v = 0;
 };
@@ -40,6 +41,14 @@ KvWidths AttentionKvWidths(const models::ModelConfig& config);
 // (+ bias), optional q/k RMSNorm (per head, or over the whole projection),
 // optional clip_qkv, RoPE, causal attention over the block KV cache, o_proj.
 absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(WeightStore* store,
+                                                                   const models::ModelConfig& config, int layer,
+                                                                   const DeviceRope& rope);
+
+// DeepSeek-V3's multi-head latent attention (mla_attention.cc): caches the
+// normalised latent and the shared rope key per token ({kv_lora_rank +
+// qk_rope_head_dim, 0} KvWidths) and attends in the absorbed form. `rope` is
+// ComputeMlaRopeTable's (mla_rope.h).
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(WeightStore* store,
                                                                    const models::ModelConfig& config, int layer,
                                                                    const DeviceRope& rope);
 

@@ -179,6 +179,7 @@ class GqaAttention final : public AttentionLayer {
 }  // namespace
 
 KvWidths AttentionKvWidths(const models::ModelConfig& c) {
+  if (c.uses_mla()) return KvWidths{c.kv_lora_rank + c.qk_rope_head_dim, 0};
   return KvWidths{c.num_key_value_heads * c.head_dim, c.num_key_value_heads * c.head_dim};
 }
 

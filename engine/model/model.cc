@@ -1,23 +1,46 @@
 #include "engine/model/model.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/model/mla_rope.h"
 #include "engine/model/router.h"
 #include "models/checkpoint/tensor_names.h"
 
 namespace expertd::engine {
 
+namespace {
+
+// DeepSeek-V3: what its reference modeling code itself can run.
+absl::Status CheckDeepseekSupported(const models::ModelConfig& c) {
+  const std::string arch = models::ArchitectureName(c.architecture);
+  if (!c.uses_mla()) return absl::UnimplementedError(arch + ": kv_lora_rank must be set (MLA)");
+  if (c.router_scoring != models::RouterScoring::kSigmoid || c.topk_method != "noaux_tc") {
+    return absl::UnimplementedError(arch + ": only scoring_func sigmoid with topk_method noaux_tc is supported");
+  }
+  const int64_t per_group = c.num_experts / c.n_group;
+  if (per_group < 2 || c.topk_group * per_group < c.num_experts_per_tok) {
+    return absl::UnimplementedError(absl::StrCat(arch, ": n_group ", c.n_group, " / topk_group ", c.topk_group,
+                                                 " cannot select ", c.num_experts_per_tok, " of ", c.num_experts,
+                                                 " experts"));
+  }
+  if (c.qk_rope_head_dim % 2 != 0) return absl::UnimplementedError(arch + ": odd qk_rope_head_dim");
+  if (c.attention_bias) return absl::UnimplementedError(arch + ": attention_bias is not supported with MLA");
+  return ComputeMlaRopeTable(c).status();
+}
+
+}  // namespace
+
 absl::Status CheckSupported(const models::ModelConfig& c) {
   const std::string arch = models::ArchitectureName(c.architecture);
-  if (c.architecture == models::Architecture::kDeepseekV3 || c.uses_mla() ||
-      c.router_scoring != models::RouterScoring::kSoftmax) {
-    return absl::UnimplementedError(absl::StrCat(
-        arch, " is not supported yet: multi-head latent attention and sigmoid grouped routing are a later issue"));
-  }
   if (c.num_experts <= 0 || c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts ||
       c.num_experts_per_tok > 64) {
     return absl::UnimplementedError(absl::StrCat(arch, ": unsupported expert count ", c.num_experts, " / top-k ",
                                                  c.num_experts_per_tok));
+  }
+  if (c.architecture == models::Architecture::kDeepseekV3) return CheckDeepseekSupported(c);
+  if (c.uses_mla() || c.router_scoring != models::RouterScoring::kSoftmax) {
+    return absl::UnimplementedError(arch + ": MLA and sigmoid routing are DeepSeek-V3 only");
   }
   if (c.head_dim % 2 != 0) return absl::UnimplementedError(absl::StrCat(arch, ": odd head_dim ", c.head_dim));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
@@ -36,7 +59,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(Backend* backend, const Wei
 absl::Status Model::Load() {
   const models::ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
-  rope_ = ComputeRopeTable(c.rope_scaling, c.rope_theta, c.head_dim);
+  if (c.uses_mla()) {
+    ASSIGN_OR_RETURN(rope_, ComputeMlaRopeTable(c));
+  } else {
+    rope_ = ComputeRopeTable(c.rope_scaling, c.rope_theta, c.head_dim);
+  }
+  if (c.num_nextn_predict_layers > 0) {
+    EXPERTD_LOG(Info, "multi-token-prediction layers are not used for decoding; their tensors are ignored")
+        .With("architecture", models::ArchitectureName(c.architecture))
+        .With("num_nextn_predict_layers", c.num_nextn_predict_layers);
+  }
   const uint64_t freq_bytes = rope_.inv_freq.size() * sizeof(float);
   ASSIGN_OR_RETURN(inv_freq_, backend_->Allocate(freq_bytes));
   RETURN_IF_ERROR(backend_->CopyToDevice(inv_freq_.data(), rope_.inv_freq.data(), freq_bytes));
@@ -49,9 +81,18 @@ absl::Status Model::Load() {
     Layer l;
     ASSIGN_OR_RETURN(l.input_norm, store_.Load(models::InputNormName(layer), 1, h));
     ASSIGN_OR_RETURN(l.post_norm, store_.Load(models::PostAttentionNormName(layer), 1, h));
-    ASSIGN_OR_RETURN(l.attention, CreateGqaAttention(&store_, c, layer, rope));
+    if (c.uses_mla()) {
+      ASSIGN_OR_RETURN(l.attention, CreateMlaAttention(&store_, c, layer, rope));
+    } else {
+      ASSIGN_OR_RETURN(l.attention, CreateGqaAttention(&store_, c, layer, rope));
+    }
     if (c.is_moe_layer[layer]) {
-      ASSIGN_OR_RETURN(std::unique_ptr<Router> router, CreateSoftmaxTopKRouter(&store_, c, layer));
+      std::unique_ptr<Router> router;
+      if (c.router_scoring == models::RouterScoring::kSigmoid) {
+        ASSIGN_OR_RETURN(router, CreateGroupedSigmoidRouter(&store_, c, layer));
+      } else {
+        ASSIGN_OR_RETURN(router, CreateSoftmaxTopKRouter(&store_, c, layer));
+      }
       ASSIGN_OR_RETURN(l.ffn, CreateMoeBlock(&store_, c, layer, std::move(router)));
     } else {
       ASSIGN_OR_RETURN(l.ffn, CreateDenseMlp(&store_, c, layer));

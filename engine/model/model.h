@@ -6,8 +6,10 @@
 //                    h += feed_forward(x)              (dense MLP or MoE block)
 //   logits = lm_head(rmsnorm(h[logit rows]))
 //
-// Supported: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE. DeepSeek-V3 (MLA,
-// sigmoid grouped routing) is refused at Create with Unimplemented.
+// Supported: Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE (grouped-query attention,
+// softmax routing) and DeepSeek-V3 (multi-head latent attention over a
+// compressed KV cache, sigmoid grouped routing, first_k_dense_replace dense
+// layers; its multi-token-prediction layers are ignored, with a log line).
 //
 // Thread safety: Forward is called by the engine thread only.
 #ifndef EXPERTD_ENGINE_MODEL_MODEL_H_

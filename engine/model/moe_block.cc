@@ -77,7 +77,7 @@ class MoeBlock final : public FeedForward {
     const int64_t rows = ctx.batch->rows, k = router_->top_k();
     int32_t* ids = ws->i32(Buf::kTopkIds);
     float* weights = ws->f(Buf::kTopkWeights);
-    router_->Route(ctx, x, ids, weights);
+    RETURN_IF_ERROR(router_->Route(ctx, x, ids, weights));
     std::vector<int32_t> host_ids(rows * k);
     RETURN_IF_ERROR(be->CopyToHost(host_ids.data(), ids, host_ids.size() * sizeof(int32_t)));
     if (routing != nullptr) {

@@ -13,7 +13,7 @@ class SoftmaxTopKRouter final : public Router {
   int64_t top_k() const override { return top_k_; }
   WeightRef gate_weight() const override { return gate_; }
 
-  void Route(const LayerContext& ctx, const float* x, int32_t* ids, float* weights) override {
+  absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids, float* weights) override {
     const int64_t rows = ctx.batch->rows;
     float* logits = ctx.ws->f(Buf::kRouterLogits);
     MatmulParams m;
@@ -33,6 +33,7 @@ class SoftmaxTopKRouter final : public Router {
     s.ids = ids;
     s.weights = weights;
     ctx.backend->SoftmaxTopK(s);
+    return absl::OkStatus();
   }
 
  private:

@@ -31,6 +31,19 @@ absl::StatusOr<WeightRef> WeightStore::Load(const std::string& name, int64_t row
   return ref;
 }
 
+absl::StatusOr<WeightRef> WeightStore::Upload(DType dtype, int64_t rows, int64_t cols, const void* host) {
+  WeightRef ref;
+  ref.dtype = dtype;
+  ref.rows = rows;
+  ref.cols = cols;
+  ASSIGN_OR_RETURN(DeviceBuffer buf, backend_->Allocate(ref.nbytes()));
+  RETURN_IF_ERROR(backend_->CopyToDevice(buf.data(), host, ref.nbytes()));
+  ref.data = buf.data();
+  device_bytes_ += ref.nbytes();
+  buffers_.push_back(std::move(buf));
+  return ref;
+}
+
 absl::StatusOr<WeightRef> WeightStore::LoadOptional(const std::string& name, int64_t rows, int64_t cols) {
   if (!source_->Has(name)) return WeightRef{};
   return Load(name, rows, cols);

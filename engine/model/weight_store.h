@@ -29,6 +29,11 @@ class WeightStore {
   // Like Load but returns an empty WeightRef when the tensor is absent.
   absl::StatusOr<WeightRef> LoadOptional(const std::string& name, int64_t rows, int64_t cols);
 
+  // Copies a tensor made on the host (e.g. a transposed weight) into device
+  // memory the store owns: `host` holds rows * cols elements of `dtype`.
+  absl::StatusOr<WeightRef> Upload(DType dtype, int64_t rows, int64_t cols, const void* host);
+
+  const WeightSource& source() const { return *source_; }
   uint64_t device_bytes() const { return device_bytes_; }  // copied onto the device
 
  private:

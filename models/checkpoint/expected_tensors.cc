@@ -118,7 +118,9 @@ bool IsOptionalTensor(const ModelConfig& c, absl::string_view name) {
   const size_t dot = rest.find('.');
   if (dot == absl::string_view::npos) return false;
   int64_t layer = 0;
-  if (!absl::SimpleAtoi(rest.substr(0, dot), &layer) || layer < 0 || layer >= c.num_hidden_layers) return false;
+  if (!absl::SimpleAtoi(rest.substr(0, dot), &layer) || layer < 0) return false;
+  // DeepSeek-V3's multi-token-prediction layers follow the decoder layers.
+  if (layer >= c.num_hidden_layers) return layer < c.num_hidden_layers + c.num_nextn_predict_layers;
   return name == PregateName(c, layer);
 }
 

@@ -57,8 +57,10 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
 
 // Names a checkpoint may carry beyond ExpectedTensors (with any shape), which
 // the engine ignores unless it looks for them: the pre-gate weights of
-// tensor_names.h's PregateName for every layer, and "lm_head.weight" when the
-// embeddings are tied. Expert prefetching may extend this list.
+// tensor_names.h's PregateName for every layer, "lm_head.weight" when the
+// embeddings are tied, and anything under DeepSeek-V3's multi-token-prediction
+// layers model.layers.{num_hidden_layers .. + num_nextn_predict_layers - 1}.
+// Expert prefetching may extend this list.
 bool IsOptionalTensor(const ModelConfig& config, absl::string_view name);
 
 }  // namespace expertd::models

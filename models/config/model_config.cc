@@ -199,6 +199,8 @@ absl::Status ParseMoe(const FieldReader& r, ModelConfig* c) {
     if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy") {
       return r.Error("topk_method", absl::StrCat("has unsupported value '", method, "'"));
     }
+    c->topk_method = method;
+    ASSIGN_OR_RETURN(c->num_nextn_predict_layers, r.IntOr("num_nextn_predict_layers", 0, 0, 64));
     ASSIGN_OR_RETURN(c->n_group, r.IntOr("n_group", 1, 1, c->num_experts));
     ASSIGN_OR_RETURN(c->topk_group, r.IntOr("topk_group", 1, 1, c->n_group));
     if (c->num_experts % c->n_group != 0) return r.Error("n_group", "must divide n_routed_experts");

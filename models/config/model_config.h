@@ -86,6 +86,10 @@ struct ModelConfig {
   // DeepSeek-V3 routing (router_scoring == kSigmoid).
   int64_t n_group = 1, topk_group = 1;
   double routed_scaling_factor = 1.0;
+  std::string topk_method;              // "noaux_tc" (V3), "greedy", "group_limited_greedy"
+  // Multi-token-prediction layers stored after the decoder layers
+  // (model.layers.{num_hidden_layers + i}.*); plain decoding does not use them.
+  int64_t num_nextn_predict_layers = 0;
   // DeepSeek-V3 multi-head latent attention (0 when not MLA).
   int64_t q_lora_rank = 0, kv_lora_rank = 0;
   int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;

@@ -176,18 +176,9 @@ TEST_P(GoldenTest, Fp16WeightsMatchFp32ComputeOnTheSameRoundedWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe", "olmoe"),
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe", "olmoe",
+                                           "deepseek_v3"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
-
-TEST(GoldenUnsupportedTest, DeepSeekV3IsAClearNotSupportedYetError) {
-  auto ckpt = models::Checkpoint::Open(FixtureDir("deepseek_v3"));
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  auto engine = Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), EngineOptions{});
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(engine.status().message().find("DeepseekV3ForCausalLM"), std::string::npos) << engine.status();
-  EXPECT_NE(engine.status().message().find("not supported yet"), std::string::npos) << engine.status();
-}
 
 }  // namespace
 }  // namespace expertd::golden

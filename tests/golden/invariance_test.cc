@@ -122,7 +122,8 @@ TEST_P(InvarianceTest, ThreadCountDoesNotChangeResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InvarianceTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe", "olmoe"),
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe", "olmoe",
+                                           "deepseek_v3"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -39,6 +39,41 @@ TEST(RmsNormTest, MatchesReferenceForEveryDtypeAndInPlace) {
   }
 }
 
+// DeepSeek-V3's layout: pair i is (x[2i], x[2i+1]).
+TEST(RopeTest, InterleavedRotatesAdjacentPairs) {
+  std::mt19937 rng(12);
+  const int64_t rows = 2, heads = 3, hd = 10, rot = 8, stride = heads * hd + 3;
+  std::vector<float> x = RandomVector(rows * stride, &rng);
+  std::vector<float> orig = x;
+  std::vector<float> inv_freq = {1.0f, 0.3f, 0.05f, 0.001f};
+  std::vector<int32_t> pos = {7, 61};
+  RopeParams p;
+  p.x = x.data();
+  p.row_stride = stride;
+  p.rows = rows;
+  p.heads = heads;
+  p.head_dim = hd;
+  p.rotary_dim = rot;
+  p.positions = pos.data();
+  p.inv_freq = inv_freq.data();
+  p.attention_factor = 0.75f;
+  p.interleaved = true;
+  Rope(p, nullptr);
+  std::vector<double> ref(orig.begin(), orig.end());
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* o = orig.data() + t * stride + h * hd;
+      double* r = ref.data() + t * stride + h * hd;
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        double a = pos[t] * static_cast<double>(inv_freq[i]);
+        r[2 * i] = 0.75 * (o[2 * i] * std::cos(a) - o[2 * i + 1] * std::sin(a));
+        r[2 * i + 1] = 0.75 * (o[2 * i + 1] * std::cos(a) + o[2 * i] * std::sin(a));
+      }
+    }
+  }
+  EXPECT_LT(RelError(x, ref), 1e-5);
+}
+
 TEST(RopeTest, RotatesPairsByPositionTimesFrequency) {
   std::mt19937 rng(2);
   const int64_t rows = 3, heads = 2, hd = 8, rot = 6;

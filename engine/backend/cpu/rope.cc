@@ -1,4 +1,4 @@
-// Rotary position embedding (rotate-half layout), in place. The cos/sin of a
+// Rotary position embedding (rotate-half or interleaved pairs), in place. The cos/sin of a
 // row are computed once from the fp32 angle positions[t] * inv_freq[i] (an
 // fp32 product, as HF does) in double precision and rounded to fp32, then
 // scaled by attention_factor, and applied to every head of the row.
@@ -25,10 +25,13 @@ void Rope(const RopeParams& p, ThreadPool* pool) {
       float* row = p.x + t * p.row_stride;
       for (int64_t h = 0; h < p.heads; ++h) {
         float* x = row + h * p.head_dim;
+        const int64_t pair = p.interleaved ? 1 : half;  // distance from a pair's first to its second
+        const int64_t step = p.interleaved ? 2 : 1;     // distance between pairs
         for (int64_t i = 0; i < half; ++i) {
-          const float a = x[i], b = x[i + half];
-          x[i] = a * cs[i] - b * sn[i];
-          x[i + half] = b * cs[i] + a * sn[i];
+          float* first = x + i * step;
+          const float a = first[0], b = first[pair];
+          first[0] = a * cs[i] - b * sn[i];
+          first[pair] = b * cs[i] + a * sn[i];
         }
       }
     }

@@ -90,16 +90,18 @@ TEST(CudaOpsTest, RopeMatchesCpuWithPartialRotaryAndAttentionFactor) {
     std::vector<float> inv_freq(rotary / 2);
     for (int64_t i = 0; i < rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rotary);
     std::vector<int32_t> pos = {0, 1, 2, 17, 130, 1000, 4095, 5000, 77};
-    auto params = [&](float* px, const int32_t* ppos, const float* pf) {
-      return RopeParams{px, stride, rows, heads, head_dim, rotary, ppos, pf, 1.3f};
-    };
-    std::vector<float> want = x;
-    cpu::Rope(params(want.data(), pos.data(), inv_freq.data()), nullptr);
-    DeviceArray<float> d_x(x);
-    DeviceArray<int32_t> d_pos(pos);
-    DeviceArray<float> d_f(inv_freq);
-    SharedBackend()->Rope(params(d_x.get(), d_pos.get(), d_f.get()));
-    EXPECT_LT(RelError(d_x.ToHost(), want), 1e-5) << "rotary " << rotary;
+    for (bool interleaved : {false, true}) {
+      auto params = [&](float* px, const int32_t* ppos, const float* pf) {
+        return RopeParams{px, stride, rows, heads, head_dim, rotary, ppos, pf, 1.3f, interleaved};
+      };
+      std::vector<float> want = x;
+      cpu::Rope(params(want.data(), pos.data(), inv_freq.data()), nullptr);
+      DeviceArray<float> d_x(x);
+      DeviceArray<int32_t> d_pos(pos);
+      DeviceArray<float> d_f(inv_freq);
+      SharedBackend()->Rope(params(d_x.get(), d_pos.get(), d_f.get()));
+      EXPECT_LT(RelError(d_x.ToHost(), want), 1e-5) << "rotary " << rotary << " interleaved " << interleaved;
+    }
   }
   ExpectNoDeviceError();
 }

@@ -76,10 +76,11 @@ __global__ void RopeKernel(RopeParams p) {
   float* row = p.x + t * p.row_stride;
   for (int64_t u = threadIdx.x; u < p.heads * half; u += blockDim.x) {
     const int64_t h = u / half, i = u % half;
-    float* x = row + h * p.head_dim;
-    const float a = x[i], b = x[i + half];
-    x[i] = SubRn(MulRn(a, cs[i]), MulRn(b, sn[i]));
-    x[i + half] = AddRn(MulRn(b, cs[i]), MulRn(a, sn[i]));
+    float* x = row + h * p.head_dim + (p.interleaved ? 2 * i : i);
+    const int64_t pair = p.interleaved ? 1 : half;
+    const float a = x[0], b = x[pair];
+    x[0] = SubRn(MulRn(a, cs[i]), MulRn(b, sn[i]));
+    x[pair] = AddRn(MulRn(b, cs[i]), MulRn(a, sn[i]));
   }
 }
 
