@@ -79,8 +79,7 @@ absl::StatusOr<int64_t> Engine::BlocksNeeded(SequenceId id, int64_t n) const {
 }
 
 KvCacheStats Engine::kv_cache_stats() const {
-  KvStats s = impl_->kv->stats();
-  return KvCacheStats{s.blocks_total, s.blocks_free, s.block_size, s.bytes_per_block, s.sequences};
+  return impl_->kv->stats();
 }
 
 absl::Status Engine::Impl::Validate(const StepRequest& req) const {

@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
+#include "engine/kv/kv_cache.h"  // KvCacheStats
 #include "engine/model/expert_provider.h"
 #include "engine/model/weight_source.h"
 #include "models/checkpoint/checkpoint.h"
@@ -90,14 +91,6 @@ struct SequenceResult {
 
 struct StepResult {
   std::vector<SequenceResult> sequences;  // in request order
-};
-
-struct KvCacheStats {
-  int64_t blocks_total = 0;
-  int64_t blocks_free = 0;
-  int64_t block_size = 0;   // tokens per block
-  int64_t bytes_per_block = 0;
-  int64_t sequences = 0;
 };
 
 class Engine {

@@ -33,7 +33,7 @@ sources() {
         models/tokenizer/{streaming_detokenizer,tokenizer}.cc ;;
     model_config) echo models/config/model_config.cc ;;
     shard_index) echo models/checkpoint/shard_index.cc ;;
-    expert_pack) echo engine/experts/expert_pack_format.cc engine/experts/crc32c.cc models/config/model_config.cc ;;
+    expert_pack) echo engine/experts/pack/expert_pack_format.cc engine/experts/pack/crc32c.cc models/config/model_config.cc ;;
     *) echo "fuzz.sh: unknown target '$1'" >&2; return 1 ;;
   esac
 }

@@ -24,9 +24,9 @@ UNIT=(
   //engine/backend:backend_factory_test
   //engine/experts:transfer_engine_test
   //engine/experts:expert_store_test
-  //engine/experts:expert_pack_test
+  //engine/experts/pack:expert_pack_test
   //engine/experts:pregate_engine_test
-  //engine/experts:routing_trace_test
+  //engine/experts/trace:routing_trace_test
   //engine/kv:kv_cache_test
   //engine:engine_test
   //server/metrics:registry_test

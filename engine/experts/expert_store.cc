@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "engine/experts/hot_pins.h"
-#include "engine/experts/pack_builder.h"
+#include "engine/experts/policy/hot_pins.h"
+#include "engine/experts/pack/pack_builder.h"
 
 namespace expertd::engine {
 namespace {
@@ -104,7 +104,7 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
   for (int i = io_threads - 1; i >= 0; --i) free_staging_.push_back(i);
   counters_.resize(config_->num_hidden_layers);
   for (size_t i = 0; i < counters_.size(); ++i) counters_[i].layer = static_cast<int32_t>(i);
-  transfers_ = std::make_unique<TransferEngine>(io_threads);
+  transfers_ = std::make_unique<TransferPool>(io_threads);
   EXPERTD_LOG(Info, "expert store ready")
       .With("device_slots", device_slots_)
       .With("host_slots", host_slots_)
@@ -210,7 +210,7 @@ absl::StatusOr<int32_t> ExpertStore::TakeSlotForDemand(ExpertKey key) {
   return s;
 }
 
-void ExpertStore::StartLoad(ExpertKey key, int32_t slot, TransferEngine::Priority priority) {
+void ExpertStore::StartLoad(ExpertKey key, int32_t slot, TransferPool::Priority priority) {
   DeviceEntry& e = device_[key];
   e.slot = slot;
   e.state = DeviceSlotState::kLoading;
@@ -230,7 +230,7 @@ void ExpertStore::StartPendingLoads() {
     const int32_t slot = TakeFreeSlot();
     if (slot < 0) return;
     pending_.pop_front();
-    StartLoad(key, slot, TransferEngine::kDemand);
+    StartLoad(key, slot, TransferPool::kDemand);
     DeviceEntry& e = device_[key];
     e.use = SlotUse::kNeeded;
     device_policy_->Touch(key);
@@ -352,7 +352,7 @@ absl::StatusOr<ExpertWeights> ExpertStore::Acquire(int layer, int expert) {
         mu_.Await(absl::Condition(&changed));
         continue;
       }
-      StartLoad(key, slot, TransferEngine::kDemand);
+      StartLoad(key, slot, TransferPool::kDemand);
       device_policy_->Touch(key);
       it = device_.find(key);
     }

@@ -45,14 +45,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/experts/expert_pack_reader.h"
+#include "engine/experts/pack/expert_pack_reader.h"
 #include "engine/experts/expert_store_options.h"
 #include "engine/experts/expert_store_stats.h"
-#include "engine/experts/eviction_policy.h"
-#include "engine/experts/decayed_counter.h"
+#include "engine/experts/policy/eviction_policy.h"
+#include "engine/experts/policy/decayed_counter.h"
 #include "engine/experts/prefetcher.h"
-#include "engine/experts/routing_trace.h"
-#include "engine/experts/transfer_engine.h"
+#include "engine/experts/trace/routing_trace.h"
+#include "engine/experts/transfer_pool.h"
 #include "engine/model/expert_provider.h"
 
 namespace expertd::engine {
@@ -155,7 +155,7 @@ class ExpertStore final : public ExpertProvider {
   // layer's not-yet-computed experts. -1 when only in-flight loads remain
   // (wait for one); ResourceExhausted when nothing can ever free a slot.
   absl::StatusOr<int32_t> TakeSlotForDemand(ExpertKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartLoad(ExpertKey key, int32_t slot, TransferEngine::Priority priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartLoad(ExpertKey key, int32_t slot, TransferPool::Priority priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartPendingLoads() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IssuePrefetches(int layer, const std::vector<int32_t>& experts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireProtections(int layer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -220,7 +220,7 @@ class ExpertStore final : public ExpertProvider {
   int64_t pack_repairs_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Transfer workers last: destroyed first, so no job outlives the state.
-  std::unique_ptr<TransferEngine> transfers_;
+  std::unique_ptr<TransferPool> transfers_;
 };
 
 // An ExpertProviderFactory for EngineOptions::expert_provider_factory.

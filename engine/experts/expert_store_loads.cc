@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "engine/experts/expert_pack_writer.h"
+#include "engine/experts/pack/expert_pack_writer.h"
 #include "engine/experts/expert_store.h"
-#include "engine/experts/pack_builder.h"
+#include "engine/experts/pack/pack_builder.h"
 
 namespace expertd::engine {
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "base/clock.h"
-#include "engine/experts/eviction_policy.h"
+#include "engine/experts/policy/eviction_policy.h"
 
 namespace expertd::engine {
 

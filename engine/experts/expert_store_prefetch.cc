@@ -35,7 +35,7 @@ void ExpertStore::IssuePrefetches(int layer, const std::vector<int32_t>& experts
     }
     const int32_t slot = TakeFreeSlot();
     if (slot < 0) return;
-    StartLoad(key, slot, TransferEngine::kPrefetch);
+    StartLoad(key, slot, TransferPool::kPrefetch);
     DeviceEntry& e = device_[key];
     e.prefetched = true;
     e.protect_layer = layer;

@@ -12,11 +12,11 @@
 #include <random>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/experts/cache_sim.h"
-#include "engine/experts/pack_builder.h"
-#include "engine/experts/routing_trace.h"
-#include "engine/experts/store_driver.h"
-#include "engine/experts/test_model.h"
+#include "engine/experts/trace/cache_sim.h"
+#include "engine/experts/pack/pack_builder.h"
+#include "engine/experts/trace/routing_trace.h"
+#include "engine/experts/testing/provider_exerciser.h"
+#include "engine/experts/testing/test_model.h"
 #include "gtest/gtest.h"
 
 namespace expertd::engine {
@@ -72,8 +72,8 @@ TEST(ExpertStoreTest, PropertyRandomConfigurationsDeliverExactBytes) {
     o.direct_io = rng() % 2;
     auto store = f.Store(o);
     ASSERT_TRUE(store.ok()) << store.status();
-    StoreDriver driver(&f.backend, f.weights.get());
-    DriveOptions d;
+    ProviderExerciser driver(&f.backend, f.weights.get());
+    ExerciseOptions d;
     d.steps = 12;
     d.rows = 1 + rng() % 5;
     d.route_by_router = rng() % 2;
@@ -100,8 +100,8 @@ TEST(ExpertStoreTest, TwoSlotsServeALayerNeedingEveryExpertInWaves) {
   o.prefetch = PrefetchKind::kAll;  // prefetches must never starve the waves
   auto store = f.Store(o);
   ASSERT_TRUE(store.ok()) << store.status();
-  StoreDriver driver(&f.backend, f.weights.get());
-  DriveOptions d;
+  ProviderExerciser driver(&f.backend, f.weights.get());
+  ExerciseOptions d;
   d.steps = 4;
   d.rows = 32;  // every expert of every layer, every step
   ExpertStore* checked = store->get();
@@ -119,8 +119,8 @@ TEST(ExpertStoreTest, EverythingResidentMeansOnlyColdMissesAndNoStall) {
   ExpertStoreOptions o;  // no budget: room for every expert
   auto store = f.Store(o);
   ASSERT_TRUE(store.ok());
-  StoreDriver driver(&f.backend, f.weights.get());
-  DriveOptions d;
+  ProviderExerciser driver(&f.backend, f.weights.get());
+  ExerciseOptions d;
   d.steps = 30;
   d.rows = 4;
   ASSERT_TRUE(driver.Run(store->get(), d).ok());
@@ -183,8 +183,8 @@ TEST(ExpertStoreTest, HitCountsMatchTheSimulatorOnTheRecordedTrace) {
     o.routing_trace_path = TempDir(std::string("sim_") + PolicyKindName(policy) + ".jsonl");
     auto store = f.Store(o);
     ASSERT_TRUE(store.ok());
-    StoreDriver driver(&f.backend, f.weights.get());
-    DriveOptions d;
+    ProviderExerciser driver(&f.backend, f.weights.get());
+    ExerciseOptions d;
     d.steps = 60;
     d.zipf_s = 1.0;
     ASSERT_TRUE(driver.Run(store->get(), d).ok());
@@ -209,8 +209,8 @@ TEST(ExpertStoreTest, SpeculativePrefetchGuessesRightWhenTheRouterDecides) {
   o.prefetch = PrefetchKind::kSpeculative;
   auto store = f.Store(o);
   ASSERT_TRUE(store.ok());
-  StoreDriver driver(&f.backend, f.weights.get());
-  DriveOptions d;
+  ProviderExerciser driver(&f.backend, f.weights.get());
+  ExerciseOptions d;
   d.steps = 20;
   d.route_by_router = true;  // same hidden state for every layer: the guess is exact
   ASSERT_TRUE(driver.Run(store->get(), d).ok());
@@ -233,8 +233,8 @@ TEST(ExpertStoreTest, PregateUsesTheCheckpointsPregateWeights) {
   o.prefetch = PrefetchKind::kPregate;
   auto store = f.Store(o);
   ASSERT_TRUE(store.ok()) << store.status();
-  StoreDriver driver(&f.backend, f.weights.get());
-  DriveOptions d;
+  ProviderExerciser driver(&f.backend, f.weights.get());
+  ExerciseOptions d;
   d.steps = 10;
   d.route_by_router = true;
   ASSERT_TRUE(driver.Run(store->get(), d).ok());
@@ -258,8 +258,8 @@ TEST(ExpertStoreTest, HostTierServesRepeatMissesWithoutDisk) {
   o.host_cache_bytes = 1 << 30;  // everything
   auto store = f.Store(o);
   ASSERT_TRUE(store.ok());
-  StoreDriver driver(&f.backend, f.weights.get());
-  DriveOptions d;
+  ProviderExerciser driver(&f.backend, f.weights.get());
+  ExerciseOptions d;
   d.steps = 40;
   d.rows = 3;
   ASSERT_TRUE(driver.Run(store->get(), d).ok());
@@ -321,8 +321,8 @@ TEST(ExpertStoreTest, CorruptPackIsRebuiltAtOpenAndRepairedAtRead) {
     ASSERT_EQ(pwrite(fd, &junk, 1, h.data_offset + i * l.slot_bytes + 7), 1);
   }
   close(fd);
-  StoreDriver driver(&f.backend, f.weights.get());
-  DriveOptions d;
+  ProviderExerciser driver(&f.backend, f.weights.get());
+  ExerciseOptions d;
   d.steps = 6;
   d.rows = 8;  // most experts of every layer
   ASSERT_TRUE(driver.Run(rebuilt->get(), d).ok());  // every byte checked
@@ -349,8 +349,8 @@ TEST(ExpertStoreTest, StalePackIsRebuiltWhenTheSourceChanges) {
   auto store = b.Store(o);
   ASSERT_TRUE(store.ok());
   EXPECT_TRUE((*store)->stats().pack_built);
-  StoreDriver driver(&b.backend, b.weights.get());
-  EXPECT_TRUE(driver.Run(store->get(), DriveOptions{}).ok());
+  ProviderExerciser driver(&b.backend, b.weights.get());
+  EXPECT_TRUE(driver.Run(store->get(), ExerciseOptions{}).ok());
 }
 
 TEST(PackBuilderTest, UnwritableModelDirFallsBackToTheCacheDir) {

@@ -10,7 +10,7 @@
 
 #include "base/env.h"
 #include "engine/engine.h"
-#include "engine/experts/expert_pack_writer.h"
+#include "engine/experts/pack/expert_pack_writer.h"
 #include "engine/experts/expert_store.h"
 #include "engine/experts/prefetcher.h"
 #include "engine/greedy.h"

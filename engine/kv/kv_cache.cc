@@ -39,8 +39,8 @@ void KvCache::PublishStats() {
   seqs_snapshot_.store(static_cast<int64_t>(seqs_.size()), std::memory_order_relaxed);
 }
 
-KvStats KvCache::stats() const {
-  KvStats s;
+KvCacheStats KvCache::stats() const {
+  KvCacheStats s;
   s.blocks_total = allocator_.total();  // constant
   s.blocks_free = free_snapshot_.load(std::memory_order_relaxed);
   s.block_size = options_.block_size;

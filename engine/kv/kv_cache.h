@@ -39,7 +39,7 @@ struct KvCacheOptions {
   uint64_t budget_bytes = 0;  // device memory for the whole cache
 };
 
-struct KvStats {
+struct KvCacheStats {
   int64_t blocks_total = 0;
   int64_t blocks_free = 0;
   int64_t block_size = 0;
@@ -55,7 +55,7 @@ class KvCache {
 
   int64_t block_size() const { return options_.block_size; }
   int64_t bytes_per_block() const { return bytes_per_block_; }
-  KvStats stats() const;  // thread-safe
+  KvCacheStats stats() const;  // thread-safe
 
   absl::Status AddSequence(uint64_t id);     // AlreadyExists
   absl::Status RemoveSequence(uint64_t id);  // NotFound; frees its blocks

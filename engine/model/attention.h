@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/layer_context.h"
 #include "engine/model/rope.h"
-#include "engine/model/weight_store.h"
+#include "engine/model/resident_weights.h"
 #include "models/config/model_config.h"
 
 namespace expertd::engine {
@@ -40,7 +40,7 @@ KvWidths AttentionKvWidths(const models::ModelConfig& config);
 // Grouped-query attention (Mixtral, Qwen2/3-MoE, OLMoE): q/k/v projections
 // (+ bias), optional q/k RMSNorm (per head, or over the whole projection),
 // optional clip_qkv, RoPE, causal attention over the block KV cache, o_proj.
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(WeightStore* store,
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(ResidentWeights* store,
                                                                    const models::ModelConfig& config, int layer,
                                                                    const DeviceRope& rope);
 
@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(WeightStore* 
 // normalised latent and the shared rope key per token ({kv_lora_rank +
 // qk_rope_head_dim, 0} KvWidths) and attends in the absorbed form. `rope` is
 // ComputeMlaRopeTable's (mla_rope.h).
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(WeightStore* store,
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(ResidentWeights* store,
                                                                    const models::ModelConfig& config, int layer,
                                                                    const DeviceRope& rope);
 

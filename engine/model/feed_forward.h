@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/layer_context.h"
 #include "engine/model/router.h"
-#include "engine/model/weight_store.h"
+#include "engine/model/resident_weights.h"
 
 namespace expertd::engine {
 
@@ -41,11 +41,11 @@ struct MlpWeights {
 void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y, bool accumulate);
 
 // A dense layer (mlp_only_layers): gate/up [intermediate, H], down [H, intermediate].
-absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(WeightStore* store, const models::ModelConfig& config,
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(ResidentWeights* store, const models::ModelConfig& config,
                                                             int layer);
 
 // A sparse MoE block with `router`.
-absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(WeightStore* store, const models::ModelConfig& config,
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(ResidentWeights* store, const models::ModelConfig& config,
                                                             int layer, std::unique_ptr<Router> router);
 
 }  // namespace expertd::engine

@@ -28,7 +28,7 @@ class GqaAttention final : public AttentionLayer {
         clip_(static_cast<float>(c.clip_qkv)),
         rope_(rope) {}
 
-  absl::Status Load(WeightStore* store, const models::ModelConfig& c, int layer) {
+  absl::Status Load(ResidentWeights* store, const models::ModelConfig& c, int layer) {
     const int64_t qw = heads_ * head_dim_, kw = kv_heads_ * head_dim_;
     auto name = [&](AttnTensor t) { return models::AttentionName(layer, t); };
     ASSIGN_OR_RETURN(wq_, store->Load(name(AttnTensor::kQProj), qw, hidden_));
@@ -183,7 +183,7 @@ KvWidths AttentionKvWidths(const models::ModelConfig& c) {
   return KvWidths{c.num_key_value_heads * c.head_dim, c.num_key_value_heads * c.head_dim};
 }
 
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(WeightStore* store,
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(ResidentWeights* store,
                                                                    const models::ModelConfig& config, int layer,
                                                                    const DeviceRope& rope) {
   auto attn = std::make_unique<GqaAttention>(config, rope);

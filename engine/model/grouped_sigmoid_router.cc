@@ -51,7 +51,7 @@ class GroupedSigmoidRouter final : public Router {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(WeightStore* store, const models::ModelConfig& c,
+absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(ResidentWeights* store, const models::ModelConfig& c,
                                                                    int layer) {
   ASSIGN_OR_RETURN(WeightRef gate, store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
   const std::string bias_name = models::RouterBiasName(layer);

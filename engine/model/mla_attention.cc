@@ -62,7 +62,7 @@ class MlaAttention final : public AttentionLayer {
         scale_(static_cast<float>(MlaSoftmaxScale(c))),
         rope_(rope) {}
 
-  absl::Status Load(WeightStore* store, const models::ModelConfig& c, int layer) {
+  absl::Status Load(ResidentWeights* store, const models::ModelConfig& c, int layer) {
     auto name = [&](AttnTensor t) { return models::AttentionName(layer, t); };
     const int64_t qw = heads_ * (nope_ + rope_dim_);
     if (q_lora_ > 0) {
@@ -121,7 +121,7 @@ class MlaAttention final : public AttentionLayer {
  private:
   // W_UK_h^T for every head, [heads * latent, nope], in the checkpoint's dtype
   // (a transpose only moves values, so nothing is rounded).
-  absl::Status LoadAbsorbedKeys(WeightStore* store, const std::string& kv_b_name) {
+  absl::Status LoadAbsorbedKeys(ResidentWeights* store, const std::string& kv_b_name) {
     ASSIGN_OR_RETURN(models::TensorView view, store->source().Get(kv_b_name));
     const size_t elem = models::DTypeSize(view.dtype);
     const auto* src = static_cast<const uint8_t*>(view.data);
@@ -220,7 +220,7 @@ class MlaAttention final : public AttentionLayer {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(WeightStore* store,
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(ResidentWeights* store,
                                                                    const models::ModelConfig& config, int layer,
                                                                    const DeviceRope& rope) {
   auto attn = std::make_unique<MlaAttention>(config, rope);

@@ -49,7 +49,7 @@ class DenseMlp final : public FeedForward {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(WeightStore* store, const models::ModelConfig& c,
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(ResidentWeights* store, const models::ModelConfig& c,
                                                             int layer) {
   using models::ExpertProj;
   const int64_t h = c.hidden_size, d = c.intermediate_size;

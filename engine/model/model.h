@@ -27,7 +27,7 @@
 #include "engine/model/feed_forward.h"
 #include "engine/model/layer_context.h"
 #include "engine/model/weight_source.h"
-#include "engine/model/weight_store.h"
+#include "engine/model/resident_weights.h"
 #include "engine/model/workspace.h"
 
 namespace expertd::engine {
@@ -65,7 +65,7 @@ class Model {
 
   Backend* backend_;
   const models::ModelConfig config_;
-  WeightStore store_;
+  ResidentWeights store_;
   DeviceBuffer inv_freq_;
   RopeTable rope_;
   WeightRef embed_, final_norm_, lm_head_;

@@ -56,7 +56,7 @@ class MoeBlock final : public FeedForward {
   MoeBlock(std::unique_ptr<Router> router, int64_t num_experts, int64_t hidden)
       : router_(std::move(router)), num_experts_(num_experts), hidden_(hidden) {}
 
-  absl::Status LoadShared(WeightStore* store, const models::ModelConfig& c, int layer) {
+  absl::Status LoadShared(ResidentWeights* store, const models::ModelConfig& c, int layer) {
     using models::ExpertProj;
     const int64_t s = c.shared_expert_intermediate_size;
     if (s == 0) return absl::OkStatus();
@@ -161,7 +161,7 @@ class MoeBlock final : public FeedForward {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(WeightStore* store, const models::ModelConfig& config,
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(ResidentWeights* store, const models::ModelConfig& config,
                                                             int layer, std::unique_ptr<Router> router) {
   auto block = std::make_unique<MoeBlock>(std::move(router), config.num_experts, config.hidden_size);
   RETURN_IF_ERROR(block->LoadShared(store, config, layer));

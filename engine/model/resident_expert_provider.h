@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/model/expert_provider.h"
-#include "engine/model/weight_store.h"
+#include "engine/model/resident_weights.h"
 
 namespace expertd::engine {
 
@@ -30,7 +30,7 @@ class ResidentExpertProvider final : public ExpertProvider {
  private:
   ResidentExpertProvider(Backend* backend, const WeightSource* source) : store_(backend, source) {}
 
-  WeightStore store_;
+  ResidentWeights store_;
   int64_t num_experts_ = 0;
   std::vector<ExpertWeights> experts_;  // [layer * num_experts + expert]; empty for dense layers
 };

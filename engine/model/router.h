@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/layer_context.h"
-#include "engine/model/weight_store.h"
+#include "engine/model/resident_weights.h"
 #include "models/config/model_config.h"
 
 namespace expertd::engine {
@@ -26,12 +26,12 @@ class Router {
 };
 
 // logits = x Wg^T; softmax; top-k; renormalise when config.norm_topk_prob.
-absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(WeightStore* store, const models::ModelConfig& config,
+absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights* store, const models::ModelConfig& config,
                                                                 int layer);
 
 // DeepSeek-V3 (sigmoid scores, e_score_correction_bias, grouped top-k,
 // routed_scaling_factor): grouped_topk.h has the formula.
-absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(WeightStore* store,
+absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(ResidentWeights* store,
                                                                    const models::ModelConfig& config, int layer);
 
 }  // namespace expertd::engine

@@ -44,7 +44,7 @@ class SoftmaxTopKRouter final : public Router {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(WeightStore* store, const models::ModelConfig& c,
+absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights* store, const models::ModelConfig& c,
                                                                 int layer) {
   ASSIGN_OR_RETURN(WeightRef gate, store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
   return std::unique_ptr<Router>(new SoftmaxTopKRouter(gate, c.num_experts_per_tok, c.norm_topk_prob));

@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
-#include "models/tokenizer/model.h"
+#include "models/tokenizer/tokenizer_model.h"
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
@@ -44,7 +44,7 @@ inline int64_t JsonTokenId(const nlohmann::json& v) {
   return -1;
 }
 
-class BpeModel : public Model {
+class BpeModel : public TokenizerModel {
  public:
   // `byte_level`: pieces are raw bytes to be mapped through the byte alphabet
   // before lookup (the ByteLevel pre-tokenizer ended the chain).

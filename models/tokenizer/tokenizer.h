@@ -28,7 +28,7 @@ namespace expertd::models {
 
 class Normalizer;
 class PreTokenizer;
-class Model;
+class TokenizerModel;
 class Decoder;
 class AddedTokenMatcher;
 class PostProcessor;
@@ -97,7 +97,7 @@ class Tokenizer {
   // Constant after construction.
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<TokenizerModel> model_;
   std::unique_ptr<PostProcessor> post_processor_;
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<AddedTokenMatcher> raw_matcher_;         // non-normalized added tokens

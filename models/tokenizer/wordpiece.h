@@ -11,12 +11,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "models/tokenizer/model.h"
+#include "models/tokenizer/tokenizer_model.h"
 #include "nlohmann/json.hpp"
 
 namespace expertd::models {
 
-class WordPieceModel : public Model {
+class WordPieceModel : public TokenizerModel {
  public:
   static absl::StatusOr<std::unique_ptr<WordPieceModel>> FromJson(const nlohmann::json& model);
 

@@ -2,7 +2,7 @@
 // ExpertPackReader trusts from disk before reading any expert).
 #include <cstdint>
 
-#include "engine/experts/expert_pack_format.h"
+#include "engine/experts/pack/expert_pack_format.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -35,7 +35,7 @@
 #include "engine/bench/synthetic_model.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_store.h"
-#include "engine/experts/skewed_weight_source.h"
+#include "engine/experts/bench/skewed_weight_source.h"
 #include "engine/greedy.h"
 
 namespace expertd::engine::cuda_bench {
