@@ -66,14 +66,17 @@ absl::Status CreateDirs(Env* env, const std::string& dir) {
   return absl::IsAlreadyExists(s) ? absl::OkStatus() : s;  // a concurrent creator won
 }
 
-AtomicFileWriter::AtomicFileWriter(Env* env, std::string path, std::string temp, std::unique_ptr<WritableFile> file)
+AtomicFileWriter::AtomicFileWriter(Env* env, std::string path, std::string temp,
+                                   std::unique_ptr<WritableFile> file)
     : env_(env), path_(std::move(path)), temp_(std::move(temp)), file_(std::move(file)) {}
 
-absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(Env* env, const std::string& path) {
+absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
+    Env* env, const std::string& path) {
   static std::atomic<uint64_t> counter{0};
   std::string temp = absl::StrCat(path, ".tmp-", getpid(), "-", counter.fetch_add(1));
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(temp));
-  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(env, path, std::move(temp), std::move(file)));
+  return std::unique_ptr<AtomicFileWriter>(
+      new AtomicFileWriter(env, path, std::move(temp), std::move(file)));
 }
 
 AtomicFileWriter::~AtomicFileWriter() {

@@ -90,15 +90,17 @@ class Env {
   static Env* Default();
 
   // Creates `path` or truncates it to 0 bytes; the parent must exist.
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
   // Opens an existing file for in-place writes (no truncation). NotFound if
   // it does not exist.
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) = 0;
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> OpenWritableFile(
+      const std::string& path) = 0;
   // direct_io: bypass the page cache (O_DIRECT). Then every read's buffer,
   // offset and size must be aligned to 4 KiB; a file system that cannot do it
   // fails the open or the read with InvalidArgument (callers fall back).
-  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
-                                                                               bool direct_io = false) = 0;
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path, bool direct_io = false) = 0;
   // Maps a regular file read-only (InvalidArgument for anything else).
   virtual absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapReadOnly(const std::string& path) = 0;
 
@@ -132,14 +134,18 @@ class EnvWrapper : public Env {
     return target_->OpenWritableFile(path);
   }
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
-                                                                       bool direct_io) override {
+                                                                        bool direct_io) override {
     return target_->NewRandomAccessFile(path, direct_io);
   }
   absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapReadOnly(const std::string& path) override {
     return target_->MapReadOnly(path);
   }
-  absl::StatusOr<FileType> GetFileType(const std::string& path) override { return target_->GetFileType(path); }
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override { return target_->ListDir(dir); }
+  absl::StatusOr<FileType> GetFileType(const std::string& path) override {
+    return target_->GetFileType(path);
+  }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return target_->ListDir(dir);
+  }
   absl::Status CreateDir(const std::string& dir) override { return target_->CreateDir(dir); }
   absl::Status RemoveDir(const std::string& dir) override { return target_->RemoveDir(dir); }
   absl::Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
@@ -147,7 +153,9 @@ class EnvWrapper : public Env {
     return target_->RenameFile(from, to);
   }
   absl::Status SyncDir(const std::string& dir) override { return target_->SyncDir(dir); }
-  absl::StatusOr<uint64_t> FreeSpace(const std::string& path) override { return target_->FreeSpace(path); }
+  absl::StatusOr<uint64_t> FreeSpace(const std::string& path) override {
+    return target_->FreeSpace(path);
+  }
 
  private:
   Env* const target_;
@@ -173,7 +181,8 @@ absl::Status CreateDirs(Env* env, const std::string& dir);
 class AtomicFileWriter {
  public:
   // The parent directory must exist.
-  static absl::StatusOr<std::unique_ptr<AtomicFileWriter>> Create(Env* env, const std::string& path);
+  static absl::StatusOr<std::unique_ptr<AtomicFileWriter>> Create(Env* env,
+                                                                  const std::string& path);
   ~AtomicFileWriter();
 
   // The temporary file to write (Append / WriteAt / Truncate); do not Sync or
@@ -183,7 +192,8 @@ class AtomicFileWriter {
   absl::Status Commit();
 
  private:
-  AtomicFileWriter(Env* env, std::string path, std::string temp, std::unique_ptr<WritableFile> file);
+  AtomicFileWriter(Env* env, std::string path, std::string temp,
+                   std::unique_ptr<WritableFile> file);
 
   Env* const env_;
   const std::string path_;

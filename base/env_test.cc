@@ -94,7 +94,8 @@ TEST_P(EnvContractTest, DirectoriesListRenameRemove) {
   EXPECT_EQ(*ReadFileToString(env_, Path("x/f2")), "one");
   EXPECT_FALSE(FileExists(env_, Path("x/f1")));
   EXPECT_EQ(env_->RenameFile(Path("x/f1"), Path("x/f3")).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(env_->RemoveDir(Path("x/y")).code(), absl::StatusCode::kFailedPrecondition);  // not empty
+  EXPECT_EQ(env_->RemoveDir(Path("x/y")).code(),
+            absl::StatusCode::kFailedPrecondition);  // not empty
   ASSERT_TRUE(env_->RemoveDir(Path("x/y/z")).ok());
   ASSERT_TRUE(env_->RemoveFile(Path("x/f2")).ok());
   EXPECT_EQ(env_->RemoveFile(Path("x/f2")).code(), absl::StatusCode::kNotFound);
@@ -125,14 +126,17 @@ TEST_P(EnvContractTest, AtomicWriterLeavesNothingWhenNotCommitted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PosixAndMemory, EnvContractTest, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Posix" : "Memory"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Posix" : "Memory";
+                         });
 
 TEST(PosixEnvTest, ErrnoMapping) {
   EXPECT_EQ(ErrnoToStatus(ENOSPC, "p").code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ErrnoToStatus(EIO, "p").code(), absl::StatusCode::kInternal);
   EXPECT_EQ(ErrnoToStatus(EACCES, "p").code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ErrnoToStatus(ENOENT, "p").code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(ErrnoToStatus(ENOSPC, "a/b: write failed").message(), "a/b: write failed: No space left on device");
+  EXPECT_EQ(ErrnoToStatus(ENOSPC, "a/b: write failed").message(),
+            "a/b: write failed: No space left on device");
 }
 
 }  // namespace

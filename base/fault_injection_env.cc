@@ -91,20 +91,23 @@ absl::Status FaultInjectionEnv::Check(FaultOp op, const std::string& path, absl:
   return ErrnoToStatus(r.err, absl::StrCat(path, ": ", what));
 }
 
-absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(const std::string& path) {
+absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
+    const std::string& path) {
   RETURN_IF_ERROR(Check(FaultOp::kCreate, path, "cannot create"));
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->NewWritableFile(path));
   return std::unique_ptr<WritableFile>(new FaultyWritableFile(this, std::move(file)));
 }
 
-absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::OpenWritableFile(const std::string& path) {
+absl::StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::OpenWritableFile(
+    const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->OpenWritableFile(path));
   return std::unique_ptr<WritableFile>(new FaultyWritableFile(this, std::move(file)));
 }
 
-absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(const std::string& path,
-                                                                                        bool direct_io) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, target()->NewRandomAccessFile(path, direct_io));
+absl::StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
+    const std::string& path, bool direct_io) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                   target()->NewRandomAccessFile(path, direct_io));
   return std::unique_ptr<RandomAccessFile>(new FaultyRandomAccessFile(this, std::move(file)));
 }
 

@@ -52,7 +52,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
-                                                                       bool direct_io) override;
+                                                                        bool direct_io) override;
   absl::Status RemoveFile(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status SyncDir(const std::string& dir) override;
@@ -62,7 +62,7 @@ class FaultInjectionEnv final : public EnvWrapper {
     int64_t countdown = 0;  // 0: no rule; fails when it reaches 1
     int err = 0;
     bool sticky = false;
-    bool firing = false;    // a sticky rule that has fired
+    bool firing = false;  // a sticky rule that has fired
   };
 
   mutable absl::Mutex mu_;

@@ -22,19 +22,30 @@ absl::Status ParseByteSize(absl::string_view text, uint64_t* bytes) {
   std::string unit(absl::StripAsciiWhitespace(s.substr(i)));
   double value = 0;
   if (number.empty() || !absl::SimpleAtod(number, &value) || value < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("expected a byte size like 512MiB or 4GiB, got '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a byte size like 512MiB or 4GiB, got '", text, "'"));
   }
   static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},          {"b", 1},
-      {"k", 1024.0},    {"kib", 1024.0},          {"kb", 1e3},
-      {"m", 1048576.0}, {"mib", 1048576.0},       {"mb", 1e6},
-      {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
-      {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+      {"", 1},
+      {"b", 1},
+      {"k", 1024.0},
+      {"kib", 1024.0},
+      {"kb", 1e3},
+      {"m", 1048576.0},
+      {"mib", 1048576.0},
+      {"mb", 1e6},
+      {"g", 1073741824.0},
+      {"gib", 1073741824.0},
+      {"gb", 1e9},
+      {"t", 1099511627776.0},
+      {"tib", 1099511627776.0},
+      {"tb", 1e12},
   };
   for (const auto& [name, scale] : kUnits) {
     if (unit == name) {
       double b = value * scale;
-      if (b > 1.8e19) return absl::InvalidArgumentError(absl::StrCat("byte size too large: '", text, "'"));
+      if (b > 1.8e19)
+        return absl::InvalidArgumentError(absl::StrCat("byte size too large: '", text, "'"));
       *bytes = static_cast<uint64_t>(std::llround(b));
       return absl::OkStatus();
     }
@@ -52,10 +63,12 @@ void FlagSet::Int(std::string name, int64_t* dst, int64_t min, int64_t max, std:
   Add(std::move(name), Flag{Kind::kInt, dst, min, max, 0, 0, std::move(help), absl::StrCat(*dst)});
 }
 void FlagSet::Double(std::string name, double* dst, double min, double max, std::string help) {
-  Add(std::move(name), Flag{Kind::kDouble, dst, 0, 0, min, max, std::move(help), absl::StrCat(*dst)});
+  Add(std::move(name),
+      Flag{Kind::kDouble, dst, 0, 0, min, max, std::move(help), absl::StrCat(*dst)});
 }
 void FlagSet::Bool(std::string name, bool* dst, std::string help) {
-  Add(std::move(name), Flag{Kind::kBool, dst, 0, 0, 0, 0, std::move(help), *dst ? "true" : "false"});
+  Add(std::move(name),
+      Flag{Kind::kBool, dst, 0, 0, 0, 0, std::move(help), *dst ? "true" : "false"});
 }
 void FlagSet::ByteSize(std::string name, uint64_t* dst, std::string help) {
   Add(std::move(name), Flag{Kind::kByteSize, dst, 0, 0, 0, 0, std::move(help), absl::StrCat(*dst)});
@@ -68,7 +81,8 @@ absl::Status FlagSet::Set(absl::string_view name, absl::string_view value) {
   }
   Flag& f = it->second;
   auto bad = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": expected ", what, ", got '", value, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --", name, ": expected ", what, ", got '", value, "'"));
   };
   switch (f.kind) {
     case Kind::kString:
@@ -98,7 +112,8 @@ absl::Status FlagSet::Set(absl::string_view name, absl::string_view value) {
     }
     case Kind::kByteSize: {
       absl::Status s = ParseByteSize(value, static_cast<uint64_t*>(f.dst));
-      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": ", s.message()));
+      if (!s.ok())
+        return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": ", s.message()));
       break;
     }
   }
@@ -117,18 +132,26 @@ absl::Status FlagSet::ApplyConfigFile(const std::string& path) {
   }
   for (const auto& [key, value] : doc.items()) {
     std::string text;
-    if (value.is_string()) text = value.get<std::string>();
-    else if (value.is_boolean()) text = value.get<bool>() ? "true" : "false";
-    else if (value.is_number_integer()) text = absl::StrCat(value.get<int64_t>());
-    else if (value.is_number()) text = absl::StrCat(value.get<double>());
-    else return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': key '", key, "' must be a string, number or boolean"));
+    if (value.is_string())
+      text = value.get<std::string>();
+    else if (value.is_boolean())
+      text = value.get<bool>() ? "true" : "false";
+    else if (value.is_number_integer())
+      text = absl::StrCat(value.get<int64_t>());
+    else if (value.is_number())
+      text = absl::StrCat(value.get<double>());
+    else
+      return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': key '", key,
+                                                     "' must be a string, number or boolean"));
     absl::Status s = Set(key, text);
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", s.message()));
+    if (!s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': ", s.message()));
   }
   return absl::OkStatus();
 }
 
-absl::Status FlagSet::Parse(int argc, const char* const* argv, std::vector<std::string>* positional) {
+absl::Status FlagSet::Parse(int argc, const char* const* argv,
+                            std::vector<std::string>* positional) {
   // The config file is applied first so that explicit flags override it.
   std::vector<std::pair<std::string, std::string>> assignments;
   std::string config_path;
@@ -136,13 +159,15 @@ absl::Status FlagSet::Parse(int argc, const char* const* argv, std::vector<std::
     absl::string_view arg(argv[i]);
     if (arg == "--") {
       for (++i; i < argc; ++i) {
-        if (positional == nullptr) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[i], "'"));
+        if (positional == nullptr)
+          return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[i], "'"));
         positional->push_back(argv[i]);
       }
       break;
     }
     if (arg.size() < 2 || arg.substr(0, 2) != "--") {
-      if (positional == nullptr) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
+      if (positional == nullptr)
+        return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
       positional->push_back(std::string(arg));
       continue;
     }
@@ -166,7 +191,8 @@ absl::Status FlagSet::Parse(int argc, const char* const* argv, std::vector<std::
         name = name.substr(2);
         value = "false";
       } else if (name == "config" || it != flags_.end()) {
-        if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": missing value"));
+        if (i + 1 >= argc)
+          return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": missing value"));
         value = argv[++i];
       } else {
         return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
@@ -185,9 +211,14 @@ absl::Status FlagSet::Parse(int argc, const char* const* argv, std::vector<std::
 
 std::string FlagSet::Usage() const {
   std::string out = absl::StrCat(usage_, "\n\nFlags:\n");
-  if (allow_config_file_) absl::StrAppend(&out, "  --config=FILE\n      JSON object of flag values; command-line flags override it\n");
+  if (allow_config_file_)
+    absl::StrAppend(
+        &out,
+        "  --config=FILE\n      JSON object of flag values; command-line flags override it\n");
   for (const auto& [name, f] : flags_) {
-    absl::StrAppend(&out, "  --", name, "  (default: ", f.default_text.empty() ? "\"\"" : f.default_text, ")\n      ", f.help, "\n");
+    absl::StrAppend(&out, "  --", name,
+                    "  (default: ", f.default_text.empty() ? "\"\"" : f.default_text, ")\n      ",
+                    f.help, "\n");
   }
   return out;
 }

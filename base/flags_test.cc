@@ -27,7 +27,8 @@ FlagSet MakeFlags(Opts* o) {
   return f;
 }
 
-absl::Status ParseArgs(FlagSet& f, std::vector<const char*> args, std::vector<std::string>* pos = nullptr) {
+absl::Status ParseArgs(FlagSet& f, std::vector<const char*> args,
+                       std::vector<std::string>* pos = nullptr) {
   args.insert(args.begin(), "prog");
   return f.Parse(static_cast<int>(args.size()), args.data(), pos);
 }
@@ -35,7 +36,9 @@ absl::Status ParseArgs(FlagSet& f, std::vector<const char*> args, std::vector<st
 TEST(FlagsTest, ParsesEveryForm) {
   Opts o;
   FlagSet f = MakeFlags(&o);
-  ASSERT_TRUE(ParseArgs(f, {"--name=abc", "--port", "8080", "--ratio=0.25", "--verbose", "--budget=2GiB"}).ok());
+  ASSERT_TRUE(
+      ParseArgs(f, {"--name=abc", "--port", "8080", "--ratio=0.25", "--verbose", "--budget=2GiB"})
+          .ok());
   EXPECT_EQ(o.name, "abc");
   EXPECT_EQ(o.port, 8080);
   EXPECT_DOUBLE_EQ(o.ratio, 0.25);
@@ -98,7 +101,8 @@ TEST(FlagsTest, ByteSizes) {
 
 TEST(FlagsTest, ConfigFileIsOverriddenByFlags) {
   std::string path = ::testing::TempDir() + "/flags_test_config.json";
-  std::ofstream(path) << R"({"name": "from_file", "port": 9000, "verbose": true, "budget": "1GiB"})";
+  std::ofstream(path)
+      << R"({"name": "from_file", "port": 9000, "verbose": true, "budget": "1GiB"})";
   Opts o;
   FlagSet f = MakeFlags(&o);
   std::string flag = "--config=" + path;

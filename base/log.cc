@@ -20,10 +20,14 @@ std::string* g_sink = nullptr;  // guarded by g_write_mu
 
 const char* LevelName(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
   }
   return "?";
 }
@@ -33,11 +37,21 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -57,21 +71,31 @@ Format CurrentFormat() { return static_cast<Format>(g_format.load(std::memory_or
 
 void SetMinLevel(Level level) { g_min_level.store(static_cast<int>(level)); }
 void SetFormat(Format format) { g_format.store(static_cast<int>(format)); }
-bool Enabled(Level level) { return static_cast<int>(level) >= g_min_level.load(std::memory_order_relaxed); }
+bool Enabled(Level level) {
+  return static_cast<int>(level) >= g_min_level.load(std::memory_order_relaxed);
+}
 
 bool ParseLevel(absl::string_view name, Level* level) {
-  if (name == "debug") *level = Level::kDebug;
-  else if (name == "info") *level = Level::kInfo;
-  else if (name == "warn") *level = Level::kWarn;
-  else if (name == "error") *level = Level::kError;
-  else return false;
+  if (name == "debug")
+    *level = Level::kDebug;
+  else if (name == "info")
+    *level = Level::kInfo;
+  else if (name == "warn")
+    *level = Level::kWarn;
+  else if (name == "error")
+    *level = Level::kError;
+  else
+    return false;
   return true;
 }
 
 bool ParseFormat(absl::string_view name, Format* format) {
-  if (name == "json") *format = Format::kJson;
-  else if (name == "text") *format = Format::kText;
-  else return false;
+  if (name == "json")
+    *format = Format::kJson;
+  else if (name == "text")
+    *format = Format::kText;
+  else
+    return false;
   return true;
 }
 
@@ -85,7 +109,8 @@ Line::Line(Level level, const char* file, int line, absl::string_view message)
   if (enabled_) message_ = std::string(message);
 }
 
-void Line::AppendRaw(absl::string_view key, absl::string_view json_value, absl::string_view text_value) {
+void Line::AppendRaw(absl::string_view key, absl::string_view json_value,
+                     absl::string_view text_value) {
   if (CurrentFormat() == Format::kJson) {
     fields_.push_back(',');
     AppendJsonString(&fields_, key);
@@ -107,12 +132,18 @@ Line& Line::With(absl::string_view key, absl::string_view value) {
 }
 
 Line& Line::With(absl::string_view key, int64_t value) {
-  if (enabled_) { std::string v = absl::StrCat(value); AppendRaw(key, v, v); }
+  if (enabled_) {
+    std::string v = absl::StrCat(value);
+    AppendRaw(key, v, v);
+  }
   return *this;
 }
 
 Line& Line::With(absl::string_view key, uint64_t value) {
-  if (enabled_) { std::string v = absl::StrCat(value); AppendRaw(key, v, v); }
+  if (enabled_) {
+    std::string v = absl::StrCat(value);
+    AppendRaw(key, v, v);
+  }
   return *this;
 }
 
@@ -127,7 +158,10 @@ Line& Line::With(absl::string_view key, double value) {
 }
 
 Line& Line::With(absl::string_view key, bool value) {
-  if (enabled_) { const char* v = value ? "true" : "false"; AppendRaw(key, v, v); }
+  if (enabled_) {
+    const char* v = value ? "true" : "false";
+    AppendRaw(key, v, v);
+  }
   return *this;
 }
 
@@ -148,7 +182,8 @@ Line::~Line() {
     out.append(fields_);
     absl::StrAppend(&out, ",\"src\":\"", file, ":", line_, "\"}\n");
   } else {
-    out = absl::StrCat(ts, " ", LevelName(level_), " ", message_, fields_, "  (", file, ":", line_, ")\n");
+    out = absl::StrCat(ts, " ", LevelName(level_), " ", message_, fields_, "  (", file, ":", line_,
+                       ")\n");
   }
   std::lock_guard<std::mutex> lock(g_write_mu);
   if (g_sink != nullptr) {

@@ -9,9 +9,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace expertd::log {
 
@@ -36,14 +36,24 @@ class Line {
   Line& operator=(const Line&) = delete;
 
   Line& With(absl::string_view key, absl::string_view value);
-  Line& With(absl::string_view key, const char* value) { return With(key, absl::string_view(value)); }
-  Line& With(absl::string_view key, const std::string& value) { return With(key, absl::string_view(value)); }
+  Line& With(absl::string_view key, const char* value) {
+    return With(key, absl::string_view(value));
+  }
+  Line& With(absl::string_view key, const std::string& value) {
+    return With(key, absl::string_view(value));
+  }
   Line& With(absl::string_view key, int64_t value);
   Line& With(absl::string_view key, uint64_t value);
   Line& With(absl::string_view key, int value) { return With(key, static_cast<int64_t>(value)); }
-  Line& With(absl::string_view key, unsigned value) { return With(key, static_cast<uint64_t>(value)); }
-  Line& With(absl::string_view key, long long value) { return With(key, static_cast<int64_t>(value)); }
-  Line& With(absl::string_view key, unsigned long long value) { return With(key, static_cast<uint64_t>(value)); }
+  Line& With(absl::string_view key, unsigned value) {
+    return With(key, static_cast<uint64_t>(value));
+  }
+  Line& With(absl::string_view key, long long value) {
+    return With(key, static_cast<int64_t>(value));
+  }
+  Line& With(absl::string_view key, unsigned long long value) {
+    return With(key, static_cast<uint64_t>(value));
+  }
   Line& With(absl::string_view key, double value);
   Line& With(absl::string_view key, bool value);
   Line& With(absl::string_view key, const absl::Status& status);

@@ -11,7 +11,11 @@ TEST(LogTest, JsonLineIsValidJsonWithFields) {
   SetSinkForTesting(&sink);
   SetFormat(Format::kJson);
   SetMinLevel(Level::kInfo);
-  EXPERTD_LOG(Info, "hello \"world\"\n").With("port", 5).With("ok", true).With("ratio", 0.5).With("s", "a\tb");
+  EXPERTD_LOG(Info, "hello \"world\"\n")
+      .With("port", 5)
+      .With("ok", true)
+      .With("ratio", 0.5)
+      .With("s", "a\tb");
   SetSinkForTesting(nullptr);
   ASSERT_FALSE(sink.empty());
   ASSERT_EQ(sink.back(), '\n');

@@ -81,7 +81,8 @@ class MemoryWritableFile final : public WritableFile {
 
 class MemoryRandomAccessFile final : public RandomAccessFile {
  public:
-  MemoryRandomAccessFile(MemoryEnv* env, std::string path, std::shared_ptr<MemoryEnv::Node> node, bool direct)
+  MemoryRandomAccessFile(MemoryEnv* env, std::string path, std::shared_ptr<MemoryEnv::Node> node,
+                         bool direct)
       : env_(env), path_(std::move(path)), node_(std::move(node)), direct_(direct) {}
 
   absl::Status ReadAt(uint64_t offset, uint64_t n, void* dst) const override {
@@ -92,8 +93,8 @@ class MemoryRandomAccessFile final : public RandomAccessFile {
     absl::MutexLock lock(env_->mu());
     const std::string& bytes = node_->data;
     if (offset + n > bytes.size()) {
-      return absl::DataLossError(
-          absl::StrCat(path_, ": unexpected end of file at offset ", std::max<uint64_t>(offset, bytes.size())));
+      return absl::DataLossError(absl::StrCat(path_, ": unexpected end of file at offset ",
+                                              std::max<uint64_t>(offset, bytes.size())));
     }
     std::memcpy(dst, bytes.data() + offset, n);
     return absl::OkStatus();
@@ -150,13 +151,17 @@ uint64_t MemoryEnv::UsedLocked() const {
   return used;
 }
 
-absl::Status MemoryEnv::ReserveLocked(uint64_t old_size, uint64_t new_size, const std::string& path) {
+absl::Status MemoryEnv::ReserveLocked(uint64_t old_size, uint64_t new_size,
+                                      const std::string& path) {
   if (new_size <= old_size) return absl::OkStatus();
-  if (UsedLocked() + (new_size - old_size) > capacity_) return ErrnoToStatus(ENOSPC, absl::StrCat(path, ": write failed"));
+  if (UsedLocked() + (new_size - old_size) > capacity_)
+    return ErrnoToStatus(ENOSPC, absl::StrCat(path, ": write failed"));
   return absl::OkStatus();
 }
 
-bool MemoryEnv::DirExistsLocked(const std::string& dir) const { return IsRoot(dir) || dirs_.count(dir) > 0; }
+bool MemoryEnv::DirExistsLocked(const std::string& dir) const {
+  return IsRoot(dir) || dirs_.count(dir) > 0;
+}
 
 absl::Status MemoryEnv::CheckParentLocked(const std::string& path) const {
   const std::string parent = DirName(path);
@@ -165,7 +170,8 @@ absl::Status MemoryEnv::CheckParentLocked(const std::string& path) const {
   return ErrnoToStatus(ENOENT, path);
 }
 
-absl::StatusOr<std::shared_ptr<MemoryEnv::Node>> MemoryEnv::FindLocked(const std::string& path) const {
+absl::StatusOr<std::shared_ptr<MemoryEnv::Node>> MemoryEnv::FindLocked(
+    const std::string& path) const {
   auto it = files_.find(path);
   if (it != files_.end()) return it->second;
   if (DirExistsLocked(path)) return ErrnoToStatus(EISDIR, path);
@@ -193,12 +199,13 @@ absl::StatusOr<std::unique_ptr<WritableFile>> MemoryEnv::OpenWritableFile(const 
   return std::unique_ptr<WritableFile>(new MemoryWritableFile(this, path, *node));
 }
 
-absl::StatusOr<std::unique_ptr<RandomAccessFile>> MemoryEnv::NewRandomAccessFile(const std::string& path,
-                                                                                bool direct_io) {
+absl::StatusOr<std::unique_ptr<RandomAccessFile>> MemoryEnv::NewRandomAccessFile(
+    const std::string& path, bool direct_io) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::shared_ptr<Node>> node = FindLocked(path);
   if (!node.ok()) return node.status();
-  return std::unique_ptr<RandomAccessFile>(new MemoryRandomAccessFile(this, path, *node, direct_io));
+  return std::unique_ptr<RandomAccessFile>(
+      new MemoryRandomAccessFile(this, path, *node, direct_io));
 }
 
 absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MemoryEnv::MapReadOnly(const std::string& path) {
@@ -223,11 +230,13 @@ absl::StatusOr<FileType> MemoryEnv::GetFileType(const std::string& path) {
 absl::StatusOr<std::vector<std::string>> MemoryEnv::ListDir(const std::string& dir) {
   absl::MutexLock lock(&mu_);
   if (!DirExistsLocked(dir)) {
-    return ErrnoToStatus(files_.count(dir) > 0 ? ENOTDIR : ENOENT, absl::StrCat(dir, ": cannot list"));
+    return ErrnoToStatus(files_.count(dir) > 0 ? ENOTDIR : ENOENT,
+                         absl::StrCat(dir, ": cannot list"));
   }
   std::set<std::string> names;
   auto add = [&](const std::string& path) {
-    if (DirName(path) == (IsRoot(dir) && dir != "/" ? "." : dir)) names.insert(path.substr(path.find_last_of('/') + 1));
+    if (DirName(path) == (IsRoot(dir) && dir != "/" ? "." : dir))
+      names.insert(path.substr(path.find_last_of('/') + 1));
   };
   for (const auto& [path, node] : files_) add(path);
   for (const std::string& d : dirs_) add(d);
@@ -249,10 +258,12 @@ absl::Status MemoryEnv::RemoveDir(const std::string& dir) {
   absl::MutexLock lock(&mu_);
   if (dirs_.count(dir) == 0) return ErrnoToStatus(files_.count(dir) > 0 ? ENOTDIR : ENOENT, dir);
   for (const auto& [path, node] : files_) {
-    if (DirName(path) == dir) return ErrnoToStatus(ENOTEMPTY, absl::StrCat(dir, ": cannot remove directory"));
+    if (DirName(path) == dir)
+      return ErrnoToStatus(ENOTEMPTY, absl::StrCat(dir, ": cannot remove directory"));
   }
   for (const std::string& d : dirs_) {
-    if (DirName(d) == dir) return ErrnoToStatus(ENOTEMPTY, absl::StrCat(dir, ": cannot remove directory"));
+    if (DirName(d) == dir)
+      return ErrnoToStatus(ENOTEMPTY, absl::StrCat(dir, ": cannot remove directory"));
   }
   dirs_.erase(dir);
   return absl::OkStatus();
@@ -261,7 +272,8 @@ absl::Status MemoryEnv::RemoveDir(const std::string& dir) {
 absl::Status MemoryEnv::RemoveFile(const std::string& path) {
   absl::MutexLock lock(&mu_);
   if (files_.erase(path) == 0) {
-    return ErrnoToStatus(DirExistsLocked(path) ? EISDIR : ENOENT, absl::StrCat(path, ": cannot remove"));
+    return ErrnoToStatus(DirExistsLocked(path) ? EISDIR : ENOENT,
+                         absl::StrCat(path, ": cannot remove"));
   }
   return absl::OkStatus();
 }
@@ -269,7 +281,8 @@ absl::Status MemoryEnv::RemoveFile(const std::string& path) {
 absl::Status MemoryEnv::RenameFile(const std::string& from, const std::string& to) {
   absl::MutexLock lock(&mu_);
   auto it = files_.find(from);
-  if (it == files_.end()) return ErrnoToStatus(ENOENT, absl::StrCat(to, ": cannot rename onto (from ", from, ")"));
+  if (it == files_.end())
+    return ErrnoToStatus(ENOENT, absl::StrCat(to, ": cannot rename onto (from ", from, ")"));
   absl::Status parent = CheckParentLocked(to);
   if (!parent.ok()) return parent;
   if (DirExistsLocked(to)) return ErrnoToStatus(EISDIR, absl::StrCat(to, ": cannot rename onto"));
@@ -281,7 +294,8 @@ absl::Status MemoryEnv::RenameFile(const std::string& from, const std::string& t
 
 absl::Status MemoryEnv::SyncDir(const std::string& dir) {
   absl::MutexLock lock(&mu_);
-  if (!DirExistsLocked(dir)) return ErrnoToStatus(ENOENT, absl::StrCat(dir, ": cannot open directory"));
+  if (!DirExistsLocked(dir))
+    return ErrnoToStatus(ENOENT, absl::StrCat(dir, ": cannot open directory"));
   const std::string key = IsRoot(dir) && dir != "/" ? "." : dir;
   for (auto it = durable_files_.begin(); it != durable_files_.end();) {
     if (DirName(it->first) == key && files_.count(it->first) == 0) {

@@ -47,7 +47,7 @@ class MemoryEnv final : public Env {
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> OpenWritableFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
-                                                                       bool direct_io) override;
+                                                                        bool direct_io) override;
   absl::StatusOr<std::unique_ptr<ReadOnlyRegion>> MapReadOnly(const std::string& path) override;
   absl::StatusOr<FileType> GetFileType(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) override;
@@ -66,13 +66,15 @@ class MemoryEnv final : public Env {
  private:
   bool DirExistsLocked(const std::string& dir) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckParentLocked(const std::string& path) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<Node>> FindLocked(const std::string& path) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<Node>> FindLocked(const std::string& path) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t UsedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   uint64_t capacity_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<Node>> files_ ABSL_GUARDED_BY(mu_);          // live names
-  std::map<std::string, std::shared_ptr<Node>> durable_files_ ABSL_GUARDED_BY(mu_);  // as of SyncDir
+  std::map<std::string, std::shared_ptr<Node>> files_ ABSL_GUARDED_BY(mu_);  // live names
+  std::map<std::string, std::shared_ptr<Node>> durable_files_
+      ABSL_GUARDED_BY(mu_);  // as of SyncDir
   std::set<std::string> dirs_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -122,7 +122,8 @@ TEST(MemoryEnvTest, DirectReadsMustBeAligned) {
   EXPECT_TRUE((*r)->ReadAt(4096, 4096, buf).ok());
   EXPECT_EQ((*r)->ReadAt(100, 4096, buf).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*r)->ReadAt(0, 100, buf).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*r)->ReadAt(0, 4096, static_cast<char*>(buf) + 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*r)->ReadAt(0, 4096, static_cast<char*>(buf) + 1).code(),
+            absl::StatusCode::kInvalidArgument);
   std::free(buf);
 }
 

@@ -39,7 +39,8 @@ class PosixWritableFile final : public WritableFile {
   absl::Status WriteAt(uint64_t offset, absl::string_view data) override {
     if (fd_ < 0) return Closed();
     while (!data.empty()) {
-      ssize_t w = ::pwrite(fd_, data.data(), std::min<size_t>(data.size(), size_t{1} << 30), static_cast<off_t>(offset));
+      ssize_t w = ::pwrite(fd_, data.data(), std::min<size_t>(data.size(), size_t{1} << 30),
+                           static_cast<off_t>(offset));
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) return PathError(path_, "write failed", errno);
       if (w == 0) return PathError(path_, "write made no progress", EIO);
@@ -51,7 +52,8 @@ class PosixWritableFile final : public WritableFile {
 
   absl::Status Truncate(uint64_t size) override {
     if (fd_ < 0) return Closed();
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return PathError(path_, "cannot set size", errno);
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0)
+      return PathError(path_, "cannot set size", errno);
     return absl::OkStatus();
   }
 
@@ -72,7 +74,9 @@ class PosixWritableFile final : public WritableFile {
   const std::string& path() const override { return path_; }
 
  private:
-  absl::Status Closed() const { return absl::FailedPreconditionError(absl::StrCat(path_, ": file is closed")); }
+  absl::Status Closed() const {
+    return absl::FailedPreconditionError(absl::StrCat(path_, ": file is closed"));
+  }
   const std::string path_;
   int fd_;
 };
@@ -85,10 +89,13 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   absl::Status ReadAt(uint64_t offset, uint64_t n, void* dst) const override {
     auto* p = static_cast<uint8_t*>(dst);
     while (n > 0) {
-      ssize_t got = ::pread(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30), static_cast<off_t>(offset));
+      ssize_t got =
+          ::pread(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30), static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return PathError(path_, "read failed", errno);
-      if (got == 0) return absl::DataLossError(absl::StrCat(path_, ": unexpected end of file at offset ", offset));
+      if (got == 0)
+        return absl::DataLossError(
+            absl::StrCat(path_, ": unexpected end of file at offset ", offset));
       p += got;
       n -= static_cast<uint64_t>(got);
       offset += static_cast<uint64_t>(got);
@@ -134,9 +141,10 @@ class PosixEnv final : public Env {
   }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path,
-                                                                       bool direct_io) override {
+                                                                        bool direct_io) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct_io ? O_DIRECT : 0));
-    if (fd < 0) return PathError(path, direct_io ? "cannot open for direct reads" : "cannot open", errno);
+    if (fd < 0)
+      return PathError(path, direct_io ? "cannot open for direct reads" : "cannot open", errno);
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
   }
 

@@ -64,11 +64,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Options& o) {
-  if (!o.tls && o.tls_ca.empty()) return grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
+  if (!o.tls && o.tls_ca.empty())
+    return grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
   grpc::SslCredentialsOptions ssl;
   if (!o.tls_ca.empty()) {
     absl::StatusOr<std::string> ca = ReadFile(o.tls_ca);
-    if (!ca.ok()) return absl::InvalidArgumentError("--tls_ca: " + std::string(ca.status().message()));
+    if (!ca.ok())
+      return absl::InvalidArgumentError("--tls_ca: " + std::string(ca.status().message()));
     ssl.pem_root_certs = *std::move(ca);
   }
   grpc::ChannelArguments args;
@@ -97,7 +99,8 @@ void SetDeadline(grpc::ClientContext* ctx, const Options& o) {
 }
 
 int Fail(const grpc::Status& s) {
-  std::fprintf(stderr, "expertctl: %s: %s\n", absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
+  std::fprintf(stderr, "expertctl: %s: %s\n",
+               absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
                s.error_message().c_str());
   return 1;
 }
@@ -122,7 +125,8 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
   grpc::health::v1::HealthCheckResponse resp;
   grpc::Status s = stub->Check(&ctx, req, &resp);
   if (!s.ok()) return Fail(s);
-  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()).c_str());
+  std::printf("%s\n",
+              grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()).c_str());
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }
 
@@ -141,7 +145,8 @@ int Generate(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
   req.mutable_stopping()->set_max_new_tokens(static_cast<uint32_t>(o.max_new_tokens));
   if (!o.stop.empty()) req.mutable_stopping()->add_stop(o.stop);
   // Only what the user set: one set of defaults, the server's.
-  if (o.temperature >= 0) req.mutable_sampling()->set_temperature(static_cast<float>(o.temperature));
+  if (o.temperature >= 0)
+    req.mutable_sampling()->set_temperature(static_cast<float>(o.temperature));
   if (o.top_p >= 0) req.mutable_sampling()->set_top_p(static_cast<float>(o.top_p));
   if (o.top_k > 0) req.mutable_sampling()->set_top_k(static_cast<uint32_t>(o.top_k));
   if (o.seed >= 0) req.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
@@ -161,9 +166,11 @@ int Generate(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
   grpc::Status st = reader->Finish();
   std::printf("\n");
   if (!st.ok()) return Fail(st);
-  std::fprintf(stderr, "finish=%s prompt_tokens=%u completion_tokens=%u ttft=%.3fs total=%.3fs%s%s\n",
-               ReasonName(last.finish_reason()), last.usage().prompt_tokens(), last.usage().completion_tokens(),
-               Seconds(last.timing().time_to_first_token()), Seconds(last.timing().total_time()),
+  std::fprintf(stderr,
+               "finish=%s prompt_tokens=%u completion_tokens=%u ttft=%.3fs total=%.3fs%s%s\n",
+               ReasonName(last.finish_reason()), last.usage().prompt_tokens(),
+               last.usage().completion_tokens(), Seconds(last.timing().time_to_first_token()),
+               Seconds(last.timing().total_time()),
                last.error_message().empty() ? "" : " error=", last.error_message().c_str());
   return last.finish_reason() == expertd::v1::FINISH_REASON_ERROR ? 1 : 0;
 }
@@ -201,12 +208,14 @@ int Detokenize(const std::shared_ptr<grpc::Channel>& channel, const Options& o) 
 
 int ExpertStats(const std::shared_ptr<grpc::Channel>& channel, const Options& o) {
   if (o.admin_token_file.empty()) {
-    std::fprintf(stderr, "expertctl: expert-stats needs --admin_token_file (the daemon's admin token)\n");
+    std::fprintf(stderr,
+                 "expertctl: expert-stats needs --admin_token_file (the daemon's admin token)\n");
     return 2;
   }
   absl::StatusOr<std::string> token = ReadFile(o.admin_token_file);
   if (!token.ok()) {
-    std::fprintf(stderr, "expertctl: --admin_token_file: %s\n", std::string(token.status().message()).c_str());
+    std::fprintf(stderr, "expertctl: --admin_token_file: %s\n",
+                 std::string(token.status().message()).c_str());
     return 2;
   }
   auto stub = expertd::v1::AdminService::NewStub(channel);
@@ -227,25 +236,31 @@ int main(int argc, char** argv) {
   expertd::FlagSet flags(
       "expertctl: talk to an expertd daemon.\n"
       "usage: expertctl [--server=HOST:PORT] COMMAND\n"
-      "commands: health [--service=NAME] | info | server-info | generate | tokenize | detokenize |\n"
+      "commands: health [--service=NAME] | info | server-info | generate | tokenize | detokenize "
+      "|\n"
       "          expert-stats [--per_expert] (admin: --admin_token_file)");
   flags.String("server", &o.server, "expertd address");
   flags.String("service", &o.service, "health: service name (empty = the whole server)");
   flags.Double("timeout_seconds", &o.timeout_seconds, 0.001, 86400, "deadline for each call");
   flags.String("prompt", &o.prompt, "generate/tokenize: the text prompt");
-  flags.String("tokens", &o.tokens, "generate: prompt as token ids; detokenize: ids (comma-separated)");
+  flags.String("tokens", &o.tokens,
+               "generate: prompt as token ids; detokenize: ids (comma-separated)");
   flags.Int("max_new_tokens", &o.max_new_tokens, 1, 1 << 20, "generate: maximum new tokens");
   flags.Double("temperature", &o.temperature, 0, 100,
                "generate: sampling temperature (0 = greedy); unset: the server's default");
-  flags.Double("top_p", &o.top_p, 0.000001, 1, "generate: nucleus sampling; unset: the server's default");
+  flags.Double("top_p", &o.top_p, 0.000001, 1,
+               "generate: nucleus sampling; unset: the server's default");
   flags.Int("top_k", &o.top_k, 0, 1 << 24, "generate: top-k (0 = off)");
   flags.Int("seed", &o.seed, -1, INT64_MAX, "generate: seed (-1 = random)");
   flags.String("stop", &o.stop, "generate: a stop string");
   flags.Bool("show_ids", &o.show_ids, "generate: print token ids on stderr");
   flags.Bool("tls", &o.tls, "connect with TLS, verifying the server against the system's roots");
-  flags.String("tls_ca", &o.tls_ca, "connect with TLS, verifying the server against this CA (PEM file)");
-  flags.String("tls_server_name", &o.tls_server_name, "TLS: the name the server's certificate must carry");
-  flags.String("admin_token_file", &o.admin_token_file, "file holding the AdminService bearer token");
+  flags.String("tls_ca", &o.tls_ca,
+               "connect with TLS, verifying the server against this CA (PEM file)");
+  flags.String("tls_server_name", &o.tls_server_name,
+               "TLS: the name the server's certificate must carry");
+  flags.String("admin_token_file", &o.admin_token_file,
+               "file holding the AdminService bearer token");
   flags.Bool("per_expert", &o.per_expert, "expert-stats: one entry per (layer, expert)");
   std::vector<std::string> args;
   absl::Status s = flags.Parse(argc, argv, &args);
@@ -254,7 +269,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!s.ok() || args.size() != 1) {
-    std::fprintf(stderr, "expertctl: %s\n%s", s.ok() ? "expected one command" : std::string(s.message()).c_str(),
+    std::fprintf(stderr, "expertctl: %s\n%s",
+                 s.ok() ? "expected one command" : std::string(s.message()).c_str(),
                  flags.Usage().c_str());
     return 2;
   }

@@ -32,26 +32,27 @@ struct Engine::Impl {
                                      const std::vector<RowRouting>* routing);
 };
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const models::Checkpoint> checkpoint,
-                                                       const EngineOptions& options) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    std::shared_ptr<const models::Checkpoint> checkpoint, const EngineOptions& options) {
   return Create(std::make_shared<CheckpointWeightSource>(std::move(checkpoint)), options);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const WeightSource> weights,
                                                        const EngineOptions& options) {
   RETURN_IF_ERROR(CheckSupported(weights->config()));
-  if (options.max_step_tokens < 1) return absl::InvalidArgumentError("max_step_tokens must be >= 1");
+  if (options.max_step_tokens < 1)
+    return absl::InvalidArgumentError("max_step_tokens must be >= 1");
   auto impl = std::make_unique<Impl>();
   impl->weights = std::move(weights);
   impl->options = options;
-  ASSIGN_OR_RETURN(impl->backend,
-                   options.backend_factory ? options.backend_factory(options.backend) : CreateBackend(options.backend));
+  ASSIGN_OR_RETURN(impl->backend, options.backend_factory ? options.backend_factory(options.backend)
+                                                          : CreateBackend(options.backend));
   Backend* be = impl->backend.get();
   ASSIGN_OR_RETURN(impl->model, Model::Create(be, impl->weights.get()));
   const models::ModelConfig& c = impl->model->config();
   ExpertProviderContext ctx{be, &c, impl->weights.get()};
-  ExpertProviderFactory factory =
-      options.expert_provider_factory ? options.expert_provider_factory : ResidentExpertProviderFactory();
+  ExpertProviderFactory factory = options.expert_provider_factory ? options.expert_provider_factory
+                                                                  : ResidentExpertProviderFactory();
   ASSIGN_OR_RETURN(impl->experts, factory(ctx));
   KvCacheOptions kv;
   kv.num_layers = c.num_hidden_layers;
@@ -73,14 +74,14 @@ Backend* Engine::backend() { return impl_->backend.get(); }
 absl::Status Engine::AddSequence(SequenceId id) { return impl_->kv->AddSequence(id); }
 absl::Status Engine::RemoveSequence(SequenceId id) { return impl_->kv->RemoveSequence(id); }
 bool Engine::HasSequence(SequenceId id) const { return impl_->kv->HasSequence(id); }
-absl::StatusOr<int64_t> Engine::SequenceLength(SequenceId id) const { return impl_->kv->Length(id); }
+absl::StatusOr<int64_t> Engine::SequenceLength(SequenceId id) const {
+  return impl_->kv->Length(id);
+}
 absl::StatusOr<int64_t> Engine::BlocksNeeded(SequenceId id, int64_t n) const {
   return impl_->kv->BlocksNeeded(id, n);
 }
 
-KvCacheStats Engine::kv_cache_stats() const {
-  return impl_->kv->stats();
-}
+KvCacheStats Engine::kv_cache_stats() const { return impl_->kv->stats(); }
 
 absl::Status Engine::Impl::Validate(const StepRequest& req) const {
   if (req.chunks.empty()) return absl::InvalidArgumentError("step has no sequences");
@@ -88,13 +89,16 @@ absl::Status Engine::Impl::Validate(const StepRequest& req) const {
   std::unordered_set<SequenceId> seen;
   int64_t total = 0;
   for (const SequenceChunk& ch : req.chunks) {
-    if (!seen.insert(ch.id).second) return absl::InvalidArgumentError(absl::StrCat("sequence ", ch.id, " repeated"));
+    if (!seen.insert(ch.id).second)
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", ch.id, " repeated"));
     ASSIGN_OR_RETURN(int64_t len, kv->Length(ch.id));
-    if (ch.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("sequence ", ch.id, ": no tokens"));
+    if (ch.tokens.empty())
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", ch.id, ": no tokens"));
     for (int32_t t : ch.tokens) {
       if (t < 0 || t >= c.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence ", ch.id, ": token id ", t, " outside the vocabulary [0, ", c.vocab_size, ")"));
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", ch.id, ": token id ", t,
+                                                       " outside the vocabulary [0, ", c.vocab_size,
+                                                       ")"));
       }
     }
     const int64_t n = static_cast<int64_t>(ch.tokens.size());
@@ -106,15 +110,16 @@ absl::Status Engine::Impl::Validate(const StepRequest& req) const {
     total += n;
   }
   if (total > options.max_step_tokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step has ", total, " tokens, more than max_step_tokens ", options.max_step_tokens));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step has ", total, " tokens, more than max_step_tokens ", options.max_step_tokens));
   }
   return absl::OkStatus();
 }
 
 absl::Status Engine::Impl::Reserve(const StepRequest& req) {
   for (size_t i = 0; i < req.chunks.size(); ++i) {
-    absl::Status st = kv->Reserve(req.chunks[i].id, static_cast<int64_t>(req.chunks[i].tokens.size()));
+    absl::Status st =
+        kv->Reserve(req.chunks[i].id, static_cast<int64_t>(req.chunks[i].tokens.size()));
     if (!st.ok()) {
       for (size_t j = 0; j < i; ++j) kv->Rollback(req.chunks[j].id);
       return st;
@@ -142,7 +147,8 @@ absl::Status Engine::Impl::Upload(const StepRequest& req, StepBatch* batch) {
     const std::vector<int32_t>& table = kv->BlockTable(ch.id);
     std::copy(table.begin(), table.end(), tables.begin() + s * max_blocks);
     for (size_t i = 0; i < ch.tokens.size(); ++i) {
-      if (ch.all_logits || i + 1 == ch.tokens.size()) logit_index.push_back(static_cast<int32_t>(tokens.size()));
+      if (ch.all_logits || i + 1 == ch.tokens.size())
+        logit_index.push_back(static_cast<int32_t>(tokens.size()));
       tokens.push_back(ch.tokens[i]);
       positions.push_back(static_cast<int32_t>(len + i));
       seq_index.push_back(static_cast<int32_t>(s));
@@ -153,8 +159,11 @@ absl::Status Engine::Impl::Upload(const StepRequest& req, StepBatch* batch) {
   batch->num_seqs = static_cast<int64_t>(req.chunks.size());
   batch->max_blocks = max_blocks;
   batch->logit_rows = static_cast<int64_t>(logit_index.size());
-  RETURN_IF_ERROR(ws->Prepare(WorkspaceDims{batch->rows, batch->logit_rows, static_cast<int64_t>(tables.size())}));
-  auto up = [&](Buf b, const void* src, size_t bytes) { return backend->CopyToDevice(ws->i32(b), src, bytes); };
+  RETURN_IF_ERROR(ws->Prepare(
+      WorkspaceDims{batch->rows, batch->logit_rows, static_cast<int64_t>(tables.size())}));
+  auto up = [&](Buf b, const void* src, size_t bytes) {
+    return backend->CopyToDevice(ws->i32(b), src, bytes);
+  };
   RETURN_IF_ERROR(up(Buf::kTokenIds, tokens.data(), tokens.size() * 4));
   RETURN_IF_ERROR(up(Buf::kPositions, positions.data(), positions.size() * 4));
   RETURN_IF_ERROR(up(Buf::kSeqIndex, seq_index.data(), seq_index.size() * 4));
@@ -167,7 +176,8 @@ absl::StatusOr<StepResult> Engine::Impl::Collect(const StepRequest& req, const S
                                                  const std::vector<RowRouting>* routing) {
   const int64_t vocab = model->config().vocab_size;
   std::vector<float> logits(batch.logit_rows * vocab);
-  RETURN_IF_ERROR(backend->CopyToHost(logits.data(), ws->f(Buf::kLogits), logits.size() * sizeof(float)));
+  RETURN_IF_ERROR(
+      backend->CopyToHost(logits.data(), ws->f(Buf::kLogits), logits.size() * sizeof(float)));
   StepResult result;
   int64_t logit_row = 0, token_row = 0;
   for (const SequenceChunk& ch : req.chunks) {
@@ -175,15 +185,18 @@ absl::StatusOr<StepResult> Engine::Impl::Collect(const StepRequest& req, const S
     SequenceResult r;
     r.id = ch.id;
     r.logit_rows = ch.all_logits ? n : 1;
-    r.logits.assign(logits.begin() + logit_row * vocab, logits.begin() + (logit_row + r.logit_rows) * vocab);
+    r.logits.assign(logits.begin() + logit_row * vocab,
+                    logits.begin() + (logit_row + r.logit_rows) * vocab);
     logit_row += r.logit_rows;
     if (routing != nullptr) {
       for (const RowRouting& layer : *routing) {
         LayerRouting lr;
         lr.top_k = static_cast<int>(layer.top_k);
         const int64_t k = layer.top_k;
-        lr.expert_ids.assign(layer.ids.begin() + token_row * k, layer.ids.begin() + (token_row + n) * k);
-        lr.weights.assign(layer.weights.begin() + token_row * k, layer.weights.begin() + (token_row + n) * k);
+        lr.expert_ids.assign(layer.ids.begin() + token_row * k,
+                             layer.ids.begin() + (token_row + n) * k);
+        lr.weights.assign(layer.weights.begin() + token_row * k,
+                          layer.weights.begin() + (token_row + n) * k);
         r.routing.push_back(std::move(lr));
       }
     }
@@ -202,16 +215,19 @@ absl::StatusOr<StepResult> Engine::Step(const StepRequest& req) {
   absl::Status st = s.Upload(req, &batch);
   if (st.ok()) {
     s.experts->BeginStep(batch.rows);
-    st = s.model->Forward(batch, s.ws.get(), s.kv.get(), s.experts.get(), req.record_routing ? &routing : nullptr);
+    st = s.model->Forward(batch, s.ws.get(), s.kv.get(), s.experts.get(),
+                          req.record_routing ? &routing : nullptr);
     s.experts->EndStep();
   }
-  absl::StatusOr<StepResult> result = st.ok() ? s.Collect(req, batch, req.record_routing ? &routing : nullptr)
-                                              : absl::StatusOr<StepResult>(st);
+  absl::StatusOr<StepResult> result =
+      st.ok() ? s.Collect(req, batch, req.record_routing ? &routing : nullptr)
+              : absl::StatusOr<StepResult>(st);
   if (!result.ok()) {
     s.Rollback(req);
     return result.status();
   }
-  for (const SequenceChunk& ch : req.chunks) s.kv->Commit(ch.id, static_cast<int64_t>(ch.tokens.size()));
+  for (const SequenceChunk& ch : req.chunks)
+    s.kv->Commit(ch.id, static_cast<int64_t>(ch.tokens.size()));
   return result;
 }
 

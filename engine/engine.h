@@ -48,18 +48,19 @@ namespace expertd::engine {
 using SequenceId = uint64_t;
 
 // Makes the engine's backend from its options.
-using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(const BackendOptions& options)>;
+using BackendFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Backend>>(const BackendOptions& options)>;
 
 struct EngineOptions {
-  BackendOptions backend;               // "auto" | "cpu" | "cuda", threads, device limit
+  BackendOptions backend;  // "auto" | "cpu" | "cuda", threads, device limit
   // Null: CreateBackend(backend). Tests inject a wrapping backend here
   // (engine/backend/instrumented_backend.h counts ops and fails chosen ones).
   BackendFactory backend_factory;
   uint64_t kv_cache_bytes = 64ull << 20;  // KV budget; sets the number of blocks
-  int64_t kv_block_size = 16;           // tokens per KV block
-  int64_t max_step_tokens = 8192;       // tokens per Step (sizes activations)
-  // Null: every routed expert resident in device memory. The expert store (engine/experts) plugs its
-  // tiered store in here.
+  int64_t kv_block_size = 16;             // tokens per KV block
+  int64_t max_step_tokens = 8192;         // tokens per Step (sizes activations)
+  // Null: every routed expert resident in device memory. The expert store (engine/experts) plugs
+  // its tiered store in here.
   ExpertProviderFactory expert_provider_factory;
 };
 
@@ -77,9 +78,9 @@ struct StepRequest {
 
 // One decoder layer's routing for one sequence's chunk.
 struct LayerRouting {
-  int top_k = 0;                      // 0: a dense layer (no router)
-  std::vector<int32_t> expert_ids;    // [tokens, top_k], router rank order
-  std::vector<float> weights;         // [tokens, top_k], as multiplied into the experts' outputs
+  int top_k = 0;                    // 0: a dense layer (no router)
+  std::vector<int32_t> expert_ids;  // [tokens, top_k], router rank order
+  std::vector<float> weights;       // [tokens, top_k], as multiplied into the experts' outputs
 };
 
 struct SequenceResult {
@@ -99,8 +100,8 @@ class Engine {
   // onto the backend. Errors: an unsupported architecture (e.g. DeepSeek-V3:
   // Unimplemented naming it), a missing or mis-shaped tensor, device memory
   // or KV budget too small.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<const models::Checkpoint> checkpoint,
-                                                        const EngineOptions& options);
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      std::shared_ptr<const models::Checkpoint> checkpoint, const EngineOptions& options);
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<const WeightSource> weights,
                                                         const EngineOptions& options);
   ~Engine();

@@ -36,8 +36,10 @@ TEST(EngineTest, RejectsMalformedRequestsWithoutSideEffects) {
   EXPECT_EQ(code(StepRequest{{SequenceChunk{1, {}}}}), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(StepRequest{{SequenceChunk{1, {512}}}}), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(StepRequest{{SequenceChunk{1, {-1}}}}), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(StepRequest{{SequenceChunk{1, {1}}, SequenceChunk{1, {2}}}}), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(StepRequest{{SequenceChunk{1, std::vector<int32_t>(257, 3)}}}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(StepRequest{{SequenceChunk{1, {1}}, SequenceChunk{1, {2}}}}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(StepRequest{{SequenceChunk{1, std::vector<int32_t>(257, 3)}}}),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*engine->SequenceLength(1), 0);
   EXPECT_EQ(engine->AddSequence(1).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(engine->RemoveSequence(5).code(), absl::StatusCode::kNotFound);
@@ -51,11 +53,13 @@ TEST(EngineTest, FullKvCacheFailsTheWholeStepAndRemovingFreesBlocks) {
   EXPECT_EQ(engine->kv_cache_stats().blocks_total, 6);
   ASSERT_TRUE(engine->AddSequence(1).ok());
   ASSERT_TRUE(engine->AddSequence(2).ok());
-  ASSERT_TRUE(engine->Step(StepRequest{{SequenceChunk{1, std::vector<int32_t>(12, 5)}}}).ok());  // 3 blocks
+  ASSERT_TRUE(
+      engine->Step(StepRequest{{SequenceChunk{1, std::vector<int32_t>(12, 5)}}}).ok());  // 3 blocks
   EXPECT_EQ(engine->kv_cache_stats().blocks_free, 3);
   EXPECT_EQ(*engine->BlocksNeeded(2, 13), 4);
   // Seq 1 fits (+1 block) but seq 2 does not: nothing changes.
-  auto st = engine->Step(StepRequest{{SequenceChunk{1, {7}}, SequenceChunk{2, std::vector<int32_t>(13, 9)}}});
+  auto st = engine->Step(
+      StepRequest{{SequenceChunk{1, {7}}, SequenceChunk{2, std::vector<int32_t>(13, 9)}}});
   EXPECT_EQ(st.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(engine->kv_cache_stats().blocks_free, 3);
   EXPECT_EQ(*engine->SequenceLength(1), 12);
@@ -91,7 +95,8 @@ class RecordingProvider : public ExpertProvider {
   explicit RecordingProvider(std::unique_ptr<ExpertProvider> inner) : inner_(std::move(inner)) {}
   void BeginStep(int64_t n) override { log.push_back("begin " + std::to_string(n)); }
   void OnRouterInput(const RouterInput& in) override {
-    log.push_back("input " + std::to_string(in.layer) + " next " + std::to_string(in.next_moe_layer));
+    log.push_back("input " + std::to_string(in.layer) + " next " +
+                  std::to_string(in.next_moe_layer));
     EXPECT_EQ(in.next_router.empty(), in.next_moe_layer < 0);
   }
   void OnTokenRouting(int layer, absl::Span<const int32_t> ids, int top_k) override {
@@ -132,7 +137,8 @@ class RecordingProvider : public ExpertProvider {
 TEST(EngineTest, ExpertProviderSeesTheContractedCallsAndCannotChangeResults) {
   RecordingProvider* recorder = nullptr;
   EngineOptions opts;
-  opts.expert_provider_factory = [&](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+  opts.expert_provider_factory =
+      [&](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
     auto inner = ResidentExpertProvider::Create(ctx);
     if (!inner.ok()) return inner.status();
     auto p = std::make_unique<RecordingProvider>(std::move(*inner));
@@ -145,9 +151,11 @@ TEST(EngineTest, ExpertProviderSeesTheContractedCallsAndCannotChangeResults) {
   auto a = RunGreedy(custom.get(), 1, prompt, 1);
   auto b = RunGreedy(plain.get(), 1, prompt, 1);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(0, std::memcmp(a->last_logits.data(), b->last_logits.data(), a->last_logits.size() * 4));
-  const std::vector<std::string> want = {"begin 5", "input 0 next 2", "tokens 0 5", "routing 0", "input 1 next 2",
-                                         "input 2 next -1", "tokens 2 5", "routing 2", "end"};
+  EXPECT_EQ(0,
+            std::memcmp(a->last_logits.data(), b->last_logits.data(), a->last_logits.size() * 4));
+  const std::vector<std::string> want = {"begin 5",    "input 0 next 2", "tokens 0 5",
+                                         "routing 0",  "input 1 next 2", "input 2 next -1",
+                                         "tokens 2 5", "routing 2",      "end"};
   EXPECT_EQ(recorder->log, want);
 }
 
@@ -155,11 +163,14 @@ TEST(EngineTest, ProviderErrorsFailTheStepAndRollBack) {
   class Failing : public ExpertProvider {
    public:
     void OnRouting(int, absl::Span<const int32_t>) override {}
-    absl::StatusOr<ExpertWeights> Acquire(int, int) override { return absl::DataLossError("pack corrupt"); }
+    absl::StatusOr<ExpertWeights> Acquire(int, int) override {
+      return absl::DataLossError("pack corrupt");
+    }
     void Release(int, int) override {}
   };
   EngineOptions opts;
-  opts.expert_provider_factory = [](const ExpertProviderContext&) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+  opts.expert_provider_factory =
+      [](const ExpertProviderContext&) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
     return std::unique_ptr<ExpertProvider>(new Failing);
   };
   auto engine = MakeEngine(kMixtral, opts);

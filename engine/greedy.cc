@@ -16,8 +16,8 @@ int32_t Argmax(absl::Span<const float> logits) {
 
 namespace {
 
-absl::StatusOr<GreedyResult> Run(Engine* engine, SequenceId id, absl::Span<const int32_t> prompt, int64_t generate,
-                                 int64_t chunk) {
+absl::StatusOr<GreedyResult> Run(Engine* engine, SequenceId id, absl::Span<const int32_t> prompt,
+                                 int64_t generate, int64_t chunk) {
   GreedyResult out;
   if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
   if (chunk <= 0) chunk = static_cast<int64_t>(prompt.size());
@@ -25,7 +25,8 @@ absl::StatusOr<GreedyResult> Run(Engine* engine, SequenceId id, absl::Span<const
     const size_t end = std::min(prompt.size(), begin + static_cast<size_t>(chunk));
     StepRequest req;
     req.record_routing = true;
-    req.chunks.push_back(SequenceChunk{id, std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end)});
+    req.chunks.push_back(
+        SequenceChunk{id, std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end)});
     ASSIGN_OR_RETURN(StepResult r, engine->Step(req));
     SequenceResult& s = r.sequences[0];
     if (out.routing.empty()) {
@@ -33,8 +34,10 @@ absl::StatusOr<GreedyResult> Run(Engine* engine, SequenceId id, absl::Span<const
     } else {
       for (size_t l = 0; l < out.routing.size(); ++l) {
         auto& dst = out.routing[l];
-        dst.expert_ids.insert(dst.expert_ids.end(), s.routing[l].expert_ids.begin(), s.routing[l].expert_ids.end());
-        dst.weights.insert(dst.weights.end(), s.routing[l].weights.begin(), s.routing[l].weights.end());
+        dst.expert_ids.insert(dst.expert_ids.end(), s.routing[l].expert_ids.begin(),
+                              s.routing[l].expert_ids.end());
+        dst.weights.insert(dst.weights.end(), s.routing[l].weights.begin(),
+                           s.routing[l].weights.end());
       }
     }
     out.last_logits = std::move(s.logits);
@@ -54,8 +57,9 @@ absl::StatusOr<GreedyResult> Run(Engine* engine, SequenceId id, absl::Span<const
 
 }  // namespace
 
-absl::StatusOr<GreedyResult> RunGreedy(Engine* engine, SequenceId id, absl::Span<const int32_t> prompt,
-                                       int64_t generate, int64_t prefill_chunk) {
+absl::StatusOr<GreedyResult> RunGreedy(Engine* engine, SequenceId id,
+                                       absl::Span<const int32_t> prompt, int64_t generate,
+                                       int64_t prefill_chunk) {
   RETURN_IF_ERROR(engine->AddSequence(id));
   absl::StatusOr<GreedyResult> result = Run(engine, id, prompt, generate, prefill_chunk);
   RETURN_IF_ERROR(engine->RemoveSequence(id));

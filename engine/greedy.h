@@ -24,8 +24,9 @@ int32_t Argmax(absl::Span<const float> logits);
 // Adds sequence `id`, prefills `prompt` (in chunks of at most
 // `prefill_chunk` tokens; 0 = one chunk), then decodes `generate` tokens one
 // step at a time through the KV cache, and removes the sequence.
-absl::StatusOr<GreedyResult> RunGreedy(Engine* engine, SequenceId id, absl::Span<const int32_t> prompt,
-                                       int64_t generate, int64_t prefill_chunk = 0);
+absl::StatusOr<GreedyResult> RunGreedy(Engine* engine, SequenceId id,
+                                       absl::Span<const int32_t> prompt, int64_t generate,
+                                       int64_t prefill_chunk = 0);
 
 }  // namespace expertd::engine
 

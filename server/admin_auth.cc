@@ -19,14 +19,16 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 absl::Status CheckAdminToken(const std::string& configured_token, const absl::string_view* header) {
   if (configured_token.empty()) {
-    return absl::PermissionDeniedError("admin API disabled: start expertd with --admin_token_file (or --admin_token)");
+    return absl::PermissionDeniedError(
+        "admin API disabled: start expertd with --admin_token_file (or --admin_token)");
   }
   if (header == nullptr) {
     return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
   }
   absl::string_view value = absl::StripAsciiWhitespace(*header);
   constexpr absl::string_view kPrefix = "Bearer ";
-  if (value.size() < kPrefix.size() || !absl::EqualsIgnoreCase(value.substr(0, kPrefix.size()), kPrefix)) {
+  if (value.size() < kPrefix.size() ||
+      !absl::EqualsIgnoreCase(value.substr(0, kPrefix.size()), kPrefix)) {
     return absl::UnauthenticatedError("authorization metadata must be 'Bearer <token>'");
   }
   absl::string_view token = absl::StripAsciiWhitespace(value.substr(kPrefix.size()));

@@ -2,8 +2,8 @@
 
 #include "server/admin_auth.h"
 #include "server/expert_stats.h"
-#include "server/model_runtime.h"
 #include "server/grpc_status.h"
+#include "server/model_runtime.h"
 #include "server/reactors.h"
 
 namespace expertd::server {
@@ -30,13 +30,15 @@ grpc::Status AdminServiceImpl::Authenticate(grpc::CallbackServerContext* ctx) co
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::SubmitFineTune(grpc::CallbackServerContext* ctx,
-                                                           const v1::SubmitFineTuneRequest*, v1::FineTuneJob*) {
+                                                           const v1::SubmitFineTuneRequest*,
+                                                           v1::FineTuneJob*) {
   grpc::Status auth = Authenticate(ctx);
   return FinishUnary(ctx, auth.ok() ? Unimplemented("SubmitFineTune", kNoTrainer) : auth);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::GetFineTuneJob(grpc::CallbackServerContext* ctx,
-                                                           const v1::GetFineTuneJobRequest*, v1::FineTuneJob*) {
+                                                           const v1::GetFineTuneJobRequest*,
+                                                           v1::FineTuneJob*) {
   grpc::Status auth = Authenticate(ctx);
   return FinishUnary(ctx, auth.ok() ? Unimplemented("GetFineTuneJob", kNoTrainer) : auth);
 }
@@ -49,7 +51,8 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ListFineTuneJobs(grpc::CallbackServe
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::CancelFineTuneJob(grpc::CallbackServerContext* ctx,
-                                                              const v1::CancelFineTuneJobRequest*, v1::FineTuneJob*) {
+                                                              const v1::CancelFineTuneJobRequest*,
+                                                              v1::FineTuneJob*) {
   grpc::Status auth = Authenticate(ctx);
   return FinishUnary(ctx, auth.ok() ? Unimplemented("CancelFineTuneJob", kNoTrainer) : auth);
 }
@@ -57,8 +60,8 @@ grpc::ServerUnaryReactor* AdminServiceImpl::CancelFineTuneJob(grpc::CallbackServ
 grpc::ServerWriteReactor<v1::FineTuneJobEvent>* AdminServiceImpl::WatchFineTuneJob(
     grpc::CallbackServerContext* ctx, const v1::WatchFineTuneJobRequest*) {
   grpc::Status auth = Authenticate(ctx);
-  return new FinishedWriteReactor<v1::FineTuneJobEvent>(auth.ok() ? Unimplemented("WatchFineTuneJob", kNoTrainer)
-                                                                   : auth);
+  return new FinishedWriteReactor<v1::FineTuneJobEvent>(
+      auth.ok() ? Unimplemented("WatchFineTuneJob", kNoTrainer) : auth);
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ActivateCheckpoint(grpc::CallbackServerContext* ctx,
@@ -75,13 +78,15 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerC
   if (!auth.ok()) return FinishUnary(ctx, auth);
   std::shared_ptr<const LoadedModel> model = state_->model();
   if (model == nullptr || model->runtime == nullptr) {
-    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
+    return FinishUnary(
+        ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
   }
   const engine::ExpertStore* store = model->runtime->expert_store();
   if (store == nullptr) {
-    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                         "GetExpertStats: every expert is resident (the daemon runs without "
-                                         "--expert_offload), so there is no expert cache to report"));
+    return FinishUnary(
+        ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "GetExpertStats: every expert is resident (the daemon runs without "
+                          "--expert_offload), so there is no expert cache to report"));
   }
   FillExpertStats(store->stats(), model->runtime->scheduler()->stats().tokens_processed, response);
   // Layer residency is cheap to count; the per-expert list only on request.

@@ -12,9 +12,11 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
   explicit AdminServiceImpl(ServingState* state) : state_(state) {}
 
-  grpc::ServerUnaryReactor* SubmitFineTune(grpc::CallbackServerContext* ctx, const v1::SubmitFineTuneRequest* request,
+  grpc::ServerUnaryReactor* SubmitFineTune(grpc::CallbackServerContext* ctx,
+                                           const v1::SubmitFineTuneRequest* request,
                                            v1::FineTuneJob* response) override;
-  grpc::ServerUnaryReactor* GetFineTuneJob(grpc::CallbackServerContext* ctx, const v1::GetFineTuneJobRequest* request,
+  grpc::ServerUnaryReactor* GetFineTuneJob(grpc::CallbackServerContext* ctx,
+                                           const v1::GetFineTuneJobRequest* request,
                                            v1::FineTuneJob* response) override;
   grpc::ServerUnaryReactor* ListFineTuneJobs(grpc::CallbackServerContext* ctx,
                                              const v1::ListFineTuneJobsRequest* request,
@@ -22,12 +24,13 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   grpc::ServerUnaryReactor* CancelFineTuneJob(grpc::CallbackServerContext* ctx,
                                               const v1::CancelFineTuneJobRequest* request,
                                               v1::FineTuneJob* response) override;
-  grpc::ServerWriteReactor<v1::FineTuneJobEvent>* WatchFineTuneJob(grpc::CallbackServerContext* ctx,
-                                                                   const v1::WatchFineTuneJobRequest* request) override;
+  grpc::ServerWriteReactor<v1::FineTuneJobEvent>* WatchFineTuneJob(
+      grpc::CallbackServerContext* ctx, const v1::WatchFineTuneJobRequest* request) override;
   grpc::ServerUnaryReactor* ActivateCheckpoint(grpc::CallbackServerContext* ctx,
                                                const v1::ActivateCheckpointRequest* request,
                                                v1::ActivateCheckpointResponse* response) override;
-  grpc::ServerUnaryReactor* GetExpertStats(grpc::CallbackServerContext* ctx, const v1::GetExpertStatsRequest* request,
+  grpc::ServerUnaryReactor* GetExpertStats(grpc::CallbackServerContext* ctx,
+                                           const v1::GetExpertStatsRequest* request,
                                            v1::ExpertStats* response) override;
 
  private:

@@ -17,7 +17,8 @@
 namespace expertd::server {
 namespace {
 
-constexpr const char* kServiceNames[] = {"", "expertd.v1.InferenceService", "expertd.v1.AdminService"};
+constexpr const char* kServiceNames[] = {"", "expertd.v1.InferenceService",
+                                         "expertd.v1.AdminService"};
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -83,15 +84,18 @@ absl::Status Daemon::Start() {
   // Fail fast on a directory that cannot be a model, before listening.
   auto config = models::LoadModelConfig(o.model_dir + "/config.json");
   if (!config.ok()) {
-    return absl::Status(config.status().code(),
-                        absl::StrCat("model directory '", o.model_dir, "': ", config.status().message()));
+    return absl::Status(config.status().code(), absl::StrCat("model directory '", o.model_dir,
+                                                             "': ", config.status().message()));
   }
 
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MakeCredentials(o));
   if (!o.metrics_listen.empty()) {
-    metrics_http_ = std::make_unique<metrics::MetricsHttpServer>(&metrics_.registry(), [this] { return state_.ready(); });
+    metrics_http_ = std::make_unique<metrics::MetricsHttpServer>(&metrics_.registry(),
+                                                                 [this] { return state_.ready(); });
     RETURN_IF_ERROR(metrics_http_->Start(o.metrics_listen));
-    EXPERTD_LOG(Info, "metrics listening").With("address", o.metrics_listen).With("port", metrics_http_->port());
+    EXPERTD_LOG(Info, "metrics listening")
+        .With("address", o.metrics_listen)
+        .With("port", metrics_http_->port());
   }
   if (!o.http_listen.empty()) {
     openai_http_ = std::make_unique<openai::OpenAiServer>(&state_, &metrics_, o.api_key);
@@ -126,7 +130,8 @@ absl::Status Daemon::Start() {
   if (server_ == nullptr || port_ == 0) {
     if (metrics_http_ != nullptr) metrics_http_->Stop();
     if (openai_http_ != nullptr) openai_http_->Stop();
-    return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
   }
   SetHealth(false);
   EXPERTD_LOG(Info, "listening")
@@ -150,7 +155,8 @@ absl::Status Daemon::LoadModel() {
   auto model = std::make_shared<LoadedModel>();
   model->name = o.model_name;
   model->dir = o.model_dir;
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime, ModelRuntime::Load(o, &scheduler_metrics_, state_.clock()));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRuntime> runtime,
+                   ModelRuntime::Load(o, &scheduler_metrics_, state_.clock()));
   model->config = runtime->config();
   model->runtime = std::move(runtime);
   if (state_.draining()) return absl::CancelledError("shutdown requested while loading");

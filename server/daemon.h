@@ -58,7 +58,7 @@ class Daemon {
   void SetHealth(bool serving);
 
   ServingState state_;
-  ServingMetrics metrics_;  // after state_: built from its options
+  ServingMetrics metrics_;              // after state_: built from its options
   SchedulerMetrics scheduler_metrics_;  // feeds metrics_ from the scheduler
   InferenceServiceImpl inference_service_;
   AdminServiceImpl admin_service_;

@@ -19,7 +19,8 @@ void FillCounters(const engine::ExpertLayerCounters& c, v1::ExpertCounters* out)
 
 }  // namespace
 
-void FillExpertStats(const engine::ExpertStoreStats& s, int64_t tokens_processed, v1::ExpertStats* out) {
+void FillExpertStats(const engine::ExpertStoreStats& s, int64_t tokens_processed,
+                     v1::ExpertStats* out) {
   out->set_policy(s.policy);
   out->set_prefetch(s.prefetch);
   out->set_device_cache_capacity_bytes(static_cast<uint64_t>(s.device_slots) * s.slot_bytes);
@@ -35,16 +36,23 @@ void FillExpertStats(const engine::ExpertStoreStats& s, int64_t tokens_processed
   out->set_tokens_processed(static_cast<uint64_t>(tokens_processed));
 }
 
-void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement, v1::ExpertStats* out) {
+void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement,
+                         v1::ExpertStats* out) {
   std::vector<uint32_t> on_device;
   for (const engine::ExpertPlacementEntry& p : placement) {
     v1::ExpertPlacement* e = out->add_experts();
     e->set_layer(static_cast<uint32_t>(p.layer));
     e->set_expert(static_cast<uint32_t>(p.expert));
     switch (p.tier) {
-      case engine::ExpertPlacementEntry::Tier::kDevice: e->set_tier(v1::EXPERT_TIER_DEVICE); break;
-      case engine::ExpertPlacementEntry::Tier::kHost: e->set_tier(v1::EXPERT_TIER_HOST); break;
-      case engine::ExpertPlacementEntry::Tier::kDisk: e->set_tier(v1::EXPERT_TIER_DISK); break;
+      case engine::ExpertPlacementEntry::Tier::kDevice:
+        e->set_tier(v1::EXPERT_TIER_DEVICE);
+        break;
+      case engine::ExpertPlacementEntry::Tier::kHost:
+        e->set_tier(v1::EXPERT_TIER_HOST);
+        break;
+      case engine::ExpertPlacementEntry::Tier::kDisk:
+        e->set_tier(v1::EXPERT_TIER_DISK);
+        break;
     }
     e->set_uses(p.token_uses);
     if (p.tier == engine::ExpertPlacementEntry::Tier::kDevice) {

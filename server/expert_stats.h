@@ -11,8 +11,10 @@
 
 namespace expertd::server {
 
-void FillExpertStats(const engine::ExpertStoreStats& stats, int64_t tokens_processed, v1::ExpertStats* out);
-void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement, v1::ExpertStats* out);
+void FillExpertStats(const engine::ExpertStoreStats& stats, int64_t tokens_processed,
+                     v1::ExpertStats* out);
+void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement,
+                         v1::ExpertStats* out);
 ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& stats);
 
 }  // namespace expertd::server

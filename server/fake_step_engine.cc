@@ -24,7 +24,8 @@ int64_t FakeStepEngine::sequences() const {
 
 absl::Status FakeStepEngine::AddSequence(engine::SequenceId id) {
   absl::MutexLock lock(&mu_);
-  if (!lengths_.emplace(id, 0).second) return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " exists"));
+  if (!lengths_.emplace(id, 0).second)
+    return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " exists"));
   return absl::OkStatus();
 }
 
@@ -34,7 +35,8 @@ absl::Status FakeStepEngine::RemoveSequence(engine::SequenceId id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> FakeStepEngine::BlocksNeeded(engine::SequenceId id, int64_t new_tokens) const {
+absl::StatusOr<int64_t> FakeStepEngine::BlocksNeeded(engine::SequenceId id,
+                                                     int64_t new_tokens) const {
   absl::MutexLock lock(&mu_);
   auto it = lengths_.find(id);
   if (it == lengths_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
@@ -63,16 +65,19 @@ absl::Status FakeStepEngine::CheckLocked(const engine::StepRequest& request) con
   int64_t needed = 0;
   for (const engine::SequenceChunk& c : request.chunks) {
     auto it = lengths_.find(c.id);
-    if (c.all_logits) return absl::UnimplementedError("the fake engine returns last-position logits only");
+    if (c.all_logits)
+      return absl::UnimplementedError("the fake engine returns last-position logits only");
     if (it == lengths_.end() || !seen.insert(c.id).second || c.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("bad chunk for sequence ", c.id));
     }
     for (int32_t t : c.tokens) {
-      if (t < 0 || t >= options_.vocab_size) return absl::InvalidArgumentError(absl::StrCat("token ", t));
+      if (t < 0 || t >= options_.vocab_size)
+        return absl::InvalidArgumentError(absl::StrCat("token ", t));
     }
     needed += Blocks(it->second + static_cast<int64_t>(c.tokens.size())) - Blocks(it->second);
   }
-  if (UsedBlocksLocked() + needed > options_.blocks_total) return absl::ResourceExhaustedError("KV cache full");
+  if (UsedBlocksLocked() + needed > options_.blocks_total)
+    return absl::ResourceExhaustedError("KV cache full");
   return absl::OkStatus();
 }
 

@@ -30,7 +30,9 @@ class FakeStepEngine final : public StepEngine {
   explicit FakeStepEngine(Options options) : options_(options) {}
 
   // The greedy token after the token at position `position`.
-  int32_t NextToken(int64_t position) const { return static_cast<int32_t>((position * 7 + 3) % options_.vocab_size); }
+  int32_t NextToken(int64_t position) const {
+    return static_cast<int32_t>((position * 7 + 3) % options_.vocab_size);
+  }
 
   // The n-th Step call (1-based, counted since construction) returns `status`.
   void FailStep(int64_t n, absl::Status status);
@@ -45,9 +47,12 @@ class FakeStepEngine final : public StepEngine {
   int32_t vocab_size() const override { return options_.vocab_size; }
 
  private:
-  int64_t Blocks(int64_t tokens) const { return (tokens + options_.block_size - 1) / options_.block_size; }
+  int64_t Blocks(int64_t tokens) const {
+    return (tokens + options_.block_size - 1) / options_.block_size;
+  }
   int64_t UsedBlocksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckLocked(const engine::StepRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLocked(const engine::StepRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable absl::Mutex mu_;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "server/proto_time.h"
 #include "server/grpc_status.h"
+#include "server/proto_time.h"
 
 namespace expertd::server {
 namespace {
@@ -16,12 +16,18 @@ grpc::ByteBuffer Serialize(const google::protobuf::MessageLite& m) {
 
 v1::FinishReason ToProto(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
-    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
-    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
-    case FinishReason::kError: return v1::FINISH_REASON_ERROR;
+    case FinishReason::kNone:
+      return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case FinishReason::kError:
+      return v1::FINISH_REASON_ERROR;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
 }
@@ -44,7 +50,8 @@ void AppendUpdateImpl(const GenerationUpdate& u, Response* out) {
   if (!u.finished) return;
   out->set_finish_reason(ToProto(u.finish_reason));
   if (!u.matched_stop_string.empty()) out->set_matched_stop_string(u.matched_stop_string);
-  if (u.matched_stop_token_id >= 0) out->set_matched_stop_token_id(static_cast<uint32_t>(u.matched_stop_token_id));
+  if (u.matched_stop_token_id >= 0)
+    out->set_matched_stop_token_id(static_cast<uint32_t>(u.matched_stop_token_id));
   if (!u.error_message.empty()) out->set_error_message(u.error_message);
   v1::Usage* usage = out->mutable_usage();
   usage->set_prompt_tokens(u.prompt_tokens);
@@ -59,8 +66,12 @@ void AppendUpdateImpl(const GenerationUpdate& u, Response* out) {
 
 }  // namespace
 
-void AppendUpdate(const GenerationUpdate& u, v1::GenerateResponse* out) { AppendUpdateImpl(u, out); }
-void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out) { AppendUpdateImpl(u, out); }
+void AppendUpdate(const GenerationUpdate& u, v1::GenerateResponse* out) {
+  AppendUpdateImpl(u, out);
+}
+void AppendUpdate(const GenerationUpdate& u, v1::GenerateUnaryResponse* out) {
+  AppendUpdateImpl(u, out);
+}
 
 grpc::Status FinalStatus(const GenerationUpdate& u) { return ToGrpcStatus(u.status); }
 
@@ -97,7 +108,8 @@ void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
   Finish(status);
 }
 
-GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler, GenerationRequest request,
+GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler,
+                                                     GenerationRequest request,
                                                      RequestSummary summary, RpcDone done) {
   std::shared_ptr<GenerateStreamReactor> r(
       new GenerateStreamReactor(scheduler, request.deadline, std::move(summary), std::move(done)));
@@ -182,7 +194,8 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     has_pending_ = false;
-    if (final_seen_ && final_status_.ok()) final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
+    if (final_seen_ && final_status_.ok())
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
     if (!final_seen_) return;  // the scheduler's final update will finish the call
   } else {
     absl::MutexLock lock(&mu_);
@@ -226,10 +239,10 @@ void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
 }
 
 GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
-                                                   RequestSummary summary, grpc::ByteBuffer* response,
-                                                   RpcDone done) {
-  std::shared_ptr<GenerateUnaryReactor> r(
-      new GenerateUnaryReactor(scheduler, request.deadline, std::move(summary), response, std::move(done)));
+                                                   RequestSummary summary,
+                                                   grpc::ByteBuffer* response, RpcDone done) {
+  std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(
+      scheduler, request.deadline, std::move(summary), response, std::move(done)));
   r->self_ = r;
   {
     absl::MutexLock lock(&r->mu_);

@@ -5,8 +5,8 @@
 #ifndef EXPERTD_SERVER_GENERATE_REACTORS_H_
 #define EXPERTD_SERVER_GENERATE_REACTORS_H_
 
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -44,8 +44,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
                                     public GenerationObserver,
                                     public std::enable_shared_from_this<GenerateStreamReactor> {
  public:
-  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request, RequestSummary summary,
-                                       RpcDone done);
+  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request,
+                                       RequestSummary summary, RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;  // scheduler thread
   void OnWriteDone(bool ok) override;
@@ -53,8 +53,12 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   void OnDone() override;
 
  private:
-  GenerateStreamReactor(Scheduler* scheduler, absl::Time deadline, RequestSummary summary, RpcDone done)
-      : scheduler_(scheduler), deadline_(deadline), on_finish_(std::move(done)), summary_(std::move(summary)) {}
+  GenerateStreamReactor(Scheduler* scheduler, absl::Time deadline, RequestSummary summary,
+                        RpcDone done)
+      : scheduler_(scheduler),
+        deadline_(deadline),
+        on_finish_(std::move(done)),
+        summary_(std::move(summary)) {}
   void FinishWith(const grpc::Status& status);
   // Under mu_: decides the next network action. Returns true if `in_flight_`
   // should be written; sets *finish when the call should end instead.
@@ -70,11 +74,11 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   RequestSummary summary_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   std::string request_id_ ABSL_GUARDED_BY(mu_);
-  v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);    // accumulated, not yet written
+  v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);  // accumulated, not yet written
   bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::ByteBuffer in_flight_;                           // owned by the write in flight
+  grpc::ByteBuffer in_flight_;  // owned by the write in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool final_seen_ ABSL_GUARDED_BY(mu_) = false;         // the last update arrived
+  bool final_seen_ ABSL_GUARDED_BY(mu_) = false;  // the last update arrived
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -85,8 +89,9 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
                                    public GenerationObserver,
                                    public std::enable_shared_from_this<GenerateUnaryReactor> {
  public:
-  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request, RequestSummary summary,
-                                      grpc::ByteBuffer* response, RpcDone done);
+  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
+                                      RequestSummary summary, grpc::ByteBuffer* response,
+                                      RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;
   void OnCancel() override;

@@ -46,7 +46,7 @@ struct GenerationRequest {
 struct ValidationLimits {
   std::string model_name;
   int64_t vocab_size = 0;
-  int64_t max_context = 0;     // prompt + max_new_tokens must fit
+  int64_t max_context = 0;  // prompt + max_new_tokens must fit
   int32_t max_top_logprobs = 20;
   size_t max_stop_strings = 16;
   size_t max_stop_string_bytes = 256;
@@ -61,14 +61,15 @@ struct ValidationLimits {
 // Turns a text prompt into token ids (the model's tokenizer). May fail for an
 // unusable prompt (InvalidArgument).
 using TextTokenizer = std::function<absl::StatusOr<std::vector<int32_t>>(const std::string& text,
-                                                                          bool add_special_tokens)>;
+                                                                         bool add_special_tokens)>;
 
 // Checks every field (InvalidArgument naming it) and builds the request.
 // `random_seed` is used when the request gives none; `default_request_id`
 // when it has no id.
 absl::StatusOr<GenerationRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                           const ValidationLimits& limits,
-                                                          const TextTokenizer& tokenize, uint64_t random_seed,
+                                                          const TextTokenizer& tokenize,
+                                                          uint64_t random_seed,
                                                           const std::string& default_request_id);
 
 }  // namespace expertd::server

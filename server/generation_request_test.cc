@@ -140,25 +140,36 @@ TEST(GenerationRequestTest, EveryBadFieldIsNamed) {
     mutate(&r);
     return r;
   };
-  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_temperature(-1); }), "sampling.temperature");
-  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_temperature(NAN); }), "sampling.temperature");
+  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_temperature(-1); }),
+                "sampling.temperature");
+  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_temperature(NAN); }),
+                "sampling.temperature");
   ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_top_p(0); }), "sampling.top_p");
   ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_top_p(1.5f); }), "sampling.top_p");
   ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_min_p(2); }), "sampling.min_p");
-  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_repetition_penalty(0); }), "sampling.repetition_penalty");
-  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_presence_penalty(3); }), "sampling.presence_penalty");
-  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_frequency_penalty(-3); }), "sampling.frequency_penalty");
-  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_max_new_tokens(0); }), "stopping.max_new_tokens");
-  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_max_new_tokens(1000); }), "stopping.max_new_tokens");
-  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_min_new_tokens(20); }), "stopping.min_new_tokens");
+  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_repetition_penalty(0); }),
+                "sampling.repetition_penalty");
+  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_presence_penalty(3); }),
+                "sampling.presence_penalty");
+  ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_frequency_penalty(-3); }),
+                "sampling.frequency_penalty");
+  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_max_new_tokens(0); }),
+                "stopping.max_new_tokens");
+  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_max_new_tokens(1000); }),
+                "stopping.max_new_tokens");
+  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_min_new_tokens(20); }),
+                "stopping.min_new_tokens");
   ExpectInvalid(with([](auto* r) { r->mutable_stopping()->add_stop(""); }), "stopping.stop");
-  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->add_stop(std::string(300, 'x')); }), "stopping.stop");
+  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->add_stop(std::string(300, 'x')); }),
+                "stopping.stop");
   ExpectInvalid(with([](auto* r) { r->mutable_stopping()->add_stop("\xFF"); }), "stopping.stop");
   ExpectInvalid(with([](auto* r) {
-                  for (int i = 0; i < 17; ++i) r->mutable_stopping()->add_stop("s" + std::to_string(i));
+                  for (int i = 0; i < 17; ++i)
+                    r->mutable_stopping()->add_stop("s" + std::to_string(i));
                 }),
                 "stopping.stop");
-  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->add_stop_token_ids(100); }), "stopping.stop_token_ids");
+  ExpectInvalid(with([](auto* r) { r->mutable_stopping()->add_stop_token_ids(100); }),
+                "stopping.stop_token_ids");
   ExpectInvalid(with([](auto* r) { r->mutable_logprobs()->set_top_n(21); }), "logprobs.top_n");
   ExpectInvalid(with([](auto* r) { r->set_model("other"); }), "model");
   ExpectInvalid(with([](auto* r) { r->set_request_id("has space"); }), "request_id");

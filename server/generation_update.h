@@ -29,16 +29,16 @@ struct GenerationTiming {
 };
 
 struct GenerationUpdate {
-  std::vector<int32_t> token_ids;      // new since the previous update
-  std::string text;                    // UTF-8-complete delta
-  std::vector<TokenLogprobs> logprobs; // one per token when requested
+  std::vector<int32_t> token_ids;       // new since the previous update
+  std::string text;                     // UTF-8-complete delta
+  std::vector<TokenLogprobs> logprobs;  // one per token when requested
 
-  bool finished = false;               // last update of the request
+  bool finished = false;  // last update of the request
   // When finished: OK with a finish reason, or the status the call ends with
   // (CANCELLED, DEADLINE_EXCEEDED).
   absl::Status status;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error_message;           // with kError
+  std::string error_message;  // with kError
   std::string matched_stop_string;
   int32_t matched_stop_token_id = -1;
   int32_t prompt_tokens = 0;

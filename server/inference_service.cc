@@ -5,13 +5,13 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "server/proto_time.h"
-#include "server/request_decoding.h"
 #include "server/generate_reactors.h"
 #include "server/grpc_status.h"
 #include "server/model_info.h"
 #include "server/model_runtime.h"
+#include "server/proto_time.h"
 #include "server/reactors.h"
+#include "server/request_decoding.h"
 #include "server/version.h"
 
 namespace expertd::server {
@@ -43,7 +43,8 @@ struct Prepared {
 
 // Starts a call's summary: ids (the server's also goes to the client as
 // response metadata), arrival.
-RequestSummary StartSummary(ServingState* state, grpc::CallbackServerContext* ctx, const char* rpc) {
+RequestSummary StartSummary(ServingState* state, grpc::CallbackServerContext* ctx,
+                            const char* rpc) {
   RequestSummary s;
   s.rpc = rpc;
   s.request_id = NextRequestId();
@@ -52,8 +53,8 @@ RequestSummary StartSummary(ServingState* state, grpc::CallbackServerContext* ct
   return s;
 }
 
-absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer& raw,
-                                 RequestSummary* summary) {
+absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx,
+                                 const grpc::ByteBuffer& raw, RequestSummary* summary) {
   Prepared p;
   grpc::Slice bytes;
   if (!raw.DumpToSingleSlice(&bytes).ok()) return absl::InvalidArgumentError("unreadable request");
@@ -65,8 +66,8 @@ absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContex
   if (!accepting.ok()) return accepting;
   p.model = state->model();
   ModelRuntime* rt = p.model->runtime.get();
-  auto validated =
-      ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(), summary->request_id);
+  auto validated = ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(),
+                                           summary->request_id);
   if (!validated.ok()) return validated.status();
   p.request = *std::move(validated);
   p.request.arrival = summary->arrival;  // read from the daemon's clock
@@ -87,14 +88,15 @@ std::function<void(const grpc::Status&, const RequestSummary&)> InferenceService
   };
 }
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext* ctx, const char* rpc,
-                                                     grpc::Status status) {
-  if (metrics_ != nullptr) metrics_->OnRpcFinished(rpc, static_cast<absl::StatusCode>(status.error_code()));
+grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext* ctx,
+                                                     const char* rpc, grpc::Status status) {
+  if (metrics_ != nullptr)
+    metrics_->OnRpcFinished(rpc, static_cast<absl::StatusCode>(status.error_code()));
   return FinishUnary(ctx, std::move(status));
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(grpc::CallbackServerContext* ctx,
-                                                                           const grpc::ByteBuffer* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
   RequestSummary summary = StartSummary(state_, ctx, "Generate");
   absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
   if (!p.ok()) {
@@ -102,8 +104,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(grpc:
     Recorder()(status, summary);
     return new FinishedWriteReactor<grpc::ByteBuffer>(status);
   }
-  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request), std::move(summary),
-                                       Recorder());
+  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request),
+                                       std::move(summary), Recorder());
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
@@ -116,21 +118,24 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServ
     Recorder()(status, summary);
     return FinishUnary(ctx, std::move(status));
   }
-  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request), std::move(summary),
-                                      response, Recorder());
+  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request),
+                                      std::move(summary), response, Recorder());
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerContext* ctx,
                                                          const v1::TokenizeRequest* request,
                                                          v1::TokenizeResponse* response) {
   std::shared_ptr<const LoadedModel> model = state_->model();
-  if (model == nullptr) return Done(ctx, "Tokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
+  if (model == nullptr)
+    return Done(ctx, "Tokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
   const models::Tokenizer* tok = model->runtime->tokenizer();
   if (tok == nullptr) {
-    return Done(ctx, "Tokenize", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                         "Tokenize: the model directory has no tokenizer.json"));
+    return Done(ctx, "Tokenize",
+                grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                             "Tokenize: the model directory has no tokenizer.json"));
   }
-  auto ids = tok->Encode(request->text(), request->has_add_special_tokens() ? request->add_special_tokens() : true);
+  auto ids = tok->Encode(request->text(),
+                         request->has_add_special_tokens() ? request->add_special_tokens() : true);
   if (!ids.ok()) return Done(ctx, "Tokenize", ToGrpcStatus(ids.status()));
   for (int32_t id : *ids) response->add_token_ids(static_cast<uint32_t>(id));
   return Done(ctx, "Tokenize", grpc::Status::OK);
@@ -140,22 +145,27 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Detokenize(grpc::CallbackServerC
                                                            const v1::DetokenizeRequest* request,
                                                            v1::DetokenizeResponse* response) {
   std::shared_ptr<const LoadedModel> model = state_->model();
-  if (model == nullptr) return Done(ctx, "Detokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
+  if (model == nullptr)
+    return Done(ctx, "Detokenize", ToGrpcStatus(state_->CheckAcceptingRequests()));
   const models::Tokenizer* tok = model->runtime->tokenizer();
   if (tok == nullptr) {
-    return Done(ctx, "Detokenize", grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                         "Detokenize: the model directory has no tokenizer.json"));
+    return Done(ctx, "Detokenize",
+                grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                             "Detokenize: the model directory has no tokenizer.json"));
   }
   std::vector<int32_t> ids;
   ids.reserve(request->token_ids_size());
   for (uint32_t id : request->token_ids()) {
     if (id > static_cast<uint32_t>(INT32_MAX) || !tok->IsValidId(static_cast<int32_t>(id))) {
-      return Done(ctx, "Detokenize", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                           absl::StrCat("token_ids: ", id, " is not in the tokenizer's vocabulary")));
+      return Done(
+          ctx, "Detokenize",
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("token_ids: ", id, " is not in the tokenizer's vocabulary")));
     }
     ids.push_back(static_cast<int32_t>(id));
   }
-  auto text = tok->Decode(ids, request->has_skip_special_tokens() ? request->skip_special_tokens() : true);
+  auto text =
+      tok->Decode(ids, request->has_skip_special_tokens() ? request->skip_special_tokens() : true);
   if (!text.ok()) return Done(ctx, "Detokenize", ToGrpcStatus(text.status()));
   response->set_text(*std::move(text));
   return Done(ctx, "Detokenize", grpc::Status::OK);
@@ -166,15 +176,17 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetModelInfo(grpc::CallbackServe
                                                              v1::ModelInfo* response) {
   std::shared_ptr<const LoadedModel> model = state_->model();
   if (model == nullptr) {
-    return Done(ctx, "GetModelInfo", grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
+    return Done(
+        ctx, "GetModelInfo",
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
   }
   FillModelInfo(*model, state_->options(), response);
   return Done(ctx, "GetModelInfo", grpc::Status::OK);
 }
 
-grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(grpc::CallbackServerContext* ctx,
-                                                              const v1::GetServerInfoRequest* request,
-                                                              v1::ServerInfo* response) {
+grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(
+    grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest* request,
+    v1::ServerInfo* response) {
   response->set_version(kVersion);
   ToProtoDuration(state_->clock()->Now() - state_->start_time(), response->mutable_uptime());
   response->set_ready(state_->ready());

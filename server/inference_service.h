@@ -18,29 +18,37 @@ namespace expertd::server {
 // byte offset, is counted, and is logged as JSON. Their responses are the
 // same GenerateResponse / GenerateUnaryResponse messages, serialized.
 using InferenceServiceBase = v1::InferenceService::WithRawCallbackMethod_Generate<
-    v1::InferenceService::WithRawCallbackMethod_GenerateUnary<v1::InferenceService::CallbackService>>;
+    v1::InferenceService::WithRawCallbackMethod_GenerateUnary<
+        v1::InferenceService::CallbackService>>;
 
 class InferenceServiceImpl final : public InferenceServiceBase {
  public:
   // `metrics` may be null (tests).
-  InferenceServiceImpl(ServingState* state, ServingMetrics* metrics) : state_(state), metrics_(metrics) {}
+  InferenceServiceImpl(ServingState* state, ServingMetrics* metrics)
+      : state_(state), metrics_(metrics) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* ctx,
-                                                        const grpc::ByteBuffer* request) override;
-  grpc::ServerUnaryReactor* GenerateUnary(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* GenerateUnary(grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx,
+                                     const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx,
+                                       const v1::DetokenizeRequest* request,
                                        v1::DetokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::GetModelInfoRequest* request,
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx,
+                                         const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
-  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest* request,
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const v1::GetServerInfoRequest* request,
                                           v1::ServerInfo* response) override;
 
  private:
   // Finishes a unary call and counts it.
-  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc, grpc::Status status);
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
+                                 grpc::Status status);
   // Counts the call and writes its request log line (--log_requests).
   std::function<void(const grpc::Status&, const RequestSummary&)> Recorder();
 

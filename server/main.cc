@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "base/flags.h"
-#include "google/protobuf/stubs/logging.h"
 #include "base/log.h"
+#include "google/protobuf/stubs/logging.h"
 #include "server/daemon.h"
 #include "server/options.h"
 #include "server/port_file.h"
@@ -35,7 +35,8 @@ constexpr int kExitForcedBySecondSignal = 3;
 
 // The protobuf runtime's own messages go through our logger, so
 // --log_format=json output stays one JSON object per line.
-void ProtobufLogToOurLog(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+void ProtobufLogToOurLog(google::protobuf::LogLevel level, const char* file, int line,
+                         const std::string& message) {
   if (level >= google::protobuf::LOGLEVEL_ERROR) {
     EXPERTD_LOG(Error, "protobuf").With("message", message).With("file", file).With("line", line);
   } else {
@@ -45,9 +46,12 @@ void ProtobufLogToOurLog(google::protobuf::LogLevel level, const char* file, int
 
 const char* SignalName(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGHUP: return "SIGHUP";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
   }
   return "signal";
 }
@@ -88,9 +92,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   ServerOptions options;
-  expertd::FlagSet flags(std::string("expertd ") + expertd::server::kVersion +
-                         ": serves a Mixture-of-Experts model over gRPC.\n"
-                         "usage: expertd --model_dir=DIR [--listen=HOST:PORT] [--config=FILE.json] [flags]");
+  expertd::FlagSet flags(
+      std::string("expertd ") + expertd::server::kVersion +
+      ": serves a Mixture-of-Experts model over gRPC.\n"
+      "usage: expertd --model_dir=DIR [--listen=HOST:PORT] [--config=FILE.json] [flags]");
   expertd::server::RegisterServerFlags(&flags, &options);
   // Not a ServerOptions field: it changes what the binary does, not how it serves.
   bool check_config = false;
@@ -163,7 +168,8 @@ int main(int argc, char** argv) {
       absl::Status load = daemon.load_status();
       if (!load.ok()) {
         EXPERTD_LOG(Error, "model load failed").With("error", load);
-        std::fprintf(stderr, "expertd: model load failed: %s\n", std::string(load.message()).c_str());
+        std::fprintf(stderr, "expertd: model load failed: %s\n",
+                     std::string(load.message()).c_str());
         daemon.Shutdown();
         return 1;
       }

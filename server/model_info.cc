@@ -9,10 +9,11 @@ namespace {
 std::string DescribeRouter(const models::ModelConfig& c) {
   switch (c.router_scoring) {
     case models::RouterScoring::kSoftmax:
-      return absl::StrCat("softmax top-", c.num_experts_per_tok, c.norm_topk_prob ? ", renormalised" : "");
+      return absl::StrCat("softmax top-", c.num_experts_per_tok,
+                          c.norm_topk_prob ? ", renormalised" : "");
     case models::RouterScoring::kSigmoid:
-      return absl::StrCat("sigmoid grouped top-", c.num_experts_per_tok, " (", c.topk_group, " of ", c.n_group,
-                          " groups), scaled by ", c.routed_scaling_factor);
+      return absl::StrCat("sigmoid grouped top-", c.num_experts_per_tok, " (", c.topk_group, " of ",
+                          c.n_group, " groups), scaled by ", c.routed_scaling_factor);
   }
   return "";
 }
@@ -59,12 +60,15 @@ void FillModelInfo(const LoadedModel& model, const ServerOptions& options, v1::M
   v1::MemoryPlacement* p = info->mutable_placement();
   const uint64_t dtype_bytes = models::DTypeSize(c.torch_dtype);
   const uint64_t expert_bytes = static_cast<uint64_t>(c.TotalExpertParams()) * dtype_bytes;
-  const std::string backend = model.runtime != nullptr ? model.runtime->backend_name() : options.backend;
+  const std::string backend =
+      model.runtime != nullptr ? model.runtime->backend_name() : options.backend;
   p->set_backend(backend);
   p->add_devices(backend == "cuda" ? "cuda:0" : "cpu");
-  p->set_dense_weight_bytes((static_cast<uint64_t>(c.TotalParams()) - c.TotalExpertParams()) * dtype_bytes);
+  p->set_dense_weight_bytes((static_cast<uint64_t>(c.TotalParams()) - c.TotalExpertParams()) *
+                            dtype_bytes);
   p->set_expert_weight_bytes(expert_bytes);
-  const engine::ExpertStore* store = model.runtime != nullptr ? model.runtime->expert_store() : nullptr;
+  const engine::ExpertStore* store =
+      model.runtime != nullptr ? model.runtime->expert_store() : nullptr;
   if (store == nullptr) {  // every expert resident on the device
     p->set_device_expert_cache_bytes(expert_bytes);
     p->set_expert_cache_policy("resident");

@@ -1,18 +1,17 @@
 #include "server/model_runtime.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/parallel/multi_device_experts.h"
 #include "engine/parallel/parallel_flags.h"
-#include "engine/backend/backend_factory.h"
 
 namespace expertd::server {
 namespace {
@@ -25,7 +24,8 @@ bool FileExists(const std::string& path) {
 // Adapts the tokenizer's streaming detokenizer to the scheduler's interface.
 class DetokenizerStreamer final : public TextStreamer {
  public:
-  DetokenizerStreamer(const models::Tokenizer* tokenizer, bool skip_special) : detok_(tokenizer, skip_special) {}
+  DetokenizerStreamer(const models::Tokenizer* tokenizer, bool skip_special)
+      : detok_(tokenizer, skip_special) {}
   std::string Push(int32_t id) override {
     absl::StatusOr<std::string> s = detok_.Push(id);
     return s.ok() ? *std::move(s) : std::string();  // ids come from the model: always valid
@@ -39,9 +39,11 @@ class DetokenizerStreamer final : public TextStreamer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOptions& o,
-                                                                  SchedulerListener* listener, Clock* clock) {
+                                                                 SchedulerListener* listener,
+                                                                 Clock* clock) {
   std::unique_ptr<ModelRuntime> rt(new ModelRuntime());
-  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> checkpoint, models::Checkpoint::Open(o.model_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> checkpoint,
+                   models::Checkpoint::Open(o.model_dir));
   rt->checkpoint_ = std::move(checkpoint);
   RETURN_IF_ERROR(rt->checkpoint_->ValidateAgainstConfig());
   const models::ModelConfig& c = rt->checkpoint_->config();
@@ -50,7 +52,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   if (FileExists(tokenizer_path)) {
     auto tok = models::Tokenizer::LoadFromFile(tokenizer_path);
     if (!tok.ok()) {
-      return absl::Status(tok.status().code(), absl::StrCat(tokenizer_path, ": ", tok.status().message()));
+      return absl::Status(tok.status().code(),
+                          absl::StrCat(tokenizer_path, ": ", tok.status().message()));
     }
     rt->tokenizer_ = *std::move(tok);
   } else {
@@ -68,13 +71,15 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   eo.max_step_tokens = o.max_batch_tokens;
   eo.backend.device_memory_limit = o.device_memory_bytes;
   rt->backend_name_ = eo.backend.name;
-  ASSIGN_OR_RETURN(std::optional<engine::ExpertStoreOptions> offload, engine::ExpertStoreOptionsFromFlags(o.experts));
+  ASSIGN_OR_RETURN(std::optional<engine::ExpertStoreOptions> offload,
+                   engine::ExpertStoreOptionsFromFlags(o.experts));
   if (offload.has_value()) {
     const engine::ExpertStoreOptions store_options = *offload;
     engine::ExpertStore** slot = &rt->expert_store_;
     eo.expert_provider_factory = [store_options, slot](const engine::ExpertProviderContext& context)
         -> absl::StatusOr<std::unique_ptr<engine::ExpertProvider>> {
-      ASSIGN_OR_RETURN(std::unique_ptr<engine::ExpertStore> store, engine::ExpertStore::Create(context, store_options));
+      ASSIGN_OR_RETURN(std::unique_ptr<engine::ExpertStore> store,
+                       engine::ExpertStore::Create(context, store_options));
       *slot = store.get();
       return std::unique_ptr<engine::ExpertProvider>(std::move(store));
     };
@@ -112,7 +117,9 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   TextStreamerFactory text;
   if (rt->tokenizer_ != nullptr) {
     const models::Tokenizer* tok = rt->tokenizer_.get();
-    text = [tok](bool skip_special) { return std::make_unique<DetokenizerStreamer>(tok, skip_special); };
+    text = [tok](bool skip_special) {
+      return std::make_unique<DetokenizerStreamer>(tok, skip_special);
+    };
   }
   rt->scheduler_ = std::make_unique<Scheduler>(rt->engine_.get(), std::move(text), so, listener);
   rt->scheduler_->Start();
@@ -137,7 +144,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
     // longer text cannot fit the context: refused before tokenizing.
     size_t longest = 1;
     for (int32_t id = 0; id < rt->tokenizer_->vocab_size(); ++id) {
-      if (const std::string* t = rt->tokenizer_->IdToToken(id)) longest = std::max(longest, t->size());
+      if (const std::string* t = rt->tokenizer_->IdToToken(id))
+        longest = std::max(longest, t->size());
     }
     rt->limits_.max_prompt_bytes = static_cast<size_t>(c.max_position_embeddings) * longest;
   }
@@ -160,7 +168,9 @@ absl::StatusOr<std::shared_ptr<const chat_template::ChatFormatter>> ModelRuntime
   if (!formatter.ok()) return formatter.status();
   if (!o.chat_template.empty()) {
     std::ifstream in(o.chat_template, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("--chat_template: cannot read '", o.chat_template, "'"));
+    if (!in)
+      return absl::NotFoundError(
+          absl::StrCat("--chat_template: cannot read '", o.chat_template, "'"));
     std::stringstream source;
     source << in.rdbuf();
     absl::Status s = formatter->OverrideTemplate(source.str());
@@ -176,7 +186,8 @@ absl::StatusOr<std::shared_ptr<const chat_template::ChatFormatter>> ModelRuntime
 TextTokenizer ModelRuntime::text_tokenizer() const {
   if (tokenizer_ == nullptr) return nullptr;
   const models::Tokenizer* tok = tokenizer_.get();
-  return [tok](const std::string& text, bool add_special) { return tok->Encode(text, add_special); };
+  return
+      [tok](const std::string& text, bool add_special) { return tok->Encode(text, add_special); };
 }
 
 }  // namespace expertd::server

@@ -26,7 +26,8 @@ class ModelRuntime {
   // the scheduler. `listener` (may be null) and `clock` (the scheduler's
   // time) must outlive the runtime.
   static absl::StatusOr<std::unique_ptr<ModelRuntime>> Load(const ServerOptions& options,
-                                                            SchedulerListener* listener, Clock* clock);
+                                                            SchedulerListener* listener,
+                                                            Clock* clock);
   ~ModelRuntime();  // drains the scheduler (immediately) if still running
 
   const models::ModelConfig& config() const { return checkpoint_->config(); }

@@ -18,7 +18,8 @@ absl::Status FlagError(absl::string_view flag, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": ", what));
 }
 
-absl::Status OneOf(absl::string_view flag, const std::string& value, std::initializer_list<const char*> allowed) {
+absl::Status OneOf(absl::string_view flag, const std::string& value,
+                   std::initializer_list<const char*> allowed) {
   std::string list;
   for (const char* a : allowed) {
     if (value == a) return absl::OkStatus();
@@ -48,44 +49,54 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->String("tls_cert", &o->tls_cert, "PEM certificate chain: serve TLS (needs --tls_key)");
   f->String("tls_key", &o->tls_key, "PEM private key for --tls_cert");
   f->String("metrics_listen", &o->metrics_listen,
-            "host:port for Prometheus GET /metrics and GET /health over HTTP (empty: off; port 0: any free port)");
+            "host:port for Prometheus GET /metrics and GET /health over HTTP (empty: off; port 0: "
+            "any free port)");
   f->String("http_listen", &o->http_listen,
             "host:port for the OpenAI-compatible HTTP API: /v1/models, /v1/completions, "
             "/v1/chat/completions (empty: off; port 0: any free port)");
-  f->String("api_key", &o->api_key, "bearer key the HTTP API requires (prefer --api_key_file; empty: open)");
+  f->String("api_key", &o->api_key,
+            "bearer key the HTTP API requires (prefer --api_key_file; empty: open)");
   f->String("api_key_file", &o->api_key_file, "file holding the HTTP API's bearer key");
-  f->String("model_dir", &o->model_dir, "Hugging Face checkpoint directory (config.json, *.safetensors)");
-  f->String("model_name", &o->model_name, "name clients use for the model (default: model_dir's base name)");
+  f->String("model_dir", &o->model_dir,
+            "Hugging Face checkpoint directory (config.json, *.safetensors)");
+  f->String("model_name", &o->model_name,
+            "name clients use for the model (default: model_dir's base name)");
   f->String("chat_template", &o->chat_template,
             "Jinja chat template file for /v1/chat/completions (default: tokenizer_config.json's)");
   f->String("backend", &o->backend, "auto | cpu | cuda");
   f->Int("threads", &o->threads, 0, 1024, "CPU backend threads (0: all cores)");
-  f->ByteSize("device_memory_bytes", &o->device_memory_bytes,
-              "backend memory limit (CPU: an arena standing in for device memory; 0 = unlimited / all)");
+  f->ByteSize(
+      "device_memory_bytes", &o->device_memory_bytes,
+      "backend memory limit (CPU: an arena standing in for device memory; 0 = unlimited / all)");
   f->ByteSize("kv_cache_bytes", &o->kv_cache_bytes, "KV-cache budget, e.g. 512MiB");
   f->Int("kv_block_size", &o->kv_block_size, 1, 1024, "tokens per KV-cache block");
   engine::RegisterExpertStoreFlags(f, &o->experts);
   engine::parallel::RegisterParallelFlags(f, &o->parallel);
   f->Int("max_batch_tokens", &o->max_batch_tokens, 1, 1 << 20, "tokens per engine step");
-  f->Int("max_running_requests", &o->max_running_requests, 1, 4096, "sequences in the running batch");
+  f->Int("max_running_requests", &o->max_running_requests, 1, 4096,
+         "sequences in the running batch");
   f->Int("max_queue_length", &o->max_queue_length, 0, 1 << 20,
          "requests waiting for a batch slot before new ones get RESOURCE_EXHAUSTED");
-  f->String("admin_token", &o->admin_token, "bearer token for AdminService (prefer --admin_token_file)");
+  f->String("admin_token", &o->admin_token,
+            "bearer token for AdminService (prefer --admin_token_file)");
   f->String("admin_token_file", &o->admin_token_file, "file holding the AdminService bearer token");
   f->Double("shutdown_grace_seconds", &o->shutdown_grace_seconds, 0, 3600,
             "on SIGTERM, let in-flight requests finish for this long");
   f->String("log_level", &o->log_level, "debug | info | warn | error");
   f->String("log_format", &o->log_format, "json | text");
   f->Bool("log_requests", &o->log_requests,
-          "one log line per Generate call at its end (ids, tokens, TTFT, total time, finish reason, status)");
+          "one log line per Generate call at its end (ids, tokens, TTFT, total time, finish "
+          "reason, status)");
 }
 
 namespace {
 
-absl::Status ParseHostPort(absl::string_view flag, const std::string& value, std::string* host, int* port) {
+absl::Status ParseHostPort(absl::string_view flag, const std::string& value, std::string* host,
+                           int* port) {
   size_t colon = value.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return FlagError(flag, absl::StrCat("'", value, "' is not host:port (e.g. 127.0.0.1:50051 or [::]:50051)"));
+    return FlagError(
+        flag, absl::StrCat("'", value, "' is not host:port (e.g. 127.0.0.1:50051 or [::]:50051)"));
   }
   int p;
   if (!absl::SimpleAtoi(value.substr(colon + 1), &p) || p < 0 || p > 65535) {
@@ -109,9 +120,11 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
   if (!o->metrics_listen.empty()) {
     std::string metrics_host;
     int metrics_port;
-    RETURN_IF_ERROR(ParseHostPort("metrics_listen", o->metrics_listen, &metrics_host, &metrics_port));
+    RETURN_IF_ERROR(
+        ParseHostPort("metrics_listen", o->metrics_listen, &metrics_host, &metrics_port));
     if (metrics_port != 0 && metrics_port == port) {
-      return FlagError("metrics_listen", absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
+      return FlagError("metrics_listen",
+                       absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
     }
   }
   if (!o->http_listen.empty()) {
@@ -119,17 +132,20 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
     int http_port;
     RETURN_IF_ERROR(ParseHostPort("http_listen", o->http_listen, &http_host, &http_port));
     if (http_port != 0 && http_port == port) {
-      return FlagError("http_listen", absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
+      return FlagError("http_listen",
+                       absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
     }
   }
   if (o->model_dir.empty()) return FlagError("model_dir", "is required");
-  if (!IsDirectory(o->model_dir)) return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
+  if (!IsDirectory(o->model_dir))
+    return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
   RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));
   auto experts = engine::ExpertStoreOptionsFromFlags(o->experts);
   if (!experts.ok()) return experts.status();
   if (o->experts.expert_cache_percent > 0 && o->device_memory_bytes == 0 && o->backend != "cuda") {
-    return FlagError("expert_cache_percent",
-                     "on the CPU backend it needs --device_memory_bytes (the arena it is a percentage of)");
+    return FlagError(
+        "expert_cache_percent",
+        "on the CPU backend it needs --device_memory_bytes (the arena it is a percentage of)");
   }
   auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o->parallel, o->threads);
   if (!multi.ok()) return multi.status();
@@ -137,27 +153,33 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
     return FlagError("devices", "multi-device experts and --expert_offload cannot be combined yet");
   }
   if (multi->has_value() && o->backend == "cuda") {
-    return FlagError("devices", "multi-device experts run on CPU virtual devices only for now (--backend=cpu)");
+    return FlagError(
+        "devices", "multi-device experts run on CPU virtual devices only for now (--backend=cpu)");
   }
   if (o->kv_cache_bytes < (1u << 20)) return FlagError("kv_cache_bytes", "must be at least 1MiB");
   if (o->tls_cert.empty() != o->tls_key.empty()) {
-    return FlagError(o->tls_cert.empty() ? "tls_cert" : "tls_key", "--tls_cert and --tls_key go together");
+    return FlagError(o->tls_cert.empty() ? "tls_cert" : "tls_key",
+                     "--tls_cert and --tls_key go together");
   }
-  for (const auto& [flag, path] : {std::pair<const char*, std::string>{"tls_cert", o->tls_cert},
-                                   {"tls_key", o->tls_key}}) {
-    if (!path.empty() && !IsReadableFile(path)) return FlagError(flag, absl::StrCat("cannot read '", path, "'"));
+  for (const auto& [flag, path] :
+       {std::pair<const char*, std::string>{"tls_cert", o->tls_cert}, {"tls_key", o->tls_key}}) {
+    if (!path.empty() && !IsReadableFile(path))
+      return FlagError(flag, absl::StrCat("cannot read '", path, "'"));
   }
   if (!o->admin_token_file.empty()) {
-    if (!o->admin_token.empty()) return FlagError("admin_token_file", "give either --admin_token or --admin_token_file");
+    if (!o->admin_token.empty())
+      return FlagError("admin_token_file", "give either --admin_token or --admin_token_file");
     std::ifstream in(o->admin_token_file);
-    if (!in) return FlagError("admin_token_file", absl::StrCat("cannot read '", o->admin_token_file, "'"));
+    if (!in)
+      return FlagError("admin_token_file", absl::StrCat("cannot read '", o->admin_token_file, "'"));
     std::stringstream buf;
     buf << in.rdbuf();
     o->admin_token = std::string(absl::StripAsciiWhitespace(buf.str()));
     if (o->admin_token.empty()) return FlagError("admin_token_file", "the file is empty");
   }
   if (!o->api_key_file.empty()) {
-    if (!o->api_key.empty()) return FlagError("api_key_file", "give either --api_key or --api_key_file");
+    if (!o->api_key.empty())
+      return FlagError("api_key_file", "give either --api_key or --api_key_file");
     std::ifstream in(o->api_key_file);
     if (!in) return FlagError("api_key_file", absl::StrCat("cannot read '", o->api_key_file, "'"));
     std::stringstream buf;
@@ -172,9 +194,12 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
     return FlagError("admin_token", "must be at least 16 characters");
   }
   log::Level level;
-  if (!log::ParseLevel(o->log_level, &level)) return FlagError("log_level", absl::StrCat("'", o->log_level, "' is not one of: debug, info, warn, error"));
+  if (!log::ParseLevel(o->log_level, &level))
+    return FlagError("log_level",
+                     absl::StrCat("'", o->log_level, "' is not one of: debug, info, warn, error"));
   log::Format format;
-  if (!log::ParseFormat(o->log_format, &format)) return FlagError("log_format", absl::StrCat("'", o->log_format, "' is not one of: json, text"));
+  if (!log::ParseFormat(o->log_format, &format))
+    return FlagError("log_format", absl::StrCat("'", o->log_format, "' is not one of: json, text"));
   if (o->model_name.empty()) {
     std::string dir = o->model_dir;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();

@@ -20,22 +20,22 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // host:port; port 0 picks a free one
   std::string port_file;                   // write the bound port here once listening
   int64_t max_receive_message_bytes = 64 << 20;
-  std::string tls_cert;                    // PEM; both or neither with tls_key
+  std::string tls_cert;  // PEM; both or neither with tls_key
   std::string tls_key;
-  std::string metrics_listen;              // host:port for HTTP /metrics + /health; empty = off
-  std::string http_listen;                 // host:port for the OpenAI-compatible HTTP API; empty = off
+  std::string metrics_listen;  // host:port for HTTP /metrics + /health; empty = off
+  std::string http_listen;     // host:port for the OpenAI-compatible HTTP API; empty = off
 
   // Model.
-  std::string model_dir;                   // Hugging Face checkpoint directory (required)
-  std::string model_name;                  // served name; default: model_dir's base name
-  std::string chat_template;               // Jinja file replacing tokenizer_config.json's chat_template
-  std::string backend = "auto";            // auto | cpu | cuda
-  int64_t threads = 0;                     // CPU backend worker threads; 0 = all cores
+  std::string model_dir;         // Hugging Face checkpoint directory (required)
+  std::string model_name;        // served name; default: model_dir's base name
+  std::string chat_template;     // Jinja file replacing tokenizer_config.json's chat_template
+  std::string backend = "auto";  // auto | cpu | cuda
+  int64_t threads = 0;           // CPU backend worker threads; 0 = all cores
 
   // Memory budgets.
-  uint64_t device_memory_bytes = 0;        // backend memory limit; 0 = unlimited (CPU) / all (GPU)
+  uint64_t device_memory_bytes = 0;  // backend memory limit; 0 = unlimited (CPU) / all (GPU)
   uint64_t kv_cache_bytes = 256ull << 20;
-  int64_t kv_block_size = 16;              // tokens per KV block
+  int64_t kv_block_size = 16;  // tokens per KV block
 
   // Expert offloading (docs/offload.md): --expert_offload, budgets, policy,
   // prefetch, pack location, routing trace. Off: every expert resident.
@@ -44,21 +44,21 @@ struct ServerOptions {
   engine::parallel::ParallelFlags parallel;
 
   // Scheduling.
-  int64_t max_batch_tokens = 2048;         // tokens per engine step (prefill chunks + decodes)
+  int64_t max_batch_tokens = 2048;  // tokens per engine step (prefill chunks + decodes)
   int64_t max_running_requests = 64;
-  int64_t max_queue_length = 256;          // waiting requests before RESOURCE_EXHAUSTED
+  int64_t max_queue_length = 256;  // waiting requests before RESOURCE_EXHAUSTED
 
   // Admin API.
-  std::string admin_token;                 // bearer token; empty = admin API refused
-  std::string admin_token_file;            // read the token from this file instead
-  std::string api_key;                     // bearer key for the HTTP API; empty = open
-  std::string api_key_file;                // read the key from this file instead
+  std::string admin_token;       // bearer token; empty = admin API refused
+  std::string admin_token_file;  // read the token from this file instead
+  std::string api_key;           // bearer key for the HTTP API; empty = open
+  std::string api_key_file;      // read the key from this file instead
 
   // Lifecycle and logs.
-  double shutdown_grace_seconds = 10;      // SIGTERM: finish in-flight work for this long
-  std::string log_level = "info";          // debug | info | warn | error
-  std::string log_format = "json";         // json | text
-  bool log_requests = true;                // one "request" log line per Generate call
+  double shutdown_grace_seconds = 10;  // SIGTERM: finish in-flight work for this long
+  std::string log_level = "info";      // debug | info | warn | error
+  std::string log_format = "json";     // json | text
+  bool log_requests = true;            // one "request" log line per Generate call
 };
 
 // Binds every option to a flag (names as the struct fields).

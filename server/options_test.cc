@@ -24,7 +24,8 @@ class OptionsTest : public ::testing::Test {
   void ExpectError(std::vector<std::string> args, const std::string& needle) {
     absl::Status s = Parse(args);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-    EXPECT_NE(s.message().find(needle), std::string::npos) << "message: " << s.message() << "\nwanted: " << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos)
+        << "message: " << s.message() << "\nwanted: " << needle;
   }
   std::string dir_ = ::testing::TempDir();
   ServerOptions options_;
@@ -57,10 +58,13 @@ TEST_F(OptionsTest, BadValuesNameTheFlag) {
   ExpectError({"--model_dir=" + dir_, "--kv_cache_bytes=12 parsecs"}, "--kv_cache_bytes");
   ExpectError({"--model_dir=" + dir_, "--kv_cache_bytes=1KiB"}, "at least 1MiB");
   ExpectError({"--model_dir=" + dir_, "--expert_cache_percent=150"}, "--expert_cache_percent");
-  ExpectError({"--model_dir=" + dir_, "--expert_cache_bytes=1GiB", "--expert_cache_percent=10"}, "not both");
-  ExpectError({"--model_dir=" + dir_, "--expert_offload", "--expert_cache_percent=10"}, "--device_memory_bytes");
+  ExpectError({"--model_dir=" + dir_, "--expert_cache_bytes=1GiB", "--expert_cache_percent=10"},
+              "not both");
+  ExpectError({"--model_dir=" + dir_, "--expert_offload", "--expert_cache_percent=10"},
+              "--device_memory_bytes");
   ExpectError({"--model_dir=" + dir_, "--expert_policy=mru"}, "--expert_policy");
-  ExpectError({"--model_dir=" + dir_, "--expert_offload", "--pin_hot_fraction=2"}, "--pin_hot_fraction");
+  ExpectError({"--model_dir=" + dir_, "--expert_offload", "--pin_hot_fraction=2"},
+              "--pin_hot_fraction");
   ExpectError({"--model_dir=" + dir_, "--tls_cert=/x.pem"}, "--tls_cert and --tls_key go together");
   ExpectError({"--model_dir=" + dir_, "--tls_cert=/x.pem", "--tls_key=/y.pem"}, "cannot read");
   ExpectError({"--model_dir=" + dir_, "--admin_token=short"}, "at least 16");
@@ -74,9 +78,12 @@ TEST_F(OptionsTest, MetricsListen) {
   EXPECT_EQ(options_.metrics_listen, "");  // off unless asked for
   ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--metrics_listen=0.0.0.0:9090"}).ok());
   EXPECT_EQ(options_.metrics_listen, "0.0.0.0:9090");
-  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"}).ok());
-  ExpectError({"--model_dir=" + dir_, "--metrics_listen=9090"}, "--metrics_listen: '9090' is not host:port");
-  ExpectError({"--model_dir=" + dir_, "--metrics_listen=[::]:70000"}, "--metrics_listen: '[::]:70000' has no valid port");
+  ASSERT_TRUE(
+      Parse({"--model_dir=" + dir_, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"}).ok());
+  ExpectError({"--model_dir=" + dir_, "--metrics_listen=9090"},
+              "--metrics_listen: '9090' is not host:port");
+  ExpectError({"--model_dir=" + dir_, "--metrics_listen=[::]:70000"},
+              "--metrics_listen: '[::]:70000' has no valid port");
   ExpectError({"--model_dir=" + dir_, "--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:50051"},
               "--metrics_listen: port 50051 is already the gRPC port");
 }
@@ -97,18 +104,23 @@ TEST_F(OptionsTest, HttpApiFlags) {
   EXPECT_EQ(options_.api_key, "k");
   std::string path = dir_ + "/api_key";
   std::ofstream(path) << " sk-abc \n";
-  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--http_listen=127.0.0.1:0", "--api_key_file=" + path}).ok());
+  ASSERT_TRUE(
+      Parse({"--model_dir=" + dir_, "--http_listen=127.0.0.1:0", "--api_key_file=" + path}).ok());
   EXPECT_EQ(options_.api_key, "sk-abc");
-  ExpectError({"--model_dir=" + dir_, "--api_key=k"}, "--api_key: protects the HTTP API: set --http_listen too");
-  ExpectError({"--model_dir=" + dir_, "--http_listen=8000"}, "--http_listen: '8000' is not host:port");
+  ExpectError({"--model_dir=" + dir_, "--api_key=k"},
+              "--api_key: protects the HTTP API: set --http_listen too");
+  ExpectError({"--model_dir=" + dir_, "--http_listen=8000"},
+              "--http_listen: '8000' is not host:port");
   ExpectError({"--model_dir=" + dir_, "--listen=0.0.0.0:8000", "--http_listen=0.0.0.0:8000"},
               "--http_listen: port 8000 is already the gRPC port");
-  ExpectError({"--model_dir=" + dir_, "--http_listen=127.0.0.1:0", "--api_key_file=/no/such"}, "cannot read");
+  ExpectError({"--model_dir=" + dir_, "--http_listen=127.0.0.1:0", "--api_key_file=/no/such"},
+              "cannot read");
 }
 
 TEST_F(OptionsTest, ConfigFile) {
   std::string path = dir_ + "/expertd.json";
-  std::ofstream(path) << "{\"model_dir\": \"" << dir_ << "\", \"kv_cache_bytes\": \"64MiB\", \"prefetch\": \"all\"}";
+  std::ofstream(path) << "{\"model_dir\": \"" << dir_
+                      << "\", \"kv_cache_bytes\": \"64MiB\", \"prefetch\": \"all\"}";
   ASSERT_TRUE(Parse({"--config=" + path, "--prefetch=none"}).ok());
   EXPECT_EQ(options_.kv_cache_bytes, 64ull << 20);
   EXPECT_EQ(options_.experts.prefetch, "none");

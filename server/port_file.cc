@@ -30,7 +30,8 @@ absl::Status WritePortFile(const std::string& path, const ListeningPorts& ports)
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

@@ -16,7 +16,8 @@ class FinishedWriteReactor : public grpc::ServerWriteReactor<Response> {
 };
 
 // Finishes a unary call via the context's default reactor.
-inline grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, grpc::Status status) {
+inline grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx,
+                                             grpc::Status status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(std::move(status));
   return reactor;

@@ -19,8 +19,8 @@ constexpr int kMaxDepth = 32;
 // not valid UTF-8 (byte N)"); sets *malformed when the bytes are not a
 // well-formed message (then protobuf must not see them: it would report a
 // truncated string's bytes as bad UTF-8).
-std::optional<std::string> Walk(const Descriptor* type, absl::string_view bytes, const std::string& prefix,
-                                int depth, bool* malformed) {
+std::optional<std::string> Walk(const Descriptor* type, absl::string_view bytes,
+                                const std::string& prefix, int depth, bool* malformed) {
   if (depth > kMaxDepth) {
     *malformed = true;
     return std::nullopt;
@@ -35,9 +35,11 @@ std::optional<std::string> Walk(const Descriptor* type, absl::string_view bytes,
     }
     const int number = static_cast<int>(WireFormatLite::GetTagFieldNumber(tag));
     const FieldDescriptor* field = type->FindFieldByNumber(number);
-    const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    const bool delimited =
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
     if (field == nullptr || !delimited ||
-        (field->type() != FieldDescriptor::TYPE_STRING && field->type() != FieldDescriptor::TYPE_MESSAGE)) {
+        (field->type() != FieldDescriptor::TYPE_STRING &&
+         field->type() != FieldDescriptor::TYPE_MESSAGE)) {
       if (!WireFormatLite::SkipField(&in, tag)) {
         *malformed = true;
         return std::nullopt;
@@ -46,7 +48,8 @@ std::optional<std::string> Walk(const Descriptor* type, absl::string_view bytes,
     }
     uint32_t length = 0;
     std::string value;
-    if (!in.ReadVarint32(&length) || length > bytes.size() || !in.ReadString(&value, static_cast<int>(length))) {
+    if (!in.ReadVarint32(&length) || length > bytes.size() ||
+        !in.ReadString(&value, static_cast<int>(length))) {
       *malformed = true;
       return std::nullopt;
     }
@@ -56,14 +59,16 @@ std::optional<std::string> Walk(const Descriptor* type, absl::string_view bytes,
         return absl::StrCat(name, ": not valid UTF-8 (byte ", *bad, ")");
       }
     } else {
-      std::optional<std::string> inner = Walk(field->message_type(), value, name + ".", depth + 1, malformed);
+      std::optional<std::string> inner =
+          Walk(field->message_type(), value, name + ".", depth + 1, malformed);
       if (inner.has_value() || *malformed) return inner;
     }
   }
 }
 
 absl::Status NotAMessage(const Descriptor* type) {
-  return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type->full_name(), " message"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("the request is not a valid ", type->full_name(), " message"));
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ std::optional<size_t> FirstInvalidUtf8(absl::string_view s);
 // Returns e.g. "text: not valid UTF-8 (byte 17)" or
 // "stopping.stop: not valid UTF-8 (byte 3)"; nullopt when every string is
 // valid or the bytes are not well-formed enough to tell.
-std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descriptor* type, absl::string_view bytes);
+std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descriptor* type,
+                                                absl::string_view bytes);
 
 // Parses `bytes` into `message` (no UTF-8 error is logged by protobuf: the
 // strings are checked first). INVALID_ARGUMENT on failure, with the reason.

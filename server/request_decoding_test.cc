@@ -9,7 +9,8 @@ namespace {
 // Proto3 refuses invalid UTF-8 in string fields at serialization too, so the
 // bad bytes are spliced into the wire form of a message holding a valid
 // placeholder of the same length.
-std::string WithBytesReplaced(const std::string& wire, const std::string& placeholder, const std::string& bad) {
+std::string WithBytesReplaced(const std::string& wire, const std::string& placeholder,
+                              const std::string& bad) {
   std::string out = wire;
   const size_t at = out.find(placeholder);
   EXPECT_NE(at, std::string::npos);
@@ -22,10 +23,10 @@ TEST(RequestDecodingTest, FirstInvalidUtf8) {
   EXPECT_EQ(FirstInvalidUtf8("plain ascii"), std::nullopt);
   EXPECT_EQ(FirstInvalidUtf8("h\xC3\xA9llo \xF0\x9F\x98\x80"), std::nullopt);
   EXPECT_EQ(FirstInvalidUtf8("bad \xFF utf-8"), 4u);
-  EXPECT_EQ(FirstInvalidUtf8(std::string("a\xC3", 2)), 1u);       // truncated
-  EXPECT_EQ(FirstInvalidUtf8("ab\xC0\xAF"), 2u);                   // overlong
-  EXPECT_EQ(FirstInvalidUtf8("abc\xED\xA0\x80"), 3u);              // surrogate
-  EXPECT_EQ(FirstInvalidUtf8("\xF4\x90\x80\x80"), 0u);             // > U+10FFFF
+  EXPECT_EQ(FirstInvalidUtf8(std::string("a\xC3", 2)), 1u);  // truncated
+  EXPECT_EQ(FirstInvalidUtf8("ab\xC0\xAF"), 2u);             // overlong
+  EXPECT_EQ(FirstInvalidUtf8("abc\xED\xA0\x80"), 3u);        // surrogate
+  EXPECT_EQ(FirstInvalidUtf8("\xF4\x90\x80\x80"), 0u);       // > U+10FFFF
   EXPECT_EQ(FirstInvalidUtf8("\xE2\x82"), 0u);
 }
 
@@ -33,7 +34,8 @@ TEST(RequestDecodingTest, InvalidUtf8InTextIsNamedWithItsOffset) {
   v1::GenerateRequest req;
   req.set_text("hello PLACEHOLDER!");
   req.mutable_stopping()->set_max_new_tokens(4);
-  const std::string wire = WithBytesReplaced(req.SerializeAsString(), "PLACEHOLDER", "wor\xFFld\xFE\xFE\xFE\xFE\xFE");
+  const std::string wire =
+      WithBytesReplaced(req.SerializeAsString(), "PLACEHOLDER", "wor\xFFld\xFE\xFE\xFE\xFE\xFE");
   v1::GenerateRequest out;
   absl::Status s = DecodeMessage(wire, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

@@ -15,18 +15,25 @@ void SummarizeFinalUpdate(const GenerationUpdate& u, RequestSummary* s) {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "";
 }
 
 void LogRequest(const RequestSummary& s, const absl::Status& status) {
-  const absl::Duration total = s.arrival == absl::InfinitePast() ? absl::ZeroDuration() : absl::Now() - s.arrival;
+  const absl::Duration total =
+      s.arrival == absl::InfinitePast() ? absl::ZeroDuration() : absl::Now() - s.arrival;
   auto line = EXPERTD_LOG(Info, "request");
   line.With("rpc", s.rpc)
       .With("request_id", s.request_id)

@@ -17,9 +17,9 @@ struct Scheduler::Sequence {
   std::shared_ptr<RequestHandle> handle;
   int64_t reserved_blocks = 0;
 
-  bool in_engine = false;      // AddSequence done
-  int64_t prefilled = 0;       // prompt tokens already in the KV cache
-  std::vector<int32_t> output;  // generated tokens
+  bool in_engine = false;                    // AddSequence done
+  int64_t prefilled = 0;                     // prompt tokens already in the KV cache
+  std::vector<int32_t> output;               // generated tokens
   std::unique_ptr<engine::Sampler> sampler;  // the request's RNG and penalty state
   std::unique_ptr<TextStreamer> text;
   std::unique_ptr<StopStringMatcher> stops;
@@ -49,7 +49,9 @@ engine::SamplingParams ToEngine(const GenerationRequest& r) {
   return p;
 }
 
-bool Contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 }  // namespace
 
@@ -61,8 +63,9 @@ Scheduler::Scheduler(engine::Engine* engine, TextStreamerFactory text, Scheduler
                      SchedulerListener* listener)
     : Scheduler(AdaptEngine(engine), nullptr, std::move(text), std::move(options), listener) {}
 
-Scheduler::Scheduler(std::unique_ptr<StepEngine> owned, StepEngine* engine, TextStreamerFactory text,
-                     SchedulerOptions options, SchedulerListener* listener)
+Scheduler::Scheduler(std::unique_ptr<StepEngine> owned, StepEngine* engine,
+                     TextStreamerFactory text, SchedulerOptions options,
+                     SchedulerListener* listener)
     : owned_engine_(std::move(owned)),
       engine_(owned_engine_ != nullptr ? owned_engine_.get() : engine),
       text_(std::move(text)),
@@ -75,22 +78,27 @@ Scheduler::Scheduler(std::unique_ptr<StepEngine> owned, StepEngine* engine, Text
 
 Scheduler::~Scheduler() { Drain(absl::ZeroDuration()); }
 
-void Scheduler::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Scheduler::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
-int64_t Scheduler::BlocksFor(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+int64_t Scheduler::BlocksFor(int64_t tokens) const {
+  return (tokens + block_size_ - 1) / block_size_;
+}
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(GenerationRequest request,
-                                                                 std::shared_ptr<GenerationObserver> observer) {
+absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(
+    GenerationRequest request, std::shared_ptr<GenerationObserver> observer) {
   auto seq = std::make_unique<Sequence>();
-  seq->reserved_blocks = BlocksFor(static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens);
+  seq->reserved_blocks =
+      BlocksFor(static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens);
   if (seq->reserved_blocks > blocks_total_) {
     // Not RESOURCE_EXHAUSTED: that tells clients to retry, and this request
     // would not fit even into an empty cache.
-    return absl::InvalidArgumentError(
-        absl::StrCat("stopping.max_new_tokens: prompt (", request.prompt.size(), " tokens) + max_new_tokens (",
-                     request.max_new_tokens, ") needs ", seq->reserved_blocks * block_size_,
-                     " tokens of KV cache but the server's whole KV cache (--kv_cache_bytes) holds ",
-                     blocks_total_ * block_size_, "; lower max_new_tokens or shorten the prompt"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stopping.max_new_tokens: prompt (", request.prompt.size(), " tokens) + max_new_tokens (",
+        request.max_new_tokens, ") needs ", seq->reserved_blocks * block_size_,
+        " tokens of KV cache but the server's whole KV cache (--kv_cache_bytes) holds ",
+        blocks_total_ * block_size_, "; lower max_new_tokens or shorten the prompt"));
   }
   engine::SamplingParams params = ToEngine(request);
   absl::Status valid = engine::ValidateSamplingParams(params);
@@ -103,10 +111,12 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(GenerationReque
   seq->handle = std::make_shared<RequestHandle>();
   std::shared_ptr<RequestHandle> handle = seq->handle;
   absl::MutexLock lock(&mu_);
-  if (draining_ || stop_) return absl::UnavailableError("server is shutting down; retry on another replica");
+  if (draining_ || stop_)
+    return absl::UnavailableError("server is shutting down; retry on another replica");
   if (static_cast<int64_t>(waiting_.size()) >= options_.max_queue) {
-    return absl::ResourceExhaustedError(absl::StrCat("server overloaded: ", waiting_.size(),
-                                                     " requests already waiting (max_queue_length); retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server overloaded: ", waiting_.size(),
+                     " requests already waiting (max_queue_length); retry later"));
   }
   seq->id = next_id_++;
   waiting_.push_back(std::move(seq));
@@ -159,8 +169,9 @@ void Scheduler::AuditAdmission(const char* where) {
   for (const auto& s : running_) sum += s->reserved_blocks;
   const engine::KvCacheStats kv = engine_->kv_cache_stats();
   const int64_t used = kv.blocks_total - kv.blocks_free;
-  const bool ok = static_cast<int64_t>(running_.size()) <= options_.max_running && sum == reserved_blocks_ &&
-                  reserved_blocks_ <= blocks_total_ && used <= reserved_blocks_;
+  const bool ok = static_cast<int64_t>(running_.size()) <= options_.max_running &&
+                  sum == reserved_blocks_ && reserved_blocks_ <= blocks_total_ &&
+                  used <= reserved_blocks_;
   if (ok) return;
   ++admission_violations_;
   EXPERTD_LOG(Error, "scheduler admission bookkeeping is inconsistent")
@@ -282,7 +293,8 @@ void Scheduler::RunStep() {
     const int64_t remaining = static_cast<int64_t>(s->request.prompt.size()) - s->prefilled;
     const int64_t n = std::min(remaining, budget);
     engine::SequenceChunk chunk{s->id, {}, false};
-    chunk.tokens.assign(s->request.prompt.begin() + s->prefilled, s->request.prompt.begin() + s->prefilled + n);
+    chunk.tokens.assign(s->request.prompt.begin() + s->prefilled,
+                        s->request.prompt.begin() + s->prefilled + n);
     step.chunks.push_back(std::move(chunk));
     in_step.push_back(s.get());
     budget -= n;
@@ -307,7 +319,9 @@ void Scheduler::RunStep() {
     stats_.tokens_processed = tokens_processed_;
   }
   if (!result.ok()) {
-    EXPERTD_LOG(Error, "engine step failed").With("error", result.status()).With("sequences", in_step.size());
+    EXPERTD_LOG(Error, "engine step failed")
+        .With("error", result.status())
+        .With("sequences", in_step.size());
     for (size_t i = 0; i < running_.size();) {
       if (std::find(in_step.begin(), in_step.end(), running_[i].get()) == in_step.end()) {
         ++i;
@@ -331,9 +345,10 @@ void Scheduler::RunStep() {
       ++generated_tokens;
     }
     // Drop finished sequences (Finish() cleared their observer).
-    running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                  [](const std::unique_ptr<Sequence>& s) { return s->observer == nullptr; }),
-                   running_.end());
+    running_.erase(
+        std::remove_if(running_.begin(), running_.end(),
+                       [](const std::unique_ptr<Sequence>& s) { return s->observer == nullptr; }),
+        running_.end());
   }
   AuditAdmission("step");
   SchedulerStats snapshot = PublishStats();
@@ -348,7 +363,8 @@ SchedulerStats Scheduler::PublishStats() {
   stats_.kv_blocks_total = kv.blocks_total;
   stats_.kv_blocks_free = kv.blocks_free;
   stats_.kv_cache_usage =
-      kv.blocks_total > 0 ? static_cast<double>(kv.blocks_total - kv.blocks_free) / kv.blocks_total : 0.0;
+      kv.blocks_total > 0 ? static_cast<double>(kv.blocks_total - kv.blocks_free) / kv.blocks_total
+                          : 0.0;
   stats_.steps = steps_;
   stats_.tokens_processed = tokens_processed_;
   stats_.admission_violations = admission_violations_;

@@ -95,7 +95,8 @@ class SchedulerListener {
   virtual ~SchedulerListener() = default;
   // After every engine step: prompt tokens computed (prefill chunks) and
   // tokens generated (sampled) in it.
-  virtual void OnStep(const SchedulerStats& stats, int64_t prompt_tokens, int64_t generated_tokens) = 0;
+  virtual void OnStep(const SchedulerStats& stats, int64_t prompt_tokens,
+                      int64_t generated_tokens) = 0;
   // A request's first token (arrival -> token) and each later one.
   virtual void OnFirstToken(absl::Duration time_to_first_token) = 0;
   virtual void OnInterTokenLatency(absl::Duration latency) = 0;
@@ -126,7 +127,8 @@ class Scheduler {
  public:
   // `engine` and `listener` (may be null) must outlive the scheduler;
   // `text` may be null (then updates carry token ids only).
-  Scheduler(StepEngine* engine, TextStreamerFactory text, SchedulerOptions options, SchedulerListener* listener);
+  Scheduler(StepEngine* engine, TextStreamerFactory text, SchedulerOptions options,
+            SchedulerListener* listener);
   // The same over an engine::Engine (adapted with AdaptEngine).
   Scheduler(engine::Engine* engine, TextStreamerFactory text, SchedulerOptions options,
             SchedulerListener* listener);
@@ -139,8 +141,8 @@ class Scheduler {
   // KV cache: retrying cannot help; the message names the limit),
   // UNAVAILABLE (draining). On success the observer will get updates,
   // the last with finished = true (exactly once).
-  absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(GenerationRequest request,
-                                                        std::shared_ptr<GenerationObserver> observer);
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(
+      GenerationRequest request, std::shared_ptr<GenerationObserver> observer);
 
   // Wakes the loop so a cancelled handle is reaped promptly.
   void Notify();

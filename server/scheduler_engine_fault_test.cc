@@ -41,8 +41,9 @@ TEST(SchedulerEngineFaultTest, ADeviceFaultFailsItsRequestAndTheNextOneIsServed)
   engine::EngineOptions eo;
   eo.backend.threads = 2;
   eo.kv_cache_bytes = 4 << 20;
-  eo.backend_factory = [&backend](const engine::BackendOptions& b)
-      -> absl::StatusOr<std::unique_ptr<engine::Backend>> {
+  eo.backend_factory =
+      [&backend](
+          const engine::BackendOptions& b) -> absl::StatusOr<std::unique_ptr<engine::Backend>> {
     auto cpu = engine::CreateBackend(b);
     if (!cpu.ok()) return cpu.status();
     auto wrapped = std::make_unique<engine::InstrumentedBackend>(std::move(*cpu));

@@ -22,14 +22,17 @@ FinishedReason ToMetricsReason(const FinishedRequestInfo& info) {
 
 }  // namespace
 
-void SchedulerMetrics::OnStep(const SchedulerStats& stats, int64_t prompt_tokens, int64_t generated_tokens) {
+void SchedulerMetrics::OnStep(const SchedulerStats& stats, int64_t prompt_tokens,
+                              int64_t generated_tokens) {
   metrics_->OnStep(prompt_tokens, generated_tokens);
   metrics_->UpdateScheduler({stats.running, stats.waiting, stats.kv_cache_usage});
 }
 
 void SchedulerMetrics::OnFirstToken(absl::Duration ttft) { metrics_->OnFirstToken(ttft); }
 
-void SchedulerMetrics::OnInterTokenLatency(absl::Duration latency) { metrics_->OnInterTokenLatency(latency); }
+void SchedulerMetrics::OnInterTokenLatency(absl::Duration latency) {
+  metrics_->OnInterTokenLatency(latency);
+}
 
 void SchedulerMetrics::OnRequestFinished(const FinishedRequestInfo& info) {
   FinishedRequest r;

@@ -12,7 +12,8 @@ class SchedulerMetrics final : public SchedulerListener {
  public:
   explicit SchedulerMetrics(ServingMetrics* metrics) : metrics_(metrics) {}
 
-  void OnStep(const SchedulerStats& stats, int64_t prompt_tokens, int64_t generated_tokens) override;
+  void OnStep(const SchedulerStats& stats, int64_t prompt_tokens,
+              int64_t generated_tokens) override;
   void OnFirstToken(absl::Duration time_to_first_token) override;
   void OnInterTokenLatency(absl::Duration latency) override;
   void OnRequestFinished(const FinishedRequestInfo& info) override;

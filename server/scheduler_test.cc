@@ -57,7 +57,9 @@ class Collector : public GenerationObserver {
     EXPECT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(60)));
     return final_;
   }
-  bool WaitForFirstUpdate() { return first_update_.WaitForNotificationWithTimeout(absl::Seconds(60)); }
+  bool WaitForFirstUpdate() {
+    return first_update_.WaitForNotificationWithTimeout(absl::Seconds(60));
+  }
   std::vector<int32_t> tokens() {
     absl::MutexLock lock(&mu_);
     return tokens_;
@@ -103,7 +105,8 @@ class SchedulerTest : public ::testing::Test {
     scheduler_->Start();
   }
 
-  GenerationRequest Request(std::vector<int32_t> prompt, int max_new, float temperature, uint64_t seed) {
+  GenerationRequest Request(std::vector<int32_t> prompt, int max_new, float temperature,
+                            uint64_t seed) {
     GenerationRequest r;
     r.request_id = "r";
     r.prompt = std::move(prompt);
@@ -159,11 +162,15 @@ TEST_F(SchedulerTest, ConcurrentResultsEqualSoloResults) {
   MakeScheduler(so);
   const int n = 12;
   std::vector<std::vector<int32_t>> solo(n);
-  for (int i = 0; i < n; ++i) solo[i] = RunAlone(Request(Prompt(5 + 3 * i, i), 6, i % 3 == 0 ? 0.0f : 0.9f, 100 + i));
+  for (int i = 0; i < n; ++i)
+    solo[i] = RunAlone(Request(Prompt(5 + 3 * i, i), 6, i % 3 == 0 ? 0.0f : 0.9f, 100 + i));
   std::vector<std::shared_ptr<Collector>> cs;
   for (int i = 0; i < n; ++i) {
     cs.push_back(std::make_shared<Collector>());
-    ASSERT_TRUE(scheduler_->Submit(Request(Prompt(5 + 3 * i, i), 6, i % 3 == 0 ? 0.0f : 0.9f, 100 + i), cs[i]).ok());
+    ASSERT_TRUE(
+        scheduler_
+            ->Submit(Request(Prompt(5 + 3 * i, i), 6, i % 3 == 0 ? 0.0f : 0.9f, 100 + i), cs[i])
+            .ok());
   }
   for (int i = 0; i < n; ++i) {
     cs[i]->Wait();
@@ -306,7 +313,8 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
   // wait, so at least 3 are refused whatever the machine's speed (4 when the
   // first was still queued as the third arrived).
   const engine::KvCacheStats kv = engine_->kv_cache_stats();
-  ASSERT_LT(kv.blocks_total * kv.block_size, 256) << "the test needs a KV cache smaller than one full context";
+  ASSERT_LT(kv.blocks_total * kv.block_size, 256)
+      << "the test needs a KV cache smaller than one full context";
   ASSERT_GE(kv.blocks_total * kv.block_size, 48);
   // Larger than the whole KV cache: refused at once.
   GenerationRequest huge = Request(Prompt(10, 0), 246, 0, 1);
@@ -314,8 +322,10 @@ TEST_F(SchedulerTest, OverloadIsRefusedNotQueuedForever) {
   ASSERT_FALSE(refused.ok());
   // Not RESOURCE_EXHAUSTED: clients retry that, and this can never fit.
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("--kv_cache_bytes"), std::string::npos) << refused.status();
-  EXPECT_NE(refused.status().message().find(std::to_string(scheduler_->kv_capacity_tokens())), std::string::npos)
+  EXPECT_NE(refused.status().message().find("--kv_cache_bytes"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find(std::to_string(scheduler_->kv_capacity_tokens())),
+            std::string::npos)
       << refused.status();
   // Fill running + queue, then one more is refused.
   std::vector<std::shared_ptr<Collector>> cs;
@@ -434,9 +444,10 @@ TEST_F(SchedulerTest, AdmissionMatchesSlotsUnderRandomArrivalCancelFinish) {
     for (int op = 0; op < 80; ++op) {
       const int what = static_cast<int>(rng() % 10);
       if (what < 6) {  // arrival, sometimes with a deadline that passes soon
-        GenerationRequest r = Request(Prompt(1 + static_cast<int>(rng() % 40), op), 1 + static_cast<int>(rng() % 24),
-                                      0.7f, rng());
-        if (rng() % 4 == 0) r.deadline = clock_.Now() + absl::Milliseconds(static_cast<int64_t>(rng() % 20));
+        GenerationRequest r = Request(Prompt(1 + static_cast<int>(rng() % 40), op),
+                                      1 + static_cast<int>(rng() % 24), 0.7f, rng());
+        if (rng() % 4 == 0)
+          r.deadline = clock_.Now() + absl::Milliseconds(static_cast<int64_t>(rng() % 20));
         auto obs = std::make_shared<FinalCounter>();
         auto h = sched->Submit(std::move(r), obs);
         if (h.ok()) {

@@ -16,7 +16,8 @@ void ServingState::SetModel(std::shared_ptr<const LoadedModel> model) {
 }
 
 absl::Status ServingState::CheckAcceptingRequests() const {
-  if (draining()) return absl::UnavailableError("server is shutting down; retry on another replica");
+  if (draining())
+    return absl::UnavailableError("server is shutting down; retry on another replica");
   if (model() == nullptr) return absl::UnavailableError("model is still loading; retry shortly");
   return absl::OkStatus();
 }

@@ -8,7 +8,9 @@ class EngineAdapter final : public StepEngine {
   explicit EngineAdapter(engine::Engine* engine) : engine_(engine) {}
 
   absl::Status AddSequence(engine::SequenceId id) override { return engine_->AddSequence(id); }
-  absl::Status RemoveSequence(engine::SequenceId id) override { return engine_->RemoveSequence(id); }
+  absl::Status RemoveSequence(engine::SequenceId id) override {
+    return engine_->RemoveSequence(id);
+  }
   absl::StatusOr<int64_t> BlocksNeeded(engine::SequenceId id, int64_t new_tokens) const override {
     return engine_->BlocksNeeded(id, new_tokens);
   }
@@ -24,6 +26,8 @@ class EngineAdapter final : public StepEngine {
 
 }  // namespace
 
-std::unique_ptr<StepEngine> AdaptEngine(engine::Engine* engine) { return std::make_unique<EngineAdapter>(engine); }
+std::unique_ptr<StepEngine> AdaptEngine(engine::Engine* engine) {
+  return std::make_unique<EngineAdapter>(engine);
+}
 
 }  // namespace expertd::server

@@ -4,7 +4,8 @@
 
 namespace expertd::server {
 
-StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings) : stops_(std::move(stop_strings)) {
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings)
+    : stops_(std::move(stop_strings)) {
   stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
   for (const std::string& s : stops_) max_stop_len_ = std::max(max_stop_len_, s.size());
 }

@@ -20,7 +20,7 @@ class StopStringMatcher {
   explicit StopStringMatcher(std::vector<std::string> stop_strings);
 
   struct Result {
-    std::string emit;     // text that may be sent to the client now
+    std::string emit;  // text that may be sent to the client now
     bool stopped = false;
     std::string matched;  // the stop string that matched (when stopped)
   };

@@ -41,7 +41,8 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(daemon_.Start(argv, tmp + "/expertd_output.log"));
     int port = testing::WaitForPortFile(port_file_, absl::Seconds(30));
     ASSERT_GT(port, 0) << "daemon never wrote its port; output:\n" << daemon_.Output();
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                   grpc::InsecureChannelCredentials());
   }
 
   HealthCheckResponse::ServingStatus Health(const std::string& service) {
@@ -147,16 +148,19 @@ TEST_F(DaemonTest, InvalidModelDirectoryExitsOneWithClearError) {
   mkdir(dir.c_str(), 0755);
   std::ofstream(dir + "/config.json") << R"({"architectures": ["BertModel"], "vocab_size": 10})";
   Subprocess p;
-  ASSERT_TRUE(p.Start({testing::RunfilePath("server/expertd"), "--model_dir=" + dir, "--listen=127.0.0.1:0"},
-                      ::testing::TempDir() + "/broken.log"));
+  ASSERT_TRUE(p.Start(
+      {testing::RunfilePath("server/expertd"), "--model_dir=" + dir, "--listen=127.0.0.1:0"},
+      ::testing::TempDir() + "/broken.log"));
   EXPECT_EQ(p.Wait(absl::Seconds(20)), 1);
-  EXPECT_NE(p.Output().find("unsupported architecture 'BertModel'"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("unsupported architecture 'BertModel'"), std::string::npos)
+      << p.Output();
 
   const std::string empty = ::testing::TempDir() + "/empty_model";
   mkdir(empty.c_str(), 0755);
   Subprocess q;
-  ASSERT_TRUE(q.Start({testing::RunfilePath("server/expertd"), "--model_dir=" + empty, "--listen=127.0.0.1:0"},
-                      ::testing::TempDir() + "/empty.log"));
+  ASSERT_TRUE(q.Start(
+      {testing::RunfilePath("server/expertd"), "--model_dir=" + empty, "--listen=127.0.0.1:0"},
+      ::testing::TempDir() + "/empty.log"));
   EXPECT_EQ(q.Wait(absl::Seconds(20)), 1);
   EXPECT_NE(q.Output().find("config.json"), std::string::npos) << q.Output();
 }

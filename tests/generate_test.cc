@@ -8,14 +8,14 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
-#include "httplib.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "proto/expertd.grpc.pb.h"
 #include "tests/testing/expertd_process.h"
 
@@ -26,7 +26,8 @@ namespace {
 // slow enough (a few ms per token) for cancellation and deadline tests.
 constexpr char kModel[] = "tests/data/zoo_default";
 
-v1::GenerateRequest Req(std::vector<uint32_t> prompt, uint32_t max_new, float temperature, uint64_t seed) {
+v1::GenerateRequest Req(std::vector<uint32_t> prompt, uint32_t max_new, float temperature,
+                        uint64_t seed) {
   v1::GenerateRequest r;
   for (uint32_t id : prompt) r.mutable_token_ids()->add_ids(id);
   r.mutable_stopping()->set_max_new_tokens(max_new);
@@ -69,7 +70,8 @@ StreamResult Stream(v1::InferenceService::Stub* stub, const v1::GenerateRequest&
 // when absent.
 double MetricValue(const std::string& text, const std::string& name, const std::string& labels) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, name + "{") || line.find(labels) == absl::string_view::npos) continue;
+    if (!absl::StartsWith(line, name + "{") || line.find(labels) == absl::string_view::npos)
+      continue;
     double v;
     if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
   }
@@ -79,10 +81,11 @@ double MetricValue(const std::string& text, const std::string& name, const std::
 class GenerateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::Status s = daemon_.Start(kModel,
-                                   {"--max_queue_length=4", "--max_running_requests=8", "--kv_cache_bytes=8MiB",
-                                    "--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"},
-                                   ::testing::TempDir());
+    absl::Status s =
+        daemon_.Start(kModel,
+                      {"--max_queue_length=4", "--max_running_requests=8", "--kv_cache_bytes=8MiB",
+                       "--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"},
+                      ::testing::TempDir());
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.process().Output();
     stub_ = v1::InferenceService::NewStub(daemon_.channel());
@@ -125,7 +128,9 @@ TEST_F(GenerateTest, StreamAndUnaryAgreeAndReportUsageAndTiming) {
   EXPECT_EQ(s.last.usage().completion_tokens(), 12u);
   EXPECT_EQ(s.last.usage().total_tokens(), 21u);
   const auto& t = s.last.timing();
-  auto ns = [](const google::protobuf::Duration& d) { return d.seconds() * 1000000000LL + d.nanos(); };
+  auto ns = [](const google::protobuf::Duration& d) {
+    return d.seconds() * 1000000000LL + d.nanos();
+  };
   EXPECT_GT(ns(t.time_to_first_token()), 0);
   EXPECT_LE(ns(t.queue_time()), ns(t.time_to_first_token()));
   EXPECT_LE(ns(t.time_to_first_token()), ns(t.total_time()));
@@ -147,7 +152,8 @@ TEST_F(GenerateTest, StreamAndUnaryAgreeAndReportUsageAndTiming) {
 TEST_F(GenerateTest, ConcurrentStreamsMatchSoloRuns) {
   const int n = 32;
   std::vector<v1::GenerateRequest> reqs;
-  for (int i = 0; i < n; ++i) reqs.push_back(Req(Prompt(4 + i % 7, i), 8, i % 4 == 0 ? 0.0f : 1.0f, 1000 + i));
+  for (int i = 0; i < n; ++i)
+    reqs.push_back(Req(Prompt(4 + i % 7, i), 8, i % 4 == 0 ? 0.0f : 1.0f, 1000 + i));
   std::vector<std::vector<uint32_t>> solo(n);
   for (int i = 0; i < n; ++i) {
     StreamResult r = Stream(stub_.get(), reqs[i]);
@@ -196,7 +202,8 @@ TEST_F(GenerateTest, CancelMidStreamFreesTheSequence) {
   EXPECT_EQ(info.kv_cache_usage(), 0.0);
   // The metrics show it: an aborted request, nothing running, KV cache empty.
   const std::string metrics = Scrape();
-  EXPECT_GE(MetricValue(metrics, "expertd:request_success_total", "finished_reason=\"abort\""), 1) << metrics;
+  EXPECT_GE(MetricValue(metrics, "expertd:request_success_total", "finished_reason=\"abort\""), 1)
+      << metrics;
   EXPECT_EQ(MetricValue(metrics, "expertd:num_requests_running", "model_name"), 0) << metrics;
   EXPECT_EQ(MetricValue(metrics, "expertd:kv_cache_usage_perc", "model_name"), 0) << metrics;
   EXPECT_GE(MetricValue(metrics, "expertd:requests_total", "code=\"CANCELLED\""), 1) << metrics;
@@ -215,14 +222,20 @@ TEST_F(GenerateTest, DeadlineExceeded) {
   const absl::Time until = absl::Now() + absl::Seconds(20);
   std::string metrics = Scrape();
   while (absl::Now() < until &&
-         (MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\"") < 1 ||
-          MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\"") < 1)) {
+         (MetricValue(metrics, "expertd:requests_total",
+                      "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\"") < 1 ||
+          MetricValue(metrics, "expertd:requests_total",
+                      "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\"") < 1)) {
     absl::SleepFor(absl::Milliseconds(20));
     metrics = Scrape();
   }
-  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\""), 1)
+  EXPECT_EQ(
+      MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"DEADLINE_EXCEEDED\""),
+      1)
       << metrics;
-  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\""), 1)
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total",
+                        "rpc=\"GenerateUnary\",code=\"DEADLINE_EXCEEDED\""),
+            1)
       << metrics;
   EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "code=\"CANCELLED\""), -1) << metrics;
   EXPECT_EQ(daemon_.Health(""), "SERVING");
@@ -258,7 +271,8 @@ TEST_F(GenerateTest, OverloadGivesResourceExhaustedAndStaysHealthy) {
   EXPECT_EQ(full.running_requests(), 1u);
   EXPECT_EQ(full.max_queue_length(), 4u);
   StreamResult refused = Stream(stub_.get(), Req(Prompt(6, 99), 4, 1.0f, 99));
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.status.error_message();
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << refused.status.error_message();
   EXPECT_TRUE(absl::StrContains(refused.status.error_message(), "max_queue_length"))
       << refused.status.error_message();
   for (auto& ctx : contexts) ctx->TryCancel();
@@ -269,7 +283,8 @@ TEST_F(GenerateTest, OverloadGivesResourceExhaustedAndStaysHealthy) {
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
   // The scheduler reaps the cancelled requests at its next step.
-  EXPECT_TRUE(wait_for([](const v1::ServerInfo& i) { return i.running_requests() + i.waiting_requests() == 0; }));
+  EXPECT_TRUE(wait_for(
+      [](const v1::ServerInfo& i) { return i.running_requests() + i.waiting_requests() == 0; }));
   EXPECT_EQ(daemon_.Health(""), "SERVING");
   StreamResult after = Stream(stub_.get(), Req(Prompt(3, 0), 2, 0, 1));
   EXPECT_TRUE(after.status.ok()) << after.status.error_message();
@@ -291,7 +306,8 @@ TEST_F(GenerateTest, MalformedRequestsGetInvalidArgument) {
   cases.push_back({r, "model"});
   for (auto& [req, field] : cases) {
     StreamResult s = Stream(stub_.get(), req);
-    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.status.error_message();
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << field << ": " << s.status.error_message();
     EXPECT_EQ(s.status.error_message().rfind(field, 0), 0u) << s.status.error_message();
     EXPECT_EQ(s.messages, 0);
   }
@@ -312,15 +328,20 @@ TEST_F(GenerateTest, InvalidUtf8IsInvalidArgumentWithOffsetCountedAndLoggedAsJso
   EXPECT_EQ(us.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(us.error_message(), "text: not valid UTF-8 (byte 4)");
   const std::string metrics = Scrape();
-  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"INVALID_ARGUMENT\""), 1)
+  EXPECT_EQ(
+      MetricValue(metrics, "expertd:requests_total", "rpc=\"Generate\",code=\"INVALID_ARGUMENT\""),
+      1)
       << metrics;
-  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total", "rpc=\"GenerateUnary\",code=\"INVALID_ARGUMENT\""), 1)
+  EXPECT_EQ(MetricValue(metrics, "expertd:requests_total",
+                        "rpc=\"GenerateUnary\",code=\"INVALID_ARGUMENT\""),
+            1)
       << metrics;
   int utf8_lines = 0;
   for (absl::string_view line : absl::StrSplit(daemon_.Output(), '\n', absl::SkipEmpty())) {
     if (!absl::StrContains(line, "UTF-8") && !absl::StrContains(line, "libprotobuf")) continue;
     ++utf8_lines;
-    EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}")) << "not a JSON log line: " << line;
+    EXPECT_TRUE(absl::StartsWith(line, "{") && absl::EndsWith(line, "}"))
+        << "not a JSON log line: " << line;
   }
   EXPECT_EQ(utf8_lines, 2) << daemon_.Output();  // the two request log lines
   EXPECT_EQ(daemon_.Health(""), "SERVING");
@@ -335,9 +356,10 @@ TEST_F(GenerateTest, HugeTextPromptIsRefusedBySize) {
   v1::GenerateUnaryResponse out;
   grpc::Status s = stub_->GenerateUnary(&ctx, r, &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-  EXPECT_EQ(s.error_message().rfind("text: the prompt is 4194304 bytes; the model's context of 4096 tokens holds at most",
-                                    0),
-            0u)
+  EXPECT_EQ(
+      s.error_message().rfind(
+          "text: the prompt is 4194304 bytes; the model's context of 4096 tokens holds at most", 0),
+      0u)
       << s.error_message();
   EXPECT_EQ(daemon_.Health(""), "SERVING");
 }
@@ -401,7 +423,8 @@ TEST_F(GenerateTest, TextPromptStopStringAndTokenizeRoundTrip) {
   *dreq.mutable_token_ids() = tresp.token_ids();
   v1::DetokenizeResponse dresp;
   ASSERT_TRUE(stub_->Detokenize(&dctx, dreq, &dresp).ok());
-  EXPECT_NE(dresp.text().find("Once upon a time, there was a small house."), std::string::npos) << dresp.text();
+  EXPECT_NE(dresp.text().find("Once upon a time, there was a small house."), std::string::npos)
+      << dresp.text();
 
   // A greedy run's text; then the same request with a stop string taken from
   // the middle of that text must end right before it.

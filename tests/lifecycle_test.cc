@@ -3,7 +3,6 @@
 // start-up warning for a KV cache too small for one full-context sequence.
 #include <signal.h>
 
-
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -49,7 +48,9 @@ TEST(LifecycleTest, SighupDrainsAndExitsZeroWithALogLine) {
 
 TEST(LifecycleTest, SecondSigtermEndsADrainAtOnce) {
   testing::ExpertdProcess d;
-  ASSERT_TRUE(d.Start(kSlowModel, {"--shutdown_grace_seconds=120", "--threads=1"}, ::testing::TempDir()).ok());
+  ASSERT_TRUE(
+      d.Start(kSlowModel, {"--shutdown_grace_seconds=120", "--threads=1"}, ::testing::TempDir())
+          .ok());
   ASSERT_TRUE(d.WaitUntilServing(absl::Seconds(60))) << d.Output();
   auto stub = v1::InferenceService::NewStub(d.channel());
   grpc::ClientContext ctx;
@@ -60,7 +61,8 @@ TEST(LifecycleTest, SecondSigtermEndsADrainAtOnce) {
   ASSERT_TRUE(WaitForLog(d, "draining", absl::Seconds(30))) << d.Output();
   d.process().Signal(SIGTERM);
   EXPECT_EQ(d.process().Wait(absl::Seconds(30)), 3) << d.Output();
-  const std::vector<std::string> forced = d.LogLines("second stop signal: exiting without finishing the drain");
+  const std::vector<std::string> forced =
+      d.LogLines("second stop signal: exiting without finishing the drain");
   ASSERT_EQ(forced.size(), 1u) << d.Output();
   EXPECT_NE(forced[0].find("SIGTERM"), std::string::npos) << forced[0];
   ctx.TryCancel();

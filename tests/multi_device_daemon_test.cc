@@ -24,7 +24,8 @@ std::vector<uint32_t> Prompt(int n, int salt) {
 }
 
 // Greedy tokens for `prompt`, or the RPC's error as a one-element marker.
-std::vector<uint32_t> Greedy(v1::InferenceService::Stub* stub, const std::vector<uint32_t>& prompt, std::string* err) {
+std::vector<uint32_t> Greedy(v1::InferenceService::Stub* stub, const std::vector<uint32_t>& prompt,
+                             std::string* err) {
   v1::GenerateRequest r;
   for (uint32_t id : prompt) r.mutable_token_ids()->add_ids(id);
   r.mutable_stopping()->set_max_new_tokens(8);
@@ -43,7 +44,8 @@ std::vector<uint32_t> Greedy(v1::InferenceService::Stub* stub, const std::vector
 std::vector<std::vector<uint32_t>> Serve(const std::vector<std::string>& flags,
                                          const std::vector<std::vector<uint32_t>>& prompts) {
   testing::ExpertdProcess daemon;
-  std::vector<std::string> all = {"--threads=2", "--kv_cache_bytes=16MiB", "--shutdown_grace_seconds=2"};
+  std::vector<std::string> all = {"--threads=2", "--kv_cache_bytes=16MiB",
+                                  "--shutdown_grace_seconds=2"};
   all.insert(all.end(), flags.begin(), flags.end());
   absl::Status st = daemon.Start(kModel, all, ::testing::TempDir());
   EXPECT_TRUE(st.ok()) << st;
@@ -64,7 +66,8 @@ std::vector<std::vector<uint32_t>> Serve(const std::vector<std::string>& flags,
 }
 
 TEST(MultiDeviceDaemonTest, TwoDevicesServeTheSameTokensAsOne) {
-  const std::vector<std::vector<uint32_t>> prompts = {Prompt(1, 1), Prompt(9, 2), Prompt(40, 3), Prompt(17, 4)};
+  const std::vector<std::vector<uint32_t>> prompts = {Prompt(1, 1), Prompt(9, 2), Prompt(40, 3),
+                                                      Prompt(17, 4)};
   const auto one = Serve({}, prompts);
   ASSERT_EQ(one.size(), prompts.size());
   for (const auto& tokens : one) ASSERT_EQ(tokens.size(), 8u);

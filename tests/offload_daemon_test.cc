@@ -68,8 +68,9 @@ TEST_F(OffloadDaemonTest, SameTokensAsResidentAndStatsReported) {
   Stop(&resident);
 
   testing::ExpertdProcess offload;
-  Start(&offload, {"--expert_offload", "--expert_cache_bytes=6MiB", "--prefetch=speculative",
-                   "--expert_pack_dir=" + ::testing::TempDir() + "/pack", "--metrics_listen=127.0.0.1:0"});
+  Start(&offload,
+        {"--expert_offload", "--expert_cache_bytes=6MiB", "--prefetch=speculative",
+         "--expert_pack_dir=" + ::testing::TempDir() + "/pack", "--metrics_listen=127.0.0.1:0"});
   EXPECT_EQ(Generate(offload.channel(), 0), greedy);
   EXPECT_EQ(Generate(offload.channel(), 1), sampled);
 

@@ -22,8 +22,9 @@ constexpr char kModel[] = "tests/data/zoo_default";
 class OpenAiHttpTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::Status s = daemon_.Start(kModel, {"--http_listen=127.0.0.1:0", "--model_name=zoo", "--threads=2",
-                                            "--kv_cache_bytes=8MiB", "--shutdown_grace_seconds=2"},
+    absl::Status s = daemon_.Start(kModel,
+                                   {"--http_listen=127.0.0.1:0", "--model_name=zoo", "--threads=2",
+                                    "--kv_cache_bytes=8MiB", "--shutdown_grace_seconds=2"},
                                    ::testing::TempDir());
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.Output();

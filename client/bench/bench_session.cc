@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/bench/expert_stats.h"
+#include "client/bench/openai_runner.h"
 #include "client/bench/report_csv.h"
 #include "client/bench/report_json.h"
 #include "client/bench/report_table.h"
-#include "client/bench/openai_runner.h"
 #include "client/bench/request_runner.h"
 
 namespace expertd::bench {
@@ -22,18 +22,22 @@ std::string Today() {
   return buf;
 }
 
-absl::Status CallFailed(const std::string& what, const std::string& server, const grpc::Status& st) {
-  return absl::UnavailableError(absl::StrCat(what, " on ", server, ": ",
-                                             absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())),
-                                             ": ", st.error_message()));
+absl::Status CallFailed(const std::string& what, const std::string& server,
+                        const grpc::Status& st) {
+  return absl::UnavailableError(
+      absl::StrCat(what, " on ", server, ": ",
+                   absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
+                   st.error_message()));
 }
 
 // Polls GetServerInfo until the server is reachable and ready (model loaded).
-absl::StatusOr<v1::ServerInfo> WaitUntilReady(v1::InferenceService::Stub* stub, const BenchOptions& options) {
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::microseconds(static_cast<int64_t>(options.connect_timeout_s * 1e6));
-  std::fprintf(stderr, "expert-bench: waiting up to %g s for %s to be ready\n", options.connect_timeout_s,
-               options.server.c_str());
+absl::StatusOr<v1::ServerInfo> WaitUntilReady(v1::InferenceService::Stub* stub,
+                                              const BenchOptions& options) {
+  const auto deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(options.connect_timeout_s * 1e6));
+  std::fprintf(stderr, "expert-bench: waiting up to %g s for %s to be ready\n",
+               options.connect_timeout_s, options.server.c_str());
   while (true) {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);
@@ -42,7 +46,8 @@ absl::StatusOr<v1::ServerInfo> WaitUntilReady(v1::InferenceService::Stub* stub, 
     grpc::Status st = stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info);
     if (st.ok() && info.ready()) return info;
     if (std::chrono::system_clock::now() >= deadline) {
-      return st.ok() ? absl::UnavailableError(absl::StrCat(options.server, " is not ready (model loading?) after ",
+      return st.ok() ? absl::UnavailableError(absl::StrCat(options.server,
+                                                           " is not ready (model loading?) after ",
                                                            options.connect_timeout_s, " s"))
                      : CallFailed("GetServerInfo", options.server, st);
     }
@@ -80,8 +85,10 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Connect(const BenchO
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   grpc::Status call = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &s->model_);
   if (!call.ok()) return CallFailed("GetModelInfo", options.server, call);
-  if (s->dataset_.empty() && s->model_.vocab_size() <= static_cast<uint32_t>(s->model_.special_tokens_size())) {
-    return absl::FailedPreconditionError("the model's vocabulary has no ordinary tokens for synthetic prompts");
+  if (s->dataset_.empty() &&
+      s->model_.vocab_size() <= static_cast<uint32_t>(s->model_.special_tokens_size())) {
+    return absl::FailedPreconditionError(
+        "the model's vocabulary has no ordinary tokens for synthetic prompts");
   }
   return s;
 }
@@ -127,7 +134,8 @@ RunConfig BenchSession::MakeRunConfig(const LoadOptions& load) const {
   return c;
 }
 
-absl::StatusOr<PointResult> BenchSession::RunPoint(const LoadOptions& load, const std::string& base) {
+absl::StatusOr<PointResult> BenchSession::RunPoint(const LoadOptions& load,
+                                                   const std::string& base) {
   PointResult out;
   out.config = MakeRunConfig(load);
   RequestOptions request;
@@ -144,9 +152,10 @@ absl::StatusOr<PointResult> BenchSession::RunPoint(const LoadOptions& load, cons
   } else {
     const size_t colon = options_.openai_server.rfind(':');
     runner = std::make_unique<OpenAiRunner>(
-        options_.openai_server.substr(0, colon), std::atoi(options_.openai_server.c_str() + colon + 1),
-        options_.backend == "openai-chat", options_.model.empty() ? model_.model_name() : options_.model,
-        options_.api_key, Clock::now(), options_.timeout_s);
+        options_.openai_server.substr(0, colon),
+        std::atoi(options_.openai_server.c_str() + colon + 1), options_.backend == "openai-chat",
+        options_.model.empty() ? model_.model_name() : options_.model, options_.api_key,
+        Clock::now(), options_.timeout_s);
   }
   LoadDriver driver(load, &workload, runner.get(), request);
   ExpertStatsCollector experts(options_.metrics_url, channels_[0], admin_token_);

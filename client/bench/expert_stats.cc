@@ -13,7 +13,9 @@ namespace {
 
 constexpr double kSnapshotTimeoutS = 10;
 
-double Seconds(const google::protobuf::Duration& d) { return static_cast<double>(d.seconds()) + d.nanos() * 1e-9; }
+double Seconds(const google::protobuf::Duration& d) {
+  return static_cast<double>(d.seconds()) + d.nanos() * 1e-9;
+}
 
 ExpertSnapshot Failed(std::string why) {
   ExpertSnapshot s;
@@ -25,10 +27,12 @@ ExpertSnapshot Failed(std::string why) {
 
 ExpertSnapshot ScrapeMetrics(const std::string& url, double timeout_s) {
   absl::string_view rest = url;
-  if (!absl::ConsumePrefix(&rest, "http://")) return Failed(absl::StrCat("--metrics_url '", url, "' is not http://"));
+  if (!absl::ConsumePrefix(&rest, "http://"))
+    return Failed(absl::StrCat("--metrics_url '", url, "' is not http://"));
   const size_t slash = rest.find('/');
   const std::string host_port(rest.substr(0, slash));
-  const std::string path = slash == absl::string_view::npos ? "/metrics" : std::string(rest.substr(slash));
+  const std::string path =
+      slash == absl::string_view::npos ? "/metrics" : std::string(rest.substr(slash));
   httplib::Client client("http://" + host_port);
   const auto timeout = std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
   client.set_connection_timeout(timeout);
@@ -47,25 +51,29 @@ ExpertSnapshot ScrapeMetrics(const std::string& url, double timeout_s) {
   c.prefetch_used = SumSamples(*samples, "expertd:expert_prefetch_used_total");
   c.prefetch_wasted = SumSamples(*samples, "expertd:expert_prefetch_wasted_total");
   c.stall_s = SumSamples(*samples, "expertd:expert_stall_seconds_total");
-  c.bytes_host_to_device = SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "host_to_device"}});
-  c.bytes_disk_to_host = SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "disk_to_host"}});
+  c.bytes_host_to_device =
+      SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "host_to_device"}});
+  c.bytes_disk_to_host =
+      SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "disk_to_host"}});
   c.tokens = SumSamples(*samples, "expertd:prompt_tokens_total") +
              SumSamples(*samples, "expertd:generation_tokens_total");
   return s;
 }
 
-ExpertSnapshot QueryAdminStats(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
-                               double timeout_s) {
+ExpertSnapshot QueryAdminStats(const std::shared_ptr<grpc::Channel>& channel,
+                               const std::string& token, double timeout_s) {
   auto stub = v1::AdminService::NewStub(channel);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6)));
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6)));
   ctx.AddMetadata("authorization", "Bearer " + token);
   v1::ExpertStats stats;
   grpc::Status st = stub->GetExpertStats(&ctx, v1::GetExpertStatsRequest(), &stats);
   if (!st.ok()) {
-    return Failed(absl::StrCat("GetExpertStats: ",
-                               absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
-                               st.error_message()));
+    return Failed(
+        absl::StrCat("GetExpertStats: ",
+                     absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())), ": ",
+                     st.error_message()));
   }
   ExpertSnapshot s;
   s.ok = true;
@@ -111,9 +119,12 @@ ExpertCacheReport DiffSnapshots(const std::string& source, const ExpertSnapshot&
   return r;
 }
 
-ExpertStatsCollector::ExpertStatsCollector(std::string metrics_url, std::shared_ptr<grpc::Channel> channel,
+ExpertStatsCollector::ExpertStatsCollector(std::string metrics_url,
+                                           std::shared_ptr<grpc::Channel> channel,
                                            std::string admin_token)
-    : metrics_url_(std::move(metrics_url)), channel_(std::move(channel)), admin_token_(std::move(admin_token)) {}
+    : metrics_url_(std::move(metrics_url)),
+      channel_(std::move(channel)),
+      admin_token_(std::move(admin_token)) {}
 
 ExpertStatsCollector::~ExpertStatsCollector() {
   if (before_thread_.joinable()) before_thread_.join();
@@ -122,7 +133,8 @@ ExpertStatsCollector::~ExpertStatsCollector() {
 std::vector<ExpertSnapshot> ExpertStatsCollector::Snapshot() const {
   std::vector<ExpertSnapshot> out;
   if (!metrics_url_.empty()) out.push_back(ScrapeMetrics(metrics_url_, kSnapshotTimeoutS));
-  if (!admin_token_.empty()) out.push_back(QueryAdminStats(channel_, admin_token_, kSnapshotTimeoutS));
+  if (!admin_token_.empty())
+    out.push_back(QueryAdminStats(channel_, admin_token_, kSnapshotTimeoutS));
   return out;
 }
 

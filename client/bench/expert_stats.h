@@ -46,8 +46,8 @@ struct ExpertSnapshot {
 // GET `url` (http://host:port/path) and sum the expert counters.
 ExpertSnapshot ScrapeMetrics(const std::string& url, double timeout_s);
 // AdminService.GetExpertStats totals.
-ExpertSnapshot QueryAdminStats(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
-                               double timeout_s);
+ExpertSnapshot QueryAdminStats(const std::shared_ptr<grpc::Channel>& channel,
+                               const std::string& token, double timeout_s);
 
 struct ExpertCacheReport {
   std::string source;  // "metrics" or "admin"
@@ -68,7 +68,8 @@ ExpertCacheReport DiffSnapshots(const std::string& source, const ExpertSnapshot&
 class ExpertStatsCollector {
  public:
   // Empty `metrics_url` / `admin_token`: that source is not queried.
-  ExpertStatsCollector(std::string metrics_url, std::shared_ptr<grpc::Channel> channel, std::string admin_token);
+  ExpertStatsCollector(std::string metrics_url, std::shared_ptr<grpc::Channel> channel,
+                       std::string admin_token);
   ~ExpertStatsCollector();
 
   void StartBefore();

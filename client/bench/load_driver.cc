@@ -36,9 +36,11 @@ bool LoadDriver::WaitUntil(double t_s) {
 bool LoadDriver::WaitForSlot() {
   int64_t limit = options_.open_loop ? options_.max_concurrency : options_.concurrency;
   if (limit <= 0) limit = INT64_MAX;
-  auto ready = [this, limit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || in_flight_ < limit; };
+  auto ready = [this, limit]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || in_flight_ < limit; };
   absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1))) PrintProgress(runner_->Now());
+  while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1)))
+    PrintProgress(runner_->Now());
   return !stop_;
 }
 
@@ -59,11 +61,12 @@ void LoadDriver::Launch(const PlannedRequest& planned, bool warmup, double sched
     ++in_flight_;
   }
   (warmup ? warmup_issued_ : issued_)++;
-  runner_->Start(BuildGenerateRequest(planned, request_options_), std::move(record), [this](RequestRecord r) {
-    absl::MutexLock lock(&mu_);
-    records_.push_back(std::move(r));
-    --in_flight_;
-  });
+  runner_->Start(BuildGenerateRequest(planned, request_options_), std::move(record),
+                 [this](RequestRecord r) {
+                   absl::MutexLock lock(&mu_);
+                   records_.push_back(std::move(r));
+                   --in_flight_;
+                 });
 }
 
 void LoadDriver::Drain() {
@@ -89,11 +92,13 @@ void LoadDriver::Drain() {
 }
 
 void LoadDriver::PrintProgress(double now_s) {
-  if (options_.progress_interval_s <= 0 || now_s - last_progress_s_ < options_.progress_interval_s) return;
+  if (options_.progress_interval_s <= 0 || now_s - last_progress_s_ < options_.progress_interval_s)
+    return;
   last_progress_s_ = now_s;
-  std::fprintf(stderr, "expert-bench: t=%.1fs issued=%lld (+%lld warm-up) finished=%zu in_flight=%lld\n", now_s,
-               static_cast<long long>(issued_), static_cast<long long>(warmup_issued_), records_.size(),
-               static_cast<long long>(in_flight_));
+  std::fprintf(stderr,
+               "expert-bench: t=%.1fs issued=%lld (+%lld warm-up) finished=%zu in_flight=%lld\n",
+               now_s, static_cast<long long>(issued_), static_cast<long long>(warmup_issued_),
+               records_.size(), static_cast<long long>(in_flight_));
 }
 
 RunResult LoadDriver::Run(const std::function<void()>& on_measure_start,
@@ -118,7 +123,9 @@ RunResult LoadDriver::Run(const std::function<void()>& on_measure_start,
                    static_cast<long long>(warmup_issued_));
       if (on_measure_start) on_measure_start();
     }
-    if (!warmup && options_.num_requests == 0 && now >= result.measure_start_s + options_.duration_s) break;
+    if (!warmup && options_.num_requests == 0 &&
+        now >= result.measure_start_s + options_.duration_s)
+      break;
     Launch(workload_->Next(), warmup, scheduled_s);
   }
   Drain();

@@ -33,15 +33,15 @@ namespace expertd::bench {
 
 struct LoadOptions {
   bool open_loop = false;
-  int64_t concurrency = 1;       // closed loop
+  int64_t concurrency = 1;                                        // closed loop
   double request_rate = std::numeric_limits<double>::infinity();  // open loop (inf: all at once)
-  double burstiness = 1.0;       // open loop
-  int64_t max_concurrency = 0;   // open loop cap; 0 = none
-  int64_t num_requests = 100;    // measured requests; 0: use duration_s
-  double duration_s = 0;         // issue measured requests for this long (with num_requests == 0)
+  double burstiness = 1.0;                                        // open loop
+  int64_t max_concurrency = 0;                                    // open loop cap; 0 = none
+  int64_t num_requests = 100;  // measured requests; 0: use duration_s
+  double duration_s = 0;       // issue measured requests for this long (with num_requests == 0)
   int64_t warmup_requests = 0;
   double warmup_s = 0;
-  uint64_t seed = 0;             // the arrival process's seed (the workload has its own)
+  uint64_t seed = 0;               // the arrival process's seed (the workload has its own)
   double progress_interval_s = 5;  // progress line on stderr (0: none)
 };
 
@@ -49,8 +49,8 @@ struct RunResult {
   std::vector<RequestRecord> records;  // every finished request (warm-up too), by index
   int64_t issued = 0;                  // measured requests issued
   int64_t warmup_issued = 0;
-  double measure_start_s = 0;          // first measured request issued
-  double measure_end_s = 0;            // last measured request finished
+  double measure_start_s = 0;  // first measured request issued
+  double measure_end_s = 0;    // last measured request finished
   bool interrupted = false;
 };
 
@@ -59,14 +59,16 @@ class LoadDriver {
   // The pointers must outlive Run(). `on_measure_start` (may be empty) runs on
   // Run()'s thread when measurement begins, `on_measure_end` when the last
   // measured request has finished (e.g. to snapshot server counters).
-  LoadDriver(LoadOptions options, Workload* workload, GenerateRunner* runner, RequestOptions request_options);
+  LoadDriver(LoadOptions options, Workload* workload, GenerateRunner* runner,
+             RequestOptions request_options);
 
-  RunResult Run(const std::function<void()>& on_measure_start, const std::function<void()>& on_measure_end);
+  RunResult Run(const std::function<void()>& on_measure_start,
+                const std::function<void()>& on_measure_end);
   void Interrupt();
 
  private:
-  bool WaitUntil(double t_s);   // false if interrupted
-  bool WaitForSlot();           // false if interrupted
+  bool WaitUntil(double t_s);  // false if interrupted
+  bool WaitForSlot();          // false if interrupted
   bool IsWarmup(int64_t issued_total, double now_s) const;
   void Launch(const PlannedRequest& planned, bool warmup, double scheduled_s);
   void Drain();

@@ -64,8 +64,10 @@ void WatchSignals() {
       if (sigwait(&set, &sig) != 0) continue;
       absl::MutexLock lock(&g_session_mu);
       if (++seen > 1 || g_session == nullptr) _exit(130);
-      std::fprintf(stderr, "expert-bench: %s: stopping, cancelling requests in flight (again to quit at once)\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fprintf(
+          stderr,
+          "expert-bench: %s: stopping, cancelling requests in flight (again to quit at once)\n",
+          sig == SIGINT ? "SIGINT" : "SIGTERM");
       g_session->Interrupt();
     }
   }).detach();
@@ -73,28 +75,29 @@ void WatchSignals() {
 
 PlotPoint ToPlotPoint(const PointResult& r) {
   auto p99 = [](const Distribution& d) { return d.At(99) >= 0 ? d.At(99) : d.max; };
-  return {PointName(r.config), r.summary.output_throughput, r.summary.ttft_ms.median, p99(r.summary.ttft_ms),
-          r.summary.tpot_ms.median, p99(r.summary.tpot_ms)};
+  return {PointName(r.config),    r.summary.output_throughput, r.summary.ttft_ms.median,
+          p99(r.summary.ttft_ms), r.summary.tpot_ms.median,    p99(r.summary.tpot_ms)};
 }
 
 void PrintSweepSummary(const std::vector<PointResult>& points) {
-  std::printf("%-8s %10s %10s %12s %12s %12s %12s %8s\n", "point", "req/s", "out tok/s", "TTFT p50 ms",
-              "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "failed");
+  std::printf("%-8s %10s %10s %12s %12s %12s %12s %8s\n", "point", "req/s", "out tok/s",
+              "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "failed");
   for (const PointResult& r : points) {
     const PlotPoint p = ToPlotPoint(r);
     std::printf("%-8s %10.2f %10.1f %12.2f %12.2f %12.2f %12.2f %8lld\n", p.name.c_str(),
-                r.summary.request_throughput, p.output_throughput, p.ttft_p50_ms, p.ttft_p99_ms, p.tpot_p50_ms,
-                p.tpot_p99_ms, static_cast<long long>(r.summary.failed));
+                r.summary.request_throughput, p.output_throughput, p.ttft_p50_ms, p.ttft_p99_ms,
+                p.tpot_p50_ms, p.tpot_p99_ms, static_cast<long long>(r.summary.failed));
   }
 }
 
-int WriteSweep(const BenchOptions& o, const BenchSession& session, const std::vector<PointResult>& points) {
+int WriteSweep(const BenchOptions& o, const BenchSession& session,
+               const std::vector<PointResult>& points) {
   const std::string base = absl::StrCat(o.out_dir, "/", o.label, "-sweep");
   nlohmann::ordered_json combined = {{"schema", "expert-bench-sweep/1"},
-                             {"label", o.label},
-                             {"model_id", session.model().model_name()},
-                             {"interrupted", session.interrupted()},
-                             {"points", nlohmann::ordered_json::array()}};
+                                     {"label", o.label},
+                                     {"model_id", session.model().model_name()},
+                                     {"interrupted", session.interrupted()},
+                                     {"points", nlohmann::ordered_json::array()}};
   std::vector<PlotPoint> plot;
   for (const PointResult& r : points) {
     combined["points"].push_back(r.json);
@@ -106,7 +109,8 @@ int WriteSweep(const BenchOptions& o, const BenchSession& session, const std::ve
     std::fprintf(stderr, "expert-bench: %s\n", std::string(st.message()).c_str());
     return 1;
   }
-  st = WriteSweepPlot(base, absl::StrCat("expert-bench ", o.label, ": ", session.model().model_name()), plot);
+  st = WriteSweepPlot(
+      base, absl::StrCat("expert-bench ", o.label, ": ", session.model().model_name()), plot);
   if (!st.ok()) std::fprintf(stderr, "expert-bench: plot: %s\n", std::string(st.message()).c_str());
   std::fprintf(stderr, "expert-bench: wrote %s.json%s\n", base.c_str(), st.ok() ? " and .png" : "");
   return 0;
@@ -127,8 +131,8 @@ int Main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(options.out_dir, ec);
   if (ec) {
-    std::fprintf(stderr, "expert-bench: cannot create --out_dir '%s': %s\n", options.out_dir.c_str(),
-                 ec.message().c_str());
+    std::fprintf(stderr, "expert-bench: cannot create --out_dir '%s': %s\n",
+                 options.out_dir.c_str(), ec.message().c_str());
     return 1;
   }
   auto session = BenchSession::Connect(options);
@@ -137,15 +141,17 @@ int Main(int argc, char** argv) {
     return 1;
   }
   InterruptTarget target(session->get());
-  const bool sweep = loads->size() > 1 || !options.sweep_concurrency.empty() || !options.sweep_rates.empty();
+  const bool sweep =
+      loads->size() > 1 || !options.sweep_concurrency.empty() || !options.sweep_rates.empty();
   std::vector<PointResult> points;
   for (const LoadOptions& load : *loads) {
     RunConfig name_only;
     name_only.open_loop = load.open_loop;
     name_only.concurrency = load.concurrency;
     name_only.request_rate = load.request_rate;
-    const std::string base = sweep ? absl::StrCat(options.out_dir, "/", options.label, "-", PointName(name_only))
-                                   : absl::StrCat(options.out_dir, "/", options.label);
+    const std::string base =
+        sweep ? absl::StrCat(options.out_dir, "/", options.label, "-", PointName(name_only))
+              : absl::StrCat(options.out_dir, "/", options.label);
     auto point = (*session)->RunPoint(load, base);
     if (!point.ok()) {
       if ((*session)->interrupted()) break;

@@ -25,7 +25,8 @@ json Body(const v1::GenerateRequest& r, bool chat, const std::string& model) {
   if (chat) {
     body["messages"] = json::array({{{"role", "user"}, {"content", r.text()}}});
   } else if (r.has_token_ids()) {
-    body["prompt"] = json(std::vector<uint32_t>(r.token_ids().ids().begin(), r.token_ids().ids().end()));
+    body["prompt"] =
+        json(std::vector<uint32_t>(r.token_ids().ids().begin(), r.token_ids().ids().end()));
   } else {
     body["prompt"] = r.text();
   }
@@ -46,7 +47,8 @@ OpenAiRunner::OpenAiRunner(std::string host, int port, bool chat, std::string mo
 
 OpenAiRunner::~OpenAiRunner() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](size_t* n) { return *n == 0; }, &in_flight_));
+  mu_.Await(absl::Condition(
+      +[](size_t* n) { return *n == 0; }, &in_flight_));
 }
 
 void OpenAiRunner::Start(const v1::GenerateRequest& request, RequestRecord record, DoneFn done) {
@@ -105,7 +107,8 @@ void OpenAiRunner::Run(const v1::GenerateRequest& request, RequestRecord record,
       }
       if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
         std::string reason = c["finish_reason"].get<std::string>();
-        for (char& ch : reason) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        for (char& ch : reason)
+          ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
         record.finish_reason = reason;
       }
     }
@@ -139,8 +142,9 @@ void OpenAiRunner::Run(const v1::GenerateRequest& request, RequestRecord record,
     record.server_output_tokens = usage_tokens;
     // Text chunks can carry more than one token (a multi-byte character that
     // spans tokens); the server's count is the truth.
-    if (!record.message_tokens.empty()) record.message_tokens.back() += static_cast<int32_t>(
-        std::max<int64_t>(0, usage_tokens - record.output_tokens));
+    if (!record.message_tokens.empty())
+      record.message_tokens.back() +=
+          static_cast<int32_t>(std::max<int64_t>(0, usage_tokens - record.output_tokens));
     record.output_tokens = std::max(record.output_tokens, usage_tokens);
   }
   if (cancelled_.load()) {

@@ -22,12 +22,14 @@ struct PlotPoint {
 };
 
 // The gnuplot script for `points` drawing <base>.dat into <base>.png.
-std::string GnuplotScript(const std::string& base, const std::string& title, const std::vector<PlotPoint>& points);
+std::string GnuplotScript(const std::string& base, const std::string& title,
+                          const std::vector<PlotPoint>& points);
 
 // Writes the files and runs gnuplot; an error says what failed (the .dat and
 // .gp files stay for a manual run). The script names the files by absolute
 // path, so `gnuplot <base>.gp` works from any directory.
-absl::Status WriteSweepPlot(const std::string& base, const std::string& title, const std::vector<PlotPoint>& points);
+absl::Status WriteSweepPlot(const std::string& base, const std::string& title,
+                            const std::vector<PlotPoint>& points);
 
 }  // namespace expertd::bench
 

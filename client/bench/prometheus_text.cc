@@ -12,10 +12,14 @@ namespace expertd::bench {
 namespace {
 
 bool ParseValue(absl::string_view text, double* value) {
-  if (text == "+Inf") *value = INFINITY;
-  else if (text == "-Inf") *value = -INFINITY;
-  else if (text == "NaN") *value = NAN;
-  else return absl::SimpleAtod(text, value);
+  if (text == "+Inf")
+    *value = INFINITY;
+  else if (text == "-Inf")
+    *value = -INFINITY;
+  else if (text == "NaN")
+    *value = NAN;
+  else
+    return absl::SimpleAtod(text, value);
   return true;
 }
 
@@ -66,7 +70,9 @@ absl::StatusOr<std::vector<PrometheusSample>> ParsePrometheusText(const std::str
           absl::StrSplit(line.substr(pos), absl::ByAnyChar(" \t"), absl::SkipEmpty());
       ok = !rest.empty() && rest.size() <= 2 && ParseValue(rest[0], &s.value);
     }
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("metrics line ", line_number, ": cannot parse '", line, "'"));
+    if (!ok)
+      return absl::InvalidArgumentError(
+          absl::StrCat("metrics line ", line_number, ": cannot parse '", line, "'"));
     samples.push_back(std::move(s));
   }
   return samples;

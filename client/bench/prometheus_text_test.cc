@@ -7,7 +7,8 @@
 namespace expertd::bench {
 namespace {
 
-constexpr char kText[] = R"(# HELP expertd:expert_cache_hits_total Routed experts found in the device cache.
+constexpr char kText[] =
+    R"(# HELP expertd:expert_cache_hits_total Routed experts found in the device cache.
 # TYPE expertd:expert_cache_hits_total counter
 expertd:expert_cache_hits_total{model_name="m",layer="0"} 10
 expertd:expert_cache_hits_total{model_name="m",layer="1"} 5.5
@@ -34,8 +35,10 @@ TEST(PrometheusTextTest, SumsOverLabelsWithAMatch) {
   auto samples = ParsePrometheusText(kText);
   ASSERT_TRUE(samples.ok());
   EXPECT_DOUBLE_EQ(SumSamples(*samples, "expertd:expert_cache_hits_total"), 15.5);
-  EXPECT_DOUBLE_EQ(SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "host_to_device"}}), 1e6);
-  EXPECT_DOUBLE_EQ(SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "disk_to_host"}}), 250);
+  EXPECT_DOUBLE_EQ(
+      SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "host_to_device"}}), 1e6);
+  EXPECT_DOUBLE_EQ(
+      SumSamples(*samples, "expertd:expert_bytes_moved_total", {{"path", "disk_to_host"}}), 250);
   EXPECT_DOUBLE_EQ(SumSamples(*samples, "expertd:expert_bytes_moved_total"), 1e6 + 250);
   EXPECT_DOUBLE_EQ(SumSamples(*samples, "expertd:absent"), 0);
 }

@@ -57,7 +57,8 @@ std::string Row(const RequestRecord& r) {
 std::string RequestsCsv(const RunResult& run) {
   std::string out =
       "index,phase,outcome,finish_reason,scheduled_ms,start_ms,ttft_ms,e2e_ms,tpot_ms,input_tokens,"
-      "output_tokens,server_output_tokens,max_new_tokens,messages,itl_mean_ms,itl_max_ms,server_queue_ms,"
+      "output_tokens,server_output_tokens,max_new_tokens,messages,itl_mean_ms,itl_max_ms,server_"
+      "queue_ms,"
       "server_ttft_ms,prompt_hash,error\n";
   for (const RequestRecord& r : run.records) absl::StrAppend(&out, Row(r), "\n");
   return out;

@@ -10,10 +10,14 @@ namespace expertd::bench {
 namespace {
 
 // JSON has no infinity: vLLM writes "inf" for an unlimited request rate.
-nlohmann::ordered_json Rate(double rate) { return std::isinf(rate) ? nlohmann::ordered_json("inf") : nlohmann::ordered_json(rate); }
+nlohmann::ordered_json Rate(double rate) {
+  return std::isinf(rate) ? nlohmann::ordered_json("inf") : nlohmann::ordered_json(rate);
+}
 
 // -1 ("not defined") -> null.
-nlohmann::ordered_json OrNull(double v) { return v < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); }
+nlohmann::ordered_json OrNull(double v) {
+  return v < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+}
 
 void AddDistribution(const std::string& metric, const Distribution& d, nlohmann::ordered_json* j) {
   (*j)["mean_" + metric + "_ms"] = d.mean;
@@ -48,21 +52,27 @@ nlohmann::ordered_json ExpertCacheJson(const ExpertCacheReport& r) {
 }
 
 void AddDetailed(const RunResult& run, nlohmann::ordered_json* j) {
-  nlohmann::ordered_json input_lens = nlohmann::ordered_json::array(), output_lens = nlohmann::ordered_json::array(),
-                 ttfts = nlohmann::ordered_json::array(), itls = nlohmann::ordered_json::array(),
-                 latencies = nlohmann::ordered_json::array(), start_times = nlohmann::ordered_json::array(),
-                 errors = nlohmann::ordered_json::array();
+  nlohmann::ordered_json input_lens = nlohmann::ordered_json::array(),
+                         output_lens = nlohmann::ordered_json::array(),
+                         ttfts = nlohmann::ordered_json::array(),
+                         itls = nlohmann::ordered_json::array(),
+                         latencies = nlohmann::ordered_json::array(),
+                         start_times = nlohmann::ordered_json::array(),
+                         errors = nlohmann::ordered_json::array();
   for (const RequestRecord& r : run.records) {
     if (r.warmup) continue;
     input_lens.push_back(std::max<int64_t>(r.input_tokens, 0));
     output_lens.push_back(r.output_tokens);
     ttfts.push_back(r.has_first_token() ? r.ttft_s() : 0.0);
     nlohmann::ordered_json gaps = nlohmann::ordered_json::array();
-    for (size_t i = 1; i < r.message_times_s.size(); ++i) gaps.push_back(r.message_times_s[i] - r.message_times_s[i - 1]);
+    for (size_t i = 1; i < r.message_times_s.size(); ++i)
+      gaps.push_back(r.message_times_s[i] - r.message_times_s[i - 1]);
     itls.push_back(std::move(gaps));
     latencies.push_back(r.e2e_s());
     start_times.push_back(r.start_s);
-    errors.push_back(r.ok() ? "" : absl::StrCat(r.outcome, r.error_message.empty() ? "" : ": ", r.error_message));
+    errors.push_back(
+        r.ok() ? ""
+               : absl::StrCat(r.outcome, r.error_message.empty() ? "" : ": ", r.error_message));
   }
   (*j)["input_lens"] = std::move(input_lens);
   (*j)["output_lens"] = std::move(output_lens);
@@ -81,7 +91,8 @@ std::string PercentileWord(double p) {
 }
 
 nlohmann::ordered_json ResultJson(const RunConfig& c, const BenchSummary& s,
-                          const std::vector<ExpertCacheReport>& expert_cache, const RunResult* detailed) {
+                                  const std::vector<ExpertCacheReport>& expert_cache,
+                                  const RunResult* detailed) {
   nlohmann::ordered_json j;
   j["schema"] = "expert-bench/1";
   j["date"] = c.date;
@@ -120,8 +131,10 @@ nlohmann::ordered_json ResultJson(const RunConfig& c, const BenchSummary& s,
   j["total_input_tokens"] = s.total_input_tokens;
   j["total_output_tokens"] = s.total_output_tokens;
   j["request_throughput"] = s.request_throughput;
-  j["request_goodput"] = s.has_goodput ? nlohmann::ordered_json(s.request_goodput) : nlohmann::ordered_json(nullptr);
-  j["good_requests"] = s.has_goodput ? nlohmann::ordered_json(s.good_requests) : nlohmann::ordered_json(nullptr);
+  j["request_goodput"] =
+      s.has_goodput ? nlohmann::ordered_json(s.request_goodput) : nlohmann::ordered_json(nullptr);
+  j["good_requests"] =
+      s.has_goodput ? nlohmann::ordered_json(s.good_requests) : nlohmann::ordered_json(nullptr);
   j["slo"] = {{"ttft_ms", OrNull(c.slo.ttft_ms > 0 ? c.slo.ttft_ms : -1)},
               {"tpot_ms", OrNull(c.slo.tpot_ms > 0 ? c.slo.tpot_ms : -1)},
               {"e2el_ms", OrNull(c.slo.e2el_ms > 0 ? c.slo.e2el_ms : -1)}};

@@ -24,7 +24,8 @@ namespace expertd::bench {
 
 // `detailed` may be null (summary only).
 nlohmann::ordered_json ResultJson(const RunConfig& config, const BenchSummary& summary,
-                          const std::vector<ExpertCacheReport>& expert_cache, const RunResult* detailed);
+                                  const std::vector<ExpertCacheReport>& expert_cache,
+                                  const RunResult* detailed);
 
 // "99" for 99, "99.9" for 99.9: vLLM's percentile key word.
 std::string PercentileWord(double p);

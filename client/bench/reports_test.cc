@@ -45,8 +45,13 @@ TEST(ReportCsvTest, OneRowPerRequestWithQuotedErrors) {
   const std::string csv = RequestsCsv(OneOkOneError());
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0].rfind("index,phase,outcome,finish_reason,scheduled_ms,start_ms,ttft_ms,e2e_ms,tpot_ms,", 0), 0u);
-  EXPECT_EQ(lines[1], "0,measure,ok,LENGTH,,1.000,10.000,50.000,20.000,7,3,3,3,3,15.000,20.000,,,0000000000000abc,");
+  EXPECT_EQ(
+      lines[0].rfind(
+          "index,phase,outcome,finish_reason,scheduled_ms,start_ms,ttft_ms,e2e_ms,tpot_ms,", 0),
+      0u);
+  EXPECT_EQ(lines[1],
+            "0,measure,ok,LENGTH,,1.000,10.000,50.000,20.000,7,3,3,3,3,15.000,20.000,,,"
+            "0000000000000abc,");
   EXPECT_EQ(lines[2],
             "1,measure,RESOURCE_EXHAUSTED,,2.000,3.000,,1.000,,,0,,0,0,,,,,0000000000000000,"
             "\"queue full, \"\"retry\"\"\"");
@@ -65,14 +70,49 @@ TEST(ReportJsonTest, UsesVllmKeyNames) {
   cache.source = "admin";
   cache.reason = "GetExpertStats: UNIMPLEMENTED: no expert store";
   auto j = ResultJson(c, s, {cache}, &run);
-  for (const char* key :
-       {"date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate", "burstiness", "max_concurrency",
-        "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
-        "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
-        "max_concurrent_requests", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms",
-        "p50_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms",
-        "median_itl_ms", "std_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p99_e2el_ms",
-        "input_lens", "output_lens", "ttfts", "itls", "latencies", "errors"}) {
+  for (const char* key : {"date",
+                          "backend",
+                          "model_id",
+                          "tokenizer_id",
+                          "num_prompts",
+                          "request_rate",
+                          "burstiness",
+                          "max_concurrency",
+                          "duration",
+                          "completed",
+                          "failed",
+                          "total_input_tokens",
+                          "total_output_tokens",
+                          "request_throughput",
+                          "request_goodput",
+                          "output_throughput",
+                          "total_token_throughput",
+                          "max_output_tokens_per_s",
+                          "max_concurrent_requests",
+                          "mean_ttft_ms",
+                          "median_ttft_ms",
+                          "std_ttft_ms",
+                          "p99_ttft_ms",
+                          "p99.9_ttft_ms",
+                          "p50_ttft_ms",
+                          "mean_tpot_ms",
+                          "median_tpot_ms",
+                          "std_tpot_ms",
+                          "p99_tpot_ms",
+                          "mean_itl_ms",
+                          "median_itl_ms",
+                          "std_itl_ms",
+                          "p99_itl_ms",
+                          "mean_e2el_ms",
+                          "median_e2el_ms",
+                          "std_e2el_ms",
+                          "p99_e2el_ms",
+                          "input_lens",
+                          "output_lens",
+                          "ttfts",
+                          "itls",
+                          "latencies",
+                          "errors"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["request_rate"], "inf");

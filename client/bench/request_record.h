@@ -20,10 +20,10 @@ inline constexpr char kOutcomeCancelled[] = "cancelled";
 
 struct RequestRecord {
   int64_t index = 0;
-  bool warmup = false;         // issued during the warm-up phase: not in the results
-  double scheduled_s = -1;     // open loop: planned arrival; closed loop: -1
-  double start_s = 0;          // just before the call was started
-  double end_s = 0;            // the call's final status arrived
+  bool warmup = false;      // issued during the warm-up phase: not in the results
+  double scheduled_s = -1;  // open loop: planned arrival; closed loop: -1
+  double start_s = 0;       // just before the call was started
+  double end_s = 0;         // the call's final status arrived
   // One entry per streamed message that carried tokens: when it arrived and
   // how many tokens it carried.
   std::vector<double> message_times_s;

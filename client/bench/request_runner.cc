@@ -6,11 +6,13 @@
 
 namespace expertd::bench {
 
-v1::GenerateRequest BuildGenerateRequest(const PlannedRequest& planned, const RequestOptions& options) {
+v1::GenerateRequest BuildGenerateRequest(const PlannedRequest& planned,
+                                         const RequestOptions& options) {
   v1::GenerateRequest r;
   r.set_request_id("bench-" + std::to_string(planned.index));
   if (!planned.prompt.token_ids.empty()) {
-    r.mutable_token_ids()->mutable_ids()->Add(planned.prompt.token_ids.begin(), planned.prompt.token_ids.end());
+    r.mutable_token_ids()->mutable_ids()->Add(planned.prompt.token_ids.begin(),
+                                              planned.prompt.token_ids.end());
   } else {
     r.set_text(planned.prompt.text);
   }
@@ -27,7 +29,9 @@ v1::GenerateRequest BuildGenerateRequest(const PlannedRequest& planned, const Re
 
 namespace {
 
-double Seconds(const google::protobuf::Duration& d) { return static_cast<double>(d.seconds()) + d.nanos() * 1e-9; }
+double Seconds(const google::protobuf::Duration& d) {
+  return static_cast<double>(d.seconds()) + d.nanos() * 1e-9;
+}
 
 std::string ReasonName(v1::FinishReason r) {
   const std::string& name = v1::FinishReason_Name(r);
@@ -45,7 +49,8 @@ class GenerateCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
                RequestRunner::DoneFn done)
       : runner_(runner), request_(request), record_(std::move(record)), done_(std::move(done)) {}
 
-  void Start(v1::InferenceService::Stub* stub, std::shared_ptr<GenerateCall> self, double timeout_s) {
+  void Start(v1::InferenceService::Stub* stub, std::shared_ptr<GenerateCall> self,
+             double timeout_s) {
     self_ = std::move(self);
     ctx_.set_deadline(std::chrono::system_clock::now() +
                       std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6)));
@@ -108,7 +113,8 @@ class GenerateCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
           return kOutcomeOk;
       }
     }
-    if (status.error_code() == grpc::StatusCode::CANCELLED && cancelled_.load()) return kOutcomeCancelled;
+    if (status.error_code() == grpc::StatusCode::CANCELLED && cancelled_.load())
+      return kOutcomeCancelled;
     return absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
   }
 
@@ -123,8 +129,8 @@ class GenerateCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
   std::shared_ptr<GenerateCall> self_;
 };
 
-RequestRunner::RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels, Clock::time_point t0,
-                             double timeout_s)
+RequestRunner::RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                             Clock::time_point t0, double timeout_s)
     : GenerateRunner(t0), timeout_s_(timeout_s) {
   for (auto& c : channels) stubs_.push_back(v1::InferenceService::NewStub(c));
 }
@@ -168,7 +174,8 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& addr
   for (int i = 0; i < n; ++i) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
   }
   return channels;
 }

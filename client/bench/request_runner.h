@@ -26,16 +26,17 @@ namespace expertd::bench {
 using Clock = std::chrono::steady_clock;
 
 struct RequestOptions {
-  std::string model;          // GenerateRequest.model ("" = the served model)
-  double temperature = 0;     // 0 = greedy
+  std::string model;       // GenerateRequest.model ("" = the served model)
+  double temperature = 0;  // 0 = greedy
   double top_p = 1;
   int64_t top_k = 0;
   bool ignore_eos = false;
-  double timeout_s = 600;     // per-request deadline
+  double timeout_s = 600;  // per-request deadline
 };
 
 // The GenerateRequest for a planned request.
-v1::GenerateRequest BuildGenerateRequest(const PlannedRequest& planned, const RequestOptions& options);
+v1::GenerateRequest BuildGenerateRequest(const PlannedRequest& planned,
+                                         const RequestOptions& options);
 
 class GenerateCall;
 
@@ -64,7 +65,8 @@ class GenerateRunner {
 class RequestRunner final : public GenerateRunner {
  public:
   // `channels` non-empty; `t0` is the time origin of every record.
-  RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels, Clock::time_point t0, double timeout_s);
+  RequestRunner(std::vector<std::shared_ptr<grpc::Channel>> channels, Clock::time_point t0,
+                double timeout_s);
   ~RequestRunner() override;  // REQUIRES: no call in flight.
 
   void Start(const v1::GenerateRequest& request, RequestRecord record, DoneFn done) override;

@@ -19,7 +19,7 @@ struct RunConfig {
   std::string server_version;  // ServerInfo.version
   std::string model_id;        // ModelInfo.model_name
   bool open_loop = false;
-  int64_t concurrency = 0;      // closed loop
+  int64_t concurrency = 0;                                        // closed loop
   double request_rate = std::numeric_limits<double>::infinity();  // open loop
   double burstiness = 1;
   int64_t max_concurrency = 0;  // 0: none
@@ -28,7 +28,7 @@ struct RunConfig {
   int64_t warmup_requests = 0;
   double warmup_s = 0;
   uint64_t seed = 0;
-  std::string dataset;          // JSONL path, or "" for synthetic
+  std::string dataset;  // JSONL path, or "" for synthetic
   std::string input_len, output_len;
   bool ignore_eos = false;
   double temperature = 0;

@@ -13,13 +13,13 @@ namespace {
 TEST(StatsTest, PercentileMatchesNumpyLinear) {
   const std::vector<double> sorted = {1, 2, 3, 5, 7, 9};
   EXPECT_DOUBLE_EQ(Percentile(sorted, 0), 1);
-  EXPECT_DOUBLE_EQ(Percentile(sorted, 50), 4);     // rank 2.5: 3 + 0.5 * 2
-  EXPECT_DOUBLE_EQ(Percentile(sorted, 90), 8);     // rank 4.5
-  EXPECT_DOUBLE_EQ(Percentile(sorted, 95), 8.5);   // rank 4.75
-  EXPECT_DOUBLE_EQ(Percentile(sorted, 99), 8.9);   // rank 4.95
+  EXPECT_DOUBLE_EQ(Percentile(sorted, 50), 4);    // rank 2.5: 3 + 0.5 * 2
+  EXPECT_DOUBLE_EQ(Percentile(sorted, 90), 8);    // rank 4.5
+  EXPECT_DOUBLE_EQ(Percentile(sorted, 95), 8.5);  // rank 4.75
+  EXPECT_DOUBLE_EQ(Percentile(sorted, 99), 8.9);  // rank 4.95
   EXPECT_NEAR(Percentile(sorted, 99.9), 8.99, 1e-12);
   EXPECT_DOUBLE_EQ(Percentile(sorted, 100), 9);
-  EXPECT_DOUBLE_EQ(Percentile(sorted, 20), 2);     // rank exactly 1
+  EXPECT_DOUBLE_EQ(Percentile(sorted, 20), 2);  // rank exactly 1
 }
 
 TEST(StatsTest, PercentileOfOneAndNone) {

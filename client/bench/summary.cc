@@ -33,7 +33,8 @@ double MaxTokensPerSecond(const std::vector<const RequestRecord*>& completed, do
   std::map<int64_t, int64_t> buckets;
   for (const RequestRecord* r : completed) {
     for (size_t i = 0; i < r->message_times_s.size(); ++i) {
-      buckets[static_cast<int64_t>(std::floor(r->message_times_s[i] - origin_s))] += r->message_tokens[i];
+      buckets[static_cast<int64_t>(std::floor(r->message_times_s[i] - origin_s))] +=
+          r->message_tokens[i];
     }
   }
   int64_t peak = 0;
@@ -43,7 +44,8 @@ double MaxTokensPerSecond(const std::vector<const RequestRecord*>& completed, do
 
 }  // namespace
 
-BenchSummary SummarizeRun(const RunResult& run, const SloOptions& slo, const std::vector<double>& percentiles) {
+BenchSummary SummarizeRun(const RunResult& run, const SloOptions& slo,
+                          const std::vector<double>& percentiles) {
   BenchSummary s;
   s.issued = run.issued;
   s.warmup_requests = run.warmup_issued;
@@ -60,7 +62,8 @@ BenchSummary SummarizeRun(const RunResult& run, const SloOptions& slo, const std
     completed.push_back(&r);
     s.total_input_tokens += std::max<int64_t>(r.input_tokens, 0);
     s.total_output_tokens += r.output_tokens;
-    if (r.server_output_tokens >= 0 && r.server_output_tokens != r.output_tokens) ++s.usage_mismatches;
+    if (r.server_output_tokens >= 0 && r.server_output_tokens != r.output_tokens)
+      ++s.usage_mismatches;
     if (r.has_first_token()) ttft.push_back(r.ttft_s() * 1e3);
     if (r.output_tokens > 1) tpot.push_back(r.tpot_s() * 1e3);
     for (size_t i = 1; i < r.message_times_s.size(); ++i) {

@@ -64,7 +64,8 @@ struct BenchSummary {
   int64_t usage_mismatches = 0;
 };
 
-BenchSummary SummarizeRun(const RunResult& run, const SloOptions& slo, const std::vector<double>& percentiles);
+BenchSummary SummarizeRun(const RunResult& run, const SloOptions& slo,
+                          const std::vector<double>& percentiles);
 
 // True if `r` meets every SLO that is set.
 bool MeetsSlo(const RequestRecord& r, const SloOptions& slo);

@@ -5,8 +5,8 @@
 namespace expertd::bench {
 namespace {
 
-RequestRecord Ok(int64_t index, double start, std::vector<double> times, std::vector<int32_t> tokens, double end,
-                 int64_t input) {
+RequestRecord Ok(int64_t index, double start, std::vector<double> times,
+                 std::vector<int32_t> tokens, double end, int64_t input) {
   RequestRecord r;
   r.index = index;
   r.start_s = start;
@@ -63,7 +63,7 @@ TEST(SummaryTest, CountsThroughputsAndLatencies) {
   EXPECT_NEAR(s.ttft_ms.mean, 75, 1e-9);
   EXPECT_EQ(s.tpot_ms.count, 1u);  // B has a single token
   EXPECT_NEAR(s.tpot_ms.mean, 400.0 / 3, 1e-9);
-  EXPECT_EQ(s.itl_ms.count, 2u);   // one sample per message, not per token
+  EXPECT_EQ(s.itl_ms.count, 2u);  // one sample per message, not per token
   EXPECT_NEAR(s.itl_ms.min, 100, 1e-9);
   EXPECT_NEAR(s.itl_ms.max, 200, 1e-9);
   EXPECT_EQ(s.e2el_ms.count, 2u);
@@ -103,7 +103,8 @@ TEST(SummaryTest, TokensPerSecondBucketsAreOneSecondWide) {
   run.records.push_back(Ok(0, 0.0, {0.2, 0.9, 1.1, 1.2, 1.3, 2.5}, {1, 1, 1, 1, 2, 1}, 2.6, 1));
   run.issued = 1;
   run.measure_end_s = 2.6;
-  EXPECT_DOUBLE_EQ(SummarizeRun(run, SloOptions(), {99}).max_output_tokens_per_s, 4);  // [1, 2): 1 + 1 + 2
+  EXPECT_DOUBLE_EQ(SummarizeRun(run, SloOptions(), {99}).max_output_tokens_per_s,
+                   4);  // [1, 2): 1 + 1 + 2
 }
 
 }  // namespace

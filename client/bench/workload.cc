@@ -15,18 +15,21 @@ namespace expertd::bench {
 namespace {
 
 absl::Status BadSpec(const std::string& spec) {
-  return absl::InvalidArgumentError(absl::StrCat("bad length distribution '", spec,
-                                                 "': expected N, uniform:MIN,MAX or normal:MEAN,STD"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "bad length distribution '", spec, "': expected N, uniform:MIN,MAX or normal:MEAN,STD"));
 }
 
-absl::StatusOr<std::pair<double, double>> TwoNumbers(absl::string_view rest, const std::string& spec) {
+absl::StatusOr<std::pair<double, double>> TwoNumbers(absl::string_view rest,
+                                                     const std::string& spec) {
   std::vector<std::string> parts = absl::StrSplit(rest, ',');
   double a, b;
-  if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &a) || !absl::SimpleAtod(parts[1], &b)) return BadSpec(spec);
+  if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &a) || !absl::SimpleAtod(parts[1], &b))
+    return BadSpec(spec);
   return std::make_pair(a, b);
 }
 
-absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, int line_number, const std::string& path) {
+absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, int line_number,
+                                       const std::string& path) {
   auto fail = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ":", line_number, ": ", why));
   };
@@ -34,13 +37,15 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, int line_number,
   if (!j.is_object()) return fail("not a JSON object");
   Prompt p;
   if (j.contains("text")) {
-    if (!j["text"].is_string() || j["text"].get<std::string>().empty()) return fail("\"text\" must be a non-empty string");
+    if (!j["text"].is_string() || j["text"].get<std::string>().empty())
+      return fail("\"text\" must be a non-empty string");
     p.text = j["text"].get<std::string>();
   } else if (j.contains("token_ids")) {
     const auto& ids = j["token_ids"];
     if (!ids.is_array() || ids.empty()) return fail("\"token_ids\" must be a non-empty array");
     for (const auto& id : ids) {
-      if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX) return fail("\"token_ids\" must hold uint32 ids");
+      if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX)
+        return fail("\"token_ids\" must hold uint32 ids");
       p.token_ids.push_back(id.get<uint32_t>());
     }
   } else {
@@ -67,7 +72,8 @@ absl::StatusOr<LengthDistribution> LengthDistribution::Parse(const std::string& 
     if (!ab.ok()) return ab.status();
     d.kind_ = Kind::kUniform;
     std::tie(d.a_, d.b_) = *ab;
-    if (d.a_ < 1 || d.b_ < d.a_ || d.a_ != std::floor(d.a_) || d.b_ != std::floor(d.b_)) return BadSpec(spec);
+    if (d.a_ < 1 || d.b_ < d.a_ || d.a_ != std::floor(d.a_) || d.b_ != std::floor(d.b_))
+      return BadSpec(spec);
   } else if (absl::ConsumePrefix(&rest, "normal:")) {
     auto ab = TwoNumbers(rest, spec);
     if (!ab.ok()) return ab.status();
@@ -94,7 +100,8 @@ int64_t LengthDistribution::Sample(Rng* rng) const {
     case Kind::kFixed:
       return static_cast<int64_t>(a_);
     case Kind::kUniform:
-      return static_cast<int64_t>(a_) + static_cast<int64_t>(rng->UniformInt(static_cast<uint64_t>(b_ - a_ + 1)));
+      return static_cast<int64_t>(a_) +
+             static_cast<int64_t>(rng->UniformInt(static_cast<uint64_t>(b_ - a_ + 1)));
     case Kind::kNormal:
       return std::max<int64_t>(1, std::llround(rng->Normal(a_, b_)));
   }
@@ -114,7 +121,8 @@ absl::StatusOr<std::vector<Prompt>> LoadJsonlPrompts(const std::string& path) {
     if (!p.ok()) return p.status();
     prompts.push_back(*std::move(p));
   }
-  if (prompts.empty()) return absl::InvalidArgumentError(absl::StrCat("prompt file '", path, "' has no prompts"));
+  if (prompts.empty())
+    return absl::InvalidArgumentError(absl::StrCat("prompt file '", path, "' has no prompts"));
   return prompts;
 }
 
@@ -144,7 +152,8 @@ Prompt Workload::NextPrompt() {
     if (position_ == order_.size()) {
       order_.resize(options_.dataset.size());
       for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-      for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[prompt_rng_.UniformInt(i)]);
+      for (size_t i = order_.size(); i > 1; --i)
+        std::swap(order_[i - 1], order_[prompt_rng_.UniformInt(i)]);
       position_ = 0;
     }
     return options_.dataset[order_[position_++]];
@@ -162,15 +171,16 @@ PlannedRequest Workload::Next() {
   PlannedRequest r;
   r.index = next_index_++;
   r.prompt = NextPrompt();
-  r.max_new_tokens =
-      r.prompt.max_new_tokens > 0 ? r.prompt.max_new_tokens : options_.output_len.Sample(&length_rng_);
+  r.max_new_tokens = r.prompt.max_new_tokens > 0 ? r.prompt.max_new_tokens
+                                                 : options_.output_len.Sample(&length_rng_);
   const bool synthetic = options_.dataset.empty();
   if (synthetic && options_.max_context > 0) {
     r.max_new_tokens = std::min<int64_t>(r.max_new_tokens, options_.max_context - 1);
     const int64_t room = options_.max_context - r.max_new_tokens;
     if (static_cast<int64_t>(r.prompt.token_ids.size()) > room) r.prompt.token_ids.resize(room);
   }
-  r.input_tokens = r.prompt.token_ids.empty() ? -1 : static_cast<int64_t>(r.prompt.token_ids.size());
+  r.input_tokens =
+      r.prompt.token_ids.empty() ? -1 : static_cast<int64_t>(r.prompt.token_ids.size());
   r.sampling_seed = seed_rng_.Next();
   r.prompt_hash = PromptHash(r.prompt);
   return r;

@@ -50,9 +50,9 @@ class LengthDistribution {
 };
 
 struct Prompt {
-  std::string text;                // used when token_ids is empty
+  std::string text;  // used when token_ids is empty
   std::vector<uint32_t> token_ids;
-  int64_t max_new_tokens = 0;      // 0: from the output-length distribution
+  int64_t max_new_tokens = 0;  // 0: from the output-length distribution
 };
 
 // Reads a JSONL prompt file. Errors name the line.
@@ -62,19 +62,19 @@ struct WorkloadOptions {
   std::vector<Prompt> dataset;  // empty: synthetic prompts
   LengthDistribution input_len = LengthDistribution::Fixed(128);
   LengthDistribution output_len = LengthDistribution::Fixed(128);
-  uint32_t vocab_size = 0;           // synthetic: ids in [0, vocab_size)
-  std::set<uint32_t> excluded_ids;   // synthetic: never drawn
-  int64_t max_context = 0;           // synthetic: input + output <= this (0: no limit)
+  uint32_t vocab_size = 0;          // synthetic: ids in [0, vocab_size)
+  std::set<uint32_t> excluded_ids;  // synthetic: never drawn
+  int64_t max_context = 0;          // synthetic: input + output <= this (0: no limit)
   uint64_t seed = 0;
 };
 
 struct PlannedRequest {
-  int64_t index = 0;            // 0, 1, 2, ... in issue order
+  int64_t index = 0;  // 0, 1, 2, ... in issue order
   Prompt prompt;
-  int64_t input_tokens = -1;    // token_ids.size(); -1 for text (known from the server's usage)
+  int64_t input_tokens = -1;  // token_ids.size(); -1 for text (known from the server's usage)
   int64_t max_new_tokens = 1;
-  uint64_t sampling_seed = 0;   // per request, so outputs are reproducible too
-  uint64_t prompt_hash = 0;     // FNV-1a of the prompt, to compare schedules
+  uint64_t sampling_seed = 0;  // per request, so outputs are reproducible too
+  uint64_t prompt_hash = 0;    // FNV-1a of the prompt, to compare schedules
 };
 
 class Workload {

@@ -28,8 +28,8 @@ TEST(LengthDistributionTest, ParsesTheThreeForms) {
 }
 
 TEST(LengthDistributionTest, RejectsBadSpecs) {
-  for (const char* bad : {"", "0", "-3", "x", "uniform:5,3", "uniform:0,3", "uniform:1", "normal:0,1",
-                          "normal:10,-1", "normal:a,b", "uniform:1.5,3"}) {
+  for (const char* bad : {"", "0", "-3", "x", "uniform:5,3", "uniform:0,3", "uniform:1",
+                          "normal:0,1", "normal:10,-1", "normal:a,b", "uniform:1.5,3"}) {
     EXPECT_FALSE(LengthDistribution::Parse(bad).ok()) << bad;
   }
 }

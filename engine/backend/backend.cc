@@ -26,8 +26,9 @@ class CompletedEvent final : public BackendEvent {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BackendEvent>> Backend::CopyToDeviceAsync(void* device_dst, const void* host_src,
-                                                                          uint64_t bytes) {
+absl::StatusOr<std::unique_ptr<BackendEvent>> Backend::CopyToDeviceAsync(void* device_dst,
+                                                                         const void* host_src,
+                                                                         uint64_t bytes) {
   absl::Status s = CopyToDevice(device_dst, host_src, bytes);
   if (!s.ok()) return s;
   return std::unique_ptr<BackendEvent>(new CompletedEvent());

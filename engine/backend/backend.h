@@ -54,7 +54,9 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   uint64_t size() const { return size_; }
   MemoryKind kind() const { return kind_; }
   bool empty() const { return data_ == nullptr; }
@@ -102,7 +104,8 @@ class Backend {
   // ---- Memory -------------------------------------------------------------
   // ResourceExhausted when past the device limit (or out of memory).
   // The contents are unspecified.
-  virtual absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, MemoryKind kind = MemoryKind::kDevice) = 0;
+  virtual absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes,
+                                                MemoryKind kind = MemoryKind::kDevice) = 0;
   virtual MemoryStats memory_stats() const = 0;
   // True when ops can read host memory directly (CPU): then the model may use
   // memory-mapped checkpoint weights in place instead of copying them.
@@ -120,7 +123,8 @@ class Backend {
   // memory makes a CUDA copy synchronous) and must stay valid and unchanged
   // until the returned event is done. Thread-safe.
   // Default (CPU): a blocking CopyToDevice and an already-completed event.
-  virtual absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst, const void* host_src,
+  virtual absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst,
+                                                                          const void* host_src,
                                                                           uint64_t bytes);
   // Ops enqueued after this call wait for `event` on the device, without
   // blocking the host (on CUDA: cudaStreamWaitEvent). Engine thread only.
@@ -147,15 +151,17 @@ class Backend {
  protected:
   // Wraps memory this backend allocated into a DeviceBuffer that will call
   // Free(data, size, kind) when destroyed.
-  DeviceBuffer MakeBuffer(void* data, uint64_t size, MemoryKind kind) { return DeviceBuffer(this, data, size, kind); }
+  DeviceBuffer MakeBuffer(void* data, uint64_t size, MemoryKind kind) {
+    return DeviceBuffer(this, data, size, kind);
+  }
   // Called by DeviceBuffer::Reset. Thread-safe.
   virtual void Free(void* data, uint64_t size, MemoryKind kind) = 0;
   friend class DeviceBuffer;
 };
 
 struct BackendOptions {
-  std::string name = "cpu";  // "cpu" | "cuda" | "auto" (backend_factory.h)
-  int threads = 0;           // CPU worker threads; 0 = hardware concurrency
+  std::string name = "cpu";          // "cpu" | "cuda" | "auto" (backend_factory.h)
+  int threads = 0;                   // CPU worker threads; 0 = hardware concurrency
   uint64_t device_memory_limit = 0;  // bytes; 0 = unlimited (CPU) / all (GPU)
 };
 

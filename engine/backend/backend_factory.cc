@@ -34,11 +34,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& req
     return std::unique_ptr<Backend>(std::move(*backend));
 #else
     return absl::UnimplementedError(
-        "this build has no CUDA backend: build with --config=cuda on a machine with the CUDA toolkit "
+        "this build has no CUDA backend: build with --config=cuda on a machine with the CUDA "
+        "toolkit "
         "(tools/bazel.sh does so when /usr/local/cuda/bin/nvcc exists)");
 #endif
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", options.name, "' (expected auto, cpu or cuda)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown backend '", options.name, "' (expected auto, cpu or cuda)"));
 }
 
 }  // namespace expertd::engine

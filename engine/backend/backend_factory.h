@@ -10,10 +10,10 @@
 
 namespace expertd::engine {
 
-// "auto" picks as ResolveBackendName does. InvalidArgument for an unknown name; Unimplemented for a backend not built
-// into this binary ("cuda" without --config=cuda); for "cuda", Unavailable
-// when no CUDA device can be used and ResourceExhausted when the device
-// arena (device_memory_limit bytes, or the free memory) cannot be allocated.
+// "auto" picks as ResolveBackendName does. InvalidArgument for an unknown name; Unimplemented for a
+// backend not built into this binary ("cuda" without --config=cuda); for "cuda", Unavailable when
+// no CUDA device can be used and ResourceExhausted when the device arena (device_memory_limit
+// bytes, or the free memory) cannot be allocated.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
 
 // "auto" -> "cuda" when this build has the CUDA backend and a CUDA device can

@@ -14,7 +14,8 @@ namespace expertd::engine {
 namespace {
 
 TEST(BackendFactoryTest, UnknownNameIsInvalidArgument) {
-  EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 #ifdef EXPERTD_WITH_CUDA
@@ -41,7 +42,8 @@ TEST(BackendFactoryTest, CudaWithoutTheCudaBuildIsAClearUnimplemented) {
   auto b = CreateBackend(BackendOptions{"cuda", 1, 0});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(b.status().message().find("this build has no CUDA backend"), std::string::npos) << b.status();
+  EXPECT_NE(b.status().message().find("this build has no CUDA backend"), std::string::npos)
+      << b.status();
 }
 #endif
 

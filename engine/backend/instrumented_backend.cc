@@ -2,7 +2,8 @@
 
 namespace expertd::engine {
 
-InstrumentedBackend::InstrumentedBackend(std::unique_ptr<Backend> target) : target_(std::move(target)) {}
+InstrumentedBackend::InstrumentedBackend(std::unique_ptr<Backend> target)
+    : target_(std::move(target)) {}
 
 int64_t InstrumentedBackend::ops() const {
   int64_t n = 0;
@@ -46,19 +47,20 @@ absl::StatusOr<DeviceBuffer> InstrumentedBackend::Allocate(uint64_t bytes, Memor
   return target_->Allocate(bytes, kind);
 }
 
-absl::Status InstrumentedBackend::CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) {
+absl::Status InstrumentedBackend::CopyToDevice(void* device_dst, const void* host_src,
+                                               uint64_t bytes) {
   counts_[static_cast<int>(BackendCall::kCopyToDevice)].fetch_add(1);
   return target_->CopyToDevice(device_dst, host_src, bytes);
 }
 
-absl::StatusOr<std::unique_ptr<BackendEvent>> InstrumentedBackend::CopyToDeviceAsync(void* device_dst,
-                                                                                     const void* host_src,
-                                                                                     uint64_t bytes) {
+absl::StatusOr<std::unique_ptr<BackendEvent>> InstrumentedBackend::CopyToDeviceAsync(
+    void* device_dst, const void* host_src, uint64_t bytes) {
   counts_[static_cast<int>(BackendCall::kCopyToDeviceAsync)].fetch_add(1);
   return target_->CopyToDeviceAsync(device_dst, host_src, bytes);
 }
 
-absl::Status InstrumentedBackend::CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) {
+absl::Status InstrumentedBackend::CopyToHost(void* host_dst, const void* device_src,
+                                             uint64_t bytes) {
   counts_[static_cast<int>(BackendCall::kCopyToHost)].fetch_add(1);
   absl::Status copied = target_->CopyToHost(host_dst, device_src, bytes);
   absl::Status fault = TakePending();
@@ -72,8 +74,8 @@ absl::Status InstrumentedBackend::Synchronize() {
   return fault.ok() ? synced : fault;
 }
 
-#define EXPERTD_FORWARD_OP(Name, Params)            \
-  void InstrumentedBackend::Name(const Params& p) { \
+#define EXPERTD_FORWARD_OP(Name, Params)               \
+  void InstrumentedBackend::Name(const Params& p) {    \
     if (Admit(BackendCall::k##Name)) target_->Name(p); \
   }
 

@@ -67,11 +67,14 @@ class InstrumentedBackend final : public Backend {
   int num_threads() const override { return target_->num_threads(); }
   absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, MemoryKind kind) override;
   MemoryStats memory_stats() const override { return target_->memory_stats(); }
-  bool host_memory_is_device_memory() const override { return target_->host_memory_is_device_memory(); }
+  bool host_memory_is_device_memory() const override {
+    return target_->host_memory_is_device_memory();
+  }
   absl::Status CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) override;
   absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) override;
   absl::Status Synchronize() override;
-  absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst, const void* host_src,
+  absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst,
+                                                                  const void* host_src,
                                                                   uint64_t bytes) override;
   absl::Status WaitOnDevice(BackendEvent* event) override { return target_->WaitOnDevice(event); }
 
@@ -106,7 +109,7 @@ class InstrumentedBackend final : public Backend {
   mutable absl::Mutex mu_;
   int64_t op_countdown_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no op fault armed
   absl::Status op_status_ ABSL_GUARDED_BY(mu_);
-  absl::Status pending_ ABSL_GUARDED_BY(mu_);      // a skipped op's error, not yet reported
+  absl::Status pending_ ABSL_GUARDED_BY(mu_);  // a skipped op's error, not yet reported
   int64_t alloc_countdown_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status alloc_status_ ABSL_GUARDED_BY(mu_);
 };

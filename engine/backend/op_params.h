@@ -43,8 +43,8 @@ struct WeightRef {
 struct EmbeddingParams {
   const int32_t* ids = nullptr;  // [rows], each in [0, table.rows)
   int64_t rows = 0;
-  WeightRef table;               // [vocab, dim]
-  float* out = nullptr;          // [rows, dim], contiguous
+  WeightRef table;       // [vocab, dim]
+  float* out = nullptr;  // [rows, dim], contiguous
 };
 
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight  (HF RMSNorm).
@@ -54,11 +54,11 @@ struct EmbeddingParams {
 struct RmsNormParams {
   const float* x = nullptr;  // [rows, dim]
   int64_t x_stride = 0;
-  float* out = nullptr;      // [rows, dim]
+  float* out = nullptr;  // [rows, dim]
   int64_t out_stride = 0;
   int64_t rows = 0;
   int64_t dim = 0;
-  WeightRef weight;          // [dim] (rows == 1, cols == dim)
+  WeightRef weight;  // [dim] (rows == 1, cols == dim)
   float eps = 1e-6f;
 };
 
@@ -68,12 +68,12 @@ struct RmsNormParams {
 struct MatmulParams {
   const float* x = nullptr;  // [m, k]
   int64_t x_stride = 0;
-  WeightRef w;               // [n, k]
-  WeightRef bias;            // [n] or empty
-  float* y = nullptr;        // [m, n]; must not alias x
+  WeightRef w;         // [n, k]
+  WeightRef bias;      // [n] or empty
+  float* y = nullptr;  // [m, n]; must not alias x
   int64_t y_stride = 0;
   int64_t m = 0;
-  bool accumulate = false;   // y += result instead of y = result
+  bool accumulate = false;  // y += result instead of y = result
 };
 
 // Rotary position embedding, rotate-half (GPT-NeoX / HF Llama) layout, in
@@ -88,16 +88,16 @@ struct MatmulParams {
 // before a rotate-half; the result here is that layout's permutation, and
 // since queries and keys share it their dot products are the same.
 struct RopeParams {
-  float* x = nullptr;                // [rows, heads, head_dim]
-  int64_t row_stride = 0;            // elements between tokens
+  float* x = nullptr;      // [rows, heads, head_dim]
+  int64_t row_stride = 0;  // elements between tokens
   int64_t rows = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;
-  int64_t rotary_dim = 0;            // even, <= head_dim
+  int64_t rotary_dim = 0;              // even, <= head_dim
   const int32_t* positions = nullptr;  // [rows]
-  const float* inv_freq = nullptr;   // [rotary_dim / 2]
-  float attention_factor = 1.0f;     // yarn's mscale; 1 otherwise
-  bool interleaved = false;          // pairs (2i, 2i+1) instead of (i, i + rotary_dim/2)
+  const float* inv_freq = nullptr;     // [rotary_dim / 2]
+  float attention_factor = 1.0f;       // yarn's mscale; 1 otherwise
+  bool interleaved = false;            // pairs (2i, 2i+1) instead of (i, i + rotary_dim/2)
 };
 
 // Writes new tokens' keys and values into a block (paged) KV cache.
@@ -125,21 +125,21 @@ struct KvAppendParams {
 // on the batch or on how its sequence's prompt was chunked. (Score scratch is
 // the implementation's own: per-thread buffers on CPU, shared memory on GPU.)
 struct AttentionParams {
-  const float* q = nullptr;       // [rows, heads, head_dim]
+  const float* q = nullptr;  // [rows, heads, head_dim]
   int64_t q_stride = 0;
-  float* out = nullptr;           // [rows, heads, head_dim]; must not alias q
+  float* out = nullptr;  // [rows, heads, head_dim]; must not alias q
   int64_t out_stride = 0;
   int64_t rows = 0;
   int64_t heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  float scale = 1.0f;             // usually 1/sqrt(head_dim)
-  const int32_t* seq = nullptr;   // [rows] index into block_tables
-  const int32_t* pos = nullptr;   // [rows] absolute position of the query
+  float scale = 1.0f;                     // usually 1/sqrt(head_dim)
+  const int32_t* seq = nullptr;           // [rows] index into block_tables
+  const int32_t* pos = nullptr;           // [rows] absolute position of the query
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   int64_t max_blocks_per_seq = 0;
-  int64_t block_size = 0;         // tokens per block
-  const float* k_cache = nullptr; // [num_slots, kv_heads, head_dim]
+  int64_t block_size = 0;          // tokens per block
+  const float* k_cache = nullptr;  // [num_slots, kv_heads, head_dim]
   const float* v_cache = nullptr;
 };
 
@@ -152,17 +152,17 @@ struct SoftmaxTopKParams {
   int64_t num_experts = 0;
   int64_t top_k = 0;
   bool renormalize = false;
-  int32_t* ids = nullptr;         // [rows, top_k] rank order
-  float* weights = nullptr;       // [rows, top_k]
+  int32_t* ids = nullptr;    // [rows, top_k] rank order
+  float* weights = nullptr;  // [rows, top_k]
 };
 
 // out[r, i] = silu(gate[r, i]) * up[r, i]. out may alias gate or up.
 struct SwiGluParams {
   const float* gate = nullptr;  // [rows, dim]
   int64_t gate_stride = 0;
-  const float* up = nullptr;    // [rows, dim]
+  const float* up = nullptr;  // [rows, dim]
   int64_t up_stride = 0;
-  float* out = nullptr;         // [rows, dim]
+  float* out = nullptr;  // [rows, dim]
   int64_t out_stride = 0;
   int64_t rows = 0;
   int64_t dim = 0;
@@ -172,11 +172,11 @@ struct SwiGluParams {
 // means f(.) = 1 (a plain residual add). y must not alias x.
 enum class RowScale { kIdentity, kSigmoid };
 struct AddRowsParams {
-  float* y = nullptr;           // [rows, dim]
+  float* y = nullptr;  // [rows, dim]
   int64_t y_stride = 0;
-  const float* x = nullptr;     // [rows, dim]
+  const float* x = nullptr;  // [rows, dim]
   int64_t x_stride = 0;
-  const float* scale = nullptr; // [rows] (element r at scale[r*scale_stride])
+  const float* scale = nullptr;  // [rows] (element r at scale[r*scale_stride])
   int64_t scale_stride = 1;
   RowScale scale_fn = RowScale::kIdentity;
   int64_t rows = 0;
@@ -194,7 +194,7 @@ struct ClampParams {
 
 // dst[i, :] = src[index[i], :]  (expert dispatch: gather a token's row).
 struct GatherRowsParams {
-  const float* src = nullptr;      // [*, dim]
+  const float* src = nullptr;  // [*, dim]
   int64_t src_stride = 0;
   const int32_t* index = nullptr;  // [rows]
   float* dst = nullptr;            // [rows, dim], contiguous
@@ -226,7 +226,7 @@ struct MoeCombineParams {
   int64_t rows = 0;
   int64_t top_k = 0;
   int64_t dim = 0;
-  bool accumulate = false;         // out += sum instead of out = sum
+  bool accumulate = false;  // out += sum instead of out = sum
 };
 
 }  // namespace expertd::engine

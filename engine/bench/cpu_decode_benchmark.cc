@@ -49,7 +49,8 @@ Bandwidth MeasureBandwidth(int threads) {
     for (int rep = 0; rep < 5; ++rep) {
       auto t0 = std::chrono::steady_clock::now();
       fn();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return best;
   };
@@ -113,7 +114,8 @@ void BM_Decode(benchmark::State& state) {
     return;
   }
   Engine& engine = **engine_or;
-  const std::vector<int32_t> prompt = {11, 2027, 305, 9, 4000, 77, 123, 50000, 42, 7, 8, 9, 10, 11, 12, 13};
+  const std::vector<int32_t> prompt = {11, 2027, 305, 9, 4000, 77, 123, 50000,
+                                       42, 7,    8,   9, 10,   11, 12,  13};
   SequenceId id = 1;
   int32_t next = 0;
   auto restart = [&] {
@@ -154,7 +156,8 @@ void BM_Decode(benchmark::State& state) {
   state.counters["read_GBps"] = bw.read_gbps;
   state.counters["floor_ms"] = floor_s * 1e3;
   state.counters["weight_GBps"] = bytes / per_token_s / 1e9;
-  state.SetLabel(std::string(models::DTypeName(dtype)) + ", " + std::to_string(threads) + " threads");
+  state.SetLabel(std::string(models::DTypeName(dtype)) + ", " + std::to_string(threads) +
+                 " threads");
 }
 
 // Prefill of a `range(1)`-token prompt (for time-to-first-token), bf16.
@@ -180,14 +183,19 @@ void BM_Prefill(benchmark::State& state) {
     (void)(*engine)->RemoveSequence(id++);
     state.ResumeTiming();
   }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(prompt.size()) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(prompt.size()) * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel("bfloat16, " + std::to_string(threads) + " threads");
 }
 BENCHMARK(BM_Prefill)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Args: {dtype: 1 = bf16, 0 = fp32; threads: 0 = all cores}.
-BENCHMARK(BM_Decode)->Args({1, 0})->Args({1, 1})->Args({0, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace expertd::engine

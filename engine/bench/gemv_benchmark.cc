@@ -76,8 +76,8 @@ void BM_OpenBlasSgemv(benchmark::State& state) {
   Problem p(state.range(0), state.range(1));
   openblas_set_num_threads(Threads(state));
   for (auto _ : state) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(p.n), static_cast<int>(p.k), 1.0f, p.w32.data(),
-                static_cast<int>(p.k), p.x.data(), 1, 0.0f, p.y.data(), 1);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(p.n), static_cast<int>(p.k), 1.0f,
+                p.w32.data(), static_cast<int>(p.k), p.x.data(), 1, 0.0f, p.y.data(), 1);
     benchmark::DoNotOptimize(p.y.data());
   }
   Report(state, p, 4);

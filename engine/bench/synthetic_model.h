@@ -14,7 +14,8 @@
 namespace expertd::engine {
 
 // Every tensor in spec.dtype. InvalidArgument if the spec's config does not parse.
-absl::StatusOr<std::shared_ptr<InMemoryWeightSource>> SyntheticWeights(const models::zoo::ZooSpec& spec);
+absl::StatusOr<std::shared_ptr<InMemoryWeightSource>> SyntheticWeights(
+    const models::zoo::ZooSpec& spec);
 
 // Bytes of weights one decode token reads (batch 1): embedding row, every
 // layer's norms + attention + router + top_k routed experts (+ shared

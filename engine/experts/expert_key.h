@@ -14,7 +14,8 @@ struct ExpertKey {
   int32_t expert = 0;  // routed expert id in [0, num_experts)
 
   uint64_t Packed() const {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) |
+           static_cast<uint32_t>(expert);
   }
   std::string DebugString() const { return std::to_string(layer) + ":" + std::to_string(expert); }
 

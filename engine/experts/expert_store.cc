@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "engine/experts/policy/hot_pins.h"
 #include "engine/experts/pack/pack_builder.h"
+#include "engine/experts/policy/hot_pins.h"
 
 namespace expertd::engine {
 namespace {
@@ -17,8 +17,8 @@ uint8_t* AlignPtr(void* p) {
 }
 
 // Experts the device cache holds under the options' budget.
-absl::StatusOr<int32_t> DeviceSlotsFor(const ExpertStoreOptions& o, Backend* backend, uint64_t slot_bytes,
-                                       int64_t total) {
+absl::StatusOr<int32_t> DeviceSlotsFor(const ExpertStoreOptions& o, Backend* backend,
+                                       uint64_t slot_bytes, int64_t total) {
   int64_t n = total;
   std::string budget = "all experts";
   if (o.device_cache_experts > 0) {
@@ -30,18 +30,21 @@ absl::StatusOr<int32_t> DeviceSlotsFor(const ExpertStoreOptions& o, Backend* bac
   } else if (o.device_cache_fraction > 0) {
     const MemoryStats m = backend->memory_stats();
     if (m.device_bytes_limit == 0) {
-      return absl::InvalidArgumentError("--expert_cache_percent needs a device memory limit; use --expert_cache_bytes");
+      return absl::InvalidArgumentError(
+          "--expert_cache_percent needs a device memory limit; use --expert_cache_bytes");
     }
-    const uint64_t free = m.device_bytes_limit - std::min(m.device_bytes_limit, m.device_bytes_in_use);
-    n = static_cast<int64_t>(o.device_cache_fraction * static_cast<double>(free) / static_cast<double>(slot_bytes));
+    const uint64_t free =
+        m.device_bytes_limit - std::min(m.device_bytes_limit, m.device_bytes_in_use);
+    n = static_cast<int64_t>(o.device_cache_fraction * static_cast<double>(free) /
+                             static_cast<double>(slot_bytes));
     budget = absl::StrCat(o.device_cache_fraction * 100, "% of ", free, " free device bytes");
   }
   n = std::min(n, total);
   const int64_t minimum = std::min<int64_t>(2, total);
   if (n < minimum) {
-    return absl::InvalidArgumentError(absl::StrCat("expert cache budget (", budget, ") holds ", n, " experts of ",
-                                                   slot_bytes, " bytes; at least ", minimum, " are needed (",
-                                                   minimum * slot_bytes, " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert cache budget (", budget, ") holds ", n, " experts of ", slot_bytes,
+        " bytes; at least ", minimum, " are needed (", minimum * slot_bytes, " bytes)"));
   }
   return static_cast<int32_t>(n);
 }
@@ -60,8 +63,8 @@ ExpertStore::~ExpertStore() {
   transfers_.reset();  // runs every queued load while the state is alive
 }
 
-absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(const ExpertProviderContext& context,
-                                                                 const ExpertStoreOptions& options) {
+absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(
+    const ExpertProviderContext& context, const ExpertStoreOptions& options) {
   if (context.backend == nullptr || context.weights == nullptr) {
     return absl::InvalidArgumentError("ExpertStore needs a backend and a weight source");
   }
@@ -73,28 +76,35 @@ absl::StatusOr<std::unique_ptr<ExpertStore>> ExpertStore::Create(const ExpertPro
 
 absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
   PackLocationOptions where{options_.pack_dir, "", options_.cache_dir};
-  if (auto* cp = dynamic_cast<const CheckpointWeightSource*>(ctx.weights)) where.model_dir = cp->checkpoint().dir();
-  ASSIGN_OR_RETURN(OpenedPack pack,
-                   OpenOrBuildExpertPack(*ctx.weights, where, {options_.direct_io, options_.verify_checksums}));
+  if (auto* cp = dynamic_cast<const CheckpointWeightSource*>(ctx.weights))
+    where.model_dir = cp->checkpoint().dir();
+  ASSIGN_OR_RETURN(
+      OpenedPack pack,
+      OpenOrBuildExpertPack(*ctx.weights, where, {options_.direct_io, options_.verify_checksums}));
   reader_ = std::move(pack.reader);
   pack_built_ = pack.built;
   const PackLayout& l = reader_->layout();
   slot_bytes_ = l.slot_bytes;
   const int64_t total = static_cast<int64_t>(l.num_entries());
   ASSIGN_OR_RETURN(device_slots_, DeviceSlotsFor(options_, backend_, slot_bytes_, total));
-  host_slots_ = static_cast<int32_t>(std::min<uint64_t>(options_.host_cache_bytes / slot_bytes_, total));
+  host_slots_ =
+      static_cast<int32_t>(std::min<uint64_t>(options_.host_cache_bytes / slot_bytes_, total));
   max_prefetch_slots_ = std::max(1, device_slots_ / 2);
   RETURN_IF_ERROR(AllocateTiers());
   ASSIGN_OR_RETURN(const bool declared, ConfigDeclaresPregate(where.model_dir));
-  ASSIGN_OR_RETURN(prefetcher_, CreatePrefetcher(options_.prefetch, backend_, *ctx.weights, declared));
+  ASSIGN_OR_RETURN(prefetcher_,
+                   CreatePrefetcher(options_.prefetch, backend_, *ctx.weights, declared));
   if (!options_.routing_trace_path.empty()) {
-    RoutingTraceHeader h{static_cast<int32_t>(config_->num_hidden_layers), static_cast<int32_t>(config_->num_experts),
-                         static_cast<int32_t>(config_->num_experts_per_tok), l.expert_bytes, config_->model_type};
+    RoutingTraceHeader h{static_cast<int32_t>(config_->num_hidden_layers),
+                         static_cast<int32_t>(config_->num_experts),
+                         static_cast<int32_t>(config_->num_experts_per_tok), l.expert_bytes,
+                         config_->model_type};
     ASSIGN_OR_RETURN(trace_, RoutingTraceWriter::Create(options_.routing_trace_path, h));
   }
   absl::MutexLock lock(&mu_);
   device_policy_ = MakeEvictionPolicy({options_.policy, options_.lfu_half_life, device_slots_});
-  host_policy_ = MakeEvictionPolicy({options_.policy, options_.lfu_half_life, std::max(host_slots_, 1)});
+  host_policy_ =
+      MakeEvictionPolicy({options_.policy, options_.lfu_half_life, std::max(host_slots_, 1)});
   hotness_ = DecayedCounter(std::max(64.0, kDefaultLfuHalfLifePerSlot * device_slots_));
   for (int32_t s = device_slots_ - 1; s >= 0; --s) free_device_slots_.push_back(s);
   for (int32_t s = host_slots_ - 1; s >= 0; --s) free_host_slots_.push_back(s);
@@ -118,12 +128,15 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
 }
 
 absl::Status ExpertStore::AllocateTiers() {
-  ASSIGN_OR_RETURN(device_arena_,
-                   backend_->Allocate(static_cast<uint64_t>(device_slots_) * slot_bytes_ + kPackAlignment));
+  ASSIGN_OR_RETURN(
+      device_arena_,
+      backend_->Allocate(static_cast<uint64_t>(device_slots_) * slot_bytes_ + kPackAlignment));
   device_base_ = AlignPtr(device_arena_.data());
   if (host_slots_ > 0) {
-    ASSIGN_OR_RETURN(host_arena_, backend_->Allocate(static_cast<uint64_t>(host_slots_) * slot_bytes_ + kPackAlignment,
-                                                     MemoryKind::kHostPinned));
+    ASSIGN_OR_RETURN(
+        host_arena_,
+        backend_->Allocate(static_cast<uint64_t>(host_slots_) * slot_bytes_ + kPackAlignment,
+                           MemoryKind::kHostPinned));
     host_base_ = AlignPtr(host_arena_.data());
   }
   return absl::OkStatus();
@@ -132,7 +145,9 @@ absl::Status ExpertStore::AllocateTiers() {
 ExpertWeights ExpertStore::WeightsAt(int32_t slot) const {
   const PackLayout& l = reader_->layout();
   const uint8_t* base = DeviceSlot(slot);
-  auto ref = [base](const PackTensorLayout& t) { return WeightRef{base + t.offset, t.dtype, t.rows, t.cols}; };
+  auto ref = [base](const PackTensorLayout& t) {
+    return WeightRef{base + t.offset, t.dtype, t.rows, t.cols};
+  };
   return ExpertWeights{ref(l.gate), ref(l.up), ref(l.down)};
 }
 
@@ -189,9 +204,12 @@ absl::StatusOr<int32_t> ExpertStore::TakeSlotForDemand(ExpertKey key) {
     if (!e.ready()) any_loading = true;
     if (!e.ready() || e.use == SlotUse::kAcquired || k == key) continue;
     int cls = 3;
-    if (!e.in_use() && e.protect_layer >= 0) cls = 0;
-    else if (!e.in_use()) cls = 1;  // unpinned yet not a victim: statically pinned
-    else if (k.layer == plan_layer_) cls = 2;
+    if (!e.in_use() && e.protect_layer >= 0)
+      cls = 0;
+    else if (!e.in_use())
+      cls = 1;  // unpinned yet not a victim: statically pinned
+    else if (k.layer == plan_layer_)
+      cls = 2;
     if (cls < best_class) {
       best = &e;
       best_key = k;
@@ -200,7 +218,8 @@ absl::StatusOr<int32_t> ExpertStore::TakeSlotForDemand(ExpertKey key) {
   }
   if (best == nullptr) {
     if (any_loading) return -1;
-    return absl::ResourceExhaustedError(absl::StrCat("expert cache of ", device_slots_, " slots has no room for expert ",
+    return absl::ResourceExhaustedError(absl::StrCat("expert cache of ", device_slots_,
+                                                     " slots has no room for expert ",
                                                      key.DebugString(), ": every slot is in use"));
   }
   if (best_class == 2) pending_.push_back(best_key.expert);
@@ -239,8 +258,9 @@ void ExpertStore::StartPendingLoads() {
 }
 
 void ExpertStore::RefreshStaticPins() {
-  static_pins_ = HottestPerLayer(hotness_, reader_->layout().moe_layers, reader_->layout().num_experts,
-                                 options_.pin_hot_fraction, static_cast<size_t>(device_slots_ / 2));
+  static_pins_ =
+      HottestPerLayer(hotness_, reader_->layout().moe_layers, reader_->layout().num_experts,
+                      options_.pin_hot_fraction, static_cast<size_t>(device_slots_ / 2));
   device_policy_->SetStaticPins(static_pins_);
 }
 
@@ -269,7 +289,8 @@ void ExpertStore::OnTokenRouting(int layer, absl::Span<const int32_t> ids, int t
     absl::MutexLock lock(&mu_);
     step = std::max<int64_t>(0, steps_ - 1);
   }
-  absl::Status s = trace_->Append(RoutingRecord{step, layer, std::vector<int32_t>(ids.begin(), ids.end())});
+  absl::Status s =
+      trace_->Append(RoutingRecord{step, layer, std::vector<int32_t>(ids.begin(), ids.end())});
   if (!s.ok()) EXPERTD_LOG(Warn, "routing trace record dropped").With("error", s);
 }
 
@@ -280,7 +301,8 @@ void ExpertStore::OnRouting(int layer, absl::Span<const int32_t> experts) {
   c.requests += static_cast<int64_t>(experts.size());
   if (auto p = predictions_.find(layer); p != predictions_.end()) {
     c.predicted += static_cast<int64_t>(p->second.size());
-    for (int32_t e : p->second) c.predicted_correct += std::count(experts.begin(), experts.end(), e);
+    for (int32_t e : p->second)
+      c.predicted_correct += std::count(experts.begin(), experts.end(), e);
     c.predicted_requests += static_cast<int64_t>(experts.size());
     predictions_.erase(p);
   }
@@ -335,7 +357,8 @@ void ExpertStore::OrderForCompute(int layer, std::vector<int32_t>* experts) {
 absl::StatusOr<ExpertWeights> ExpertStore::Acquire(int layer, int expert) {
   const ExpertKey key{layer, expert};
   if (reader_->layout().EntryIndex(key) < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("no routed expert ", expert, " in layer ", layer));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no routed expert ", expert, " in layer ", layer));
   }
   const int64_t start = clock_->NowNanos();
   bool waited = false;
@@ -348,7 +371,8 @@ absl::StatusOr<ExpertWeights> ExpertStore::Acquire(int layer, int expert) {
       if (slot < 0) {  // only in-flight loads hold slots: wait for one
         waited = true;
         const uint64_t seen = loads_finished_;
-        auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return loads_finished_ != seen; };
+        auto changed = [this, seen]()
+                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return loads_finished_ != seen; };
         mu_.Await(absl::Condition(&changed));
         continue;
       }
@@ -397,7 +421,8 @@ void ExpertStore::EndStep() {
   plan_order_.clear();
   plan_layer_ = -1;
   predictions_.clear();
-  if (options_.pin_hot_fraction > 0 && steps_ % std::max<int64_t>(1, options_.pin_refresh_steps) == 0) {
+  if (options_.pin_hot_fraction > 0 &&
+      steps_ % std::max<int64_t>(1, options_.pin_refresh_steps) == 0) {
     RefreshStaticPins();
   }
   if (trace_ != nullptr) trace_->Flush().IgnoreError();
@@ -453,7 +478,8 @@ std::vector<ExpertPlacementEntry> ExpertStore::Placement() const {
 }
 
 ExpertProviderFactory ExpertStoreFactory(ExpertStoreOptions options) {
-  return [options](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+  return [options](
+             const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
     ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> store, ExpertStore::Create(ctx, options));
     return std::unique_ptr<ExpertProvider>(std::move(store));
   };

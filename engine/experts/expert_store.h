@@ -45,11 +45,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/experts/pack/expert_pack_reader.h"
 #include "engine/experts/expert_store_options.h"
 #include "engine/experts/expert_store_stats.h"
-#include "engine/experts/policy/eviction_policy.h"
+#include "engine/experts/pack/expert_pack_reader.h"
 #include "engine/experts/policy/decayed_counter.h"
+#include "engine/experts/policy/eviction_policy.h"
 #include "engine/experts/prefetcher.h"
 #include "engine/experts/trace/routing_trace.h"
 #include "engine/experts/transfer_pool.h"
@@ -155,21 +155,31 @@ class ExpertStore final : public ExpertProvider {
   // layer's not-yet-computed experts. -1 when only in-flight loads remain
   // (wait for one); ResourceExhausted when nothing can ever free a slot.
   absl::StatusOr<int32_t> TakeSlotForDemand(ExpertKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartLoad(ExpertKey key, int32_t slot, TransferPool::Priority priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartLoad(ExpertKey key, int32_t slot, TransferPool::Priority priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartPendingLoads() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void IssuePrefetches(int layer, const std::vector<int32_t>& experts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssuePrefetches(int layer, const std::vector<int32_t>& experts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireProtections(int layer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ExpertWeights WeightsAt(int32_t slot) const;
-  uint8_t* DeviceSlot(int32_t slot) const { return device_base_ + static_cast<uint64_t>(slot) * slot_bytes_; }
-  uint8_t* HostSlot(int32_t slot) const { return host_base_ + static_cast<uint64_t>(slot) * slot_bytes_; }
-  ExpertLayerCounters& Counters(int layer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counters_[layer]; }
+  uint8_t* DeviceSlot(int32_t slot) const {
+    return device_base_ + static_cast<uint64_t>(slot) * slot_bytes_;
+  }
+  uint8_t* HostSlot(int32_t slot) const {
+    return host_base_ + static_cast<uint64_t>(slot) * slot_bytes_;
+  }
+  ExpertLayerCounters& Counters(int layer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return counters_[layer];
+  }
 
   // ---- Loads (expert_store_loads.cc; run on transfer workers) ---------------
   absl::Status LoadJob(ExpertKey key, int32_t device_slot);
   Staging BeginLoad(ExpertKey key, int32_t device_slot) ABSL_LOCKS_EXCLUDED(mu_);
-  void FinishLoad(ExpertKey key, const Staging& staging, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishLoad(ExpertKey key, const Staging& staging, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
   int32_t TakeHostSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RepairFromSource(ExpertKey key, uint8_t* slot, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RepairFromSource(ExpertKey key, uint8_t* slot, const absl::Status& error)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void SyncHostPin(ExpertKey key, HostEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RefreshStaticPins() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

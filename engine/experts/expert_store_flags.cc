@@ -5,22 +5,30 @@
 namespace expertd::engine {
 
 void RegisterExpertStoreFlags(FlagSet* f, ExpertStoreFlags* v) {
-  f->Bool("expert_offload", &v->expert_offload, "serve routed experts from the tiered expert store");
-  f->ByteSize("expert_cache_bytes", &v->expert_cache_bytes, "device memory for the expert cache (e.g. 4GiB)");
+  f->Bool("expert_offload", &v->expert_offload,
+          "serve routed experts from the tiered expert store");
+  f->ByteSize("expert_cache_bytes", &v->expert_cache_bytes,
+              "device memory for the expert cache (e.g. 4GiB)");
   f->Double("expert_cache_percent", &v->expert_cache_percent, 0, 100,
             "device memory for the expert cache, % of what is free at load");
-  f->ByteSize("host_expert_bytes", &v->host_expert_bytes, "pinned host memory for the host expert tier (0 = none)");
+  f->ByteSize("host_expert_bytes", &v->host_expert_bytes,
+              "pinned host memory for the host expert tier (0 = none)");
   f->String("expert_policy", &v->expert_policy, "expert cache eviction: lru | lfu");
   f->String("prefetch", &v->prefetch, "expert prefetch: none | all | speculative | pregate");
-  f->Double("pin_hot_fraction", &v->pin_hot_fraction, 0, 1, "keep this fraction of each layer's hottest experts");
-  f->String("expert_pack_dir", &v->expert_pack_dir, "directory of the expert pack (default: beside the model)");
-  f->String("expert_cache_dir", &v->expert_cache_dir, "fallback pack directory when the model dir is read-only");
+  f->Double("pin_hot_fraction", &v->pin_hot_fraction, 0, 1,
+            "keep this fraction of each layer's hottest experts");
+  f->String("expert_pack_dir", &v->expert_pack_dir,
+            "directory of the expert pack (default: beside the model)");
+  f->String("expert_cache_dir", &v->expert_cache_dir,
+            "fallback pack directory when the model dir is read-only");
   f->Int("expert_io_threads", &v->expert_io_threads, 1, 256, "expert transfer threads");
   f->Bool("expert_direct_io", &v->expert_direct_io, "read the expert pack with O_DIRECT");
-  f->String("routing_trace", &v->routing_trace, "record every MoE layer's routing to this JSON-lines file");
+  f->String("routing_trace", &v->routing_trace,
+            "record every MoE layer's routing to this JSON-lines file");
 }
 
-absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(const ExpertStoreFlags& f) {
+absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
+    const ExpertStoreFlags& f) {
   const bool on = f.expert_offload || f.expert_cache_bytes > 0 || f.expert_cache_percent > 0 ||
                   f.host_expert_bytes > 0 || f.pin_hot_fraction > 0 || !f.routing_trace.empty();
   ExpertStoreOptions o;
@@ -29,11 +37,12 @@ absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(co
         absl::StrCat("flag --expert_policy: expected lru or lfu, got '", f.expert_policy, "'"));
   }
   if (!ParsePrefetchKind(f.prefetch, &o.prefetch)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flag --prefetch: expected none, all, speculative or pregate, got '", f.prefetch, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flag --prefetch: expected none, all, speculative or pregate, got '", f.prefetch, "'"));
   }
   if (f.expert_cache_bytes > 0 && f.expert_cache_percent > 0) {
-    return absl::InvalidArgumentError("flags --expert_cache_bytes and --expert_cache_percent: give one, not both");
+    return absl::InvalidArgumentError(
+        "flags --expert_cache_bytes and --expert_cache_percent: give one, not both");
   }
   if (!on) return std::optional<ExpertStoreOptions>();
   o.device_cache_bytes = f.expert_cache_bytes;

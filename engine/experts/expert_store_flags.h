@@ -42,7 +42,8 @@ void RegisterExpertStoreFlags(FlagSet* flags, ExpertStoreFlags* values);
 // host tier, pinning or trace flag turns offloading on; --expert_policy and
 // --prefetch only configure it. InvalidArgument naming the flag
 // for a bad policy / prefetch name or both cache budgets at once.
-absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(const ExpertStoreFlags& flags);
+absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
+    const ExpertStoreFlags& flags);
 
 }  // namespace expertd::engine
 

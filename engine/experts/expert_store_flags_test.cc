@@ -30,8 +30,9 @@ TEST(ExpertStoreFlagsTest, OffByDefault) {
 
 TEST(ExpertStoreFlagsTest, MapsEveryFlag) {
   auto o = Parse({"--expert_cache_bytes=2GiB", "--host_expert_bytes=8GiB", "--expert_policy=lfu",
-                  "--prefetch=speculative", "--pin_hot_fraction=0.25", "--expert_pack_dir=/p", "--expert_cache_dir=/c",
-                  "--expert_io_threads=8", "--noexpert_direct_io", "--routing_trace=/t.jsonl"});
+                  "--prefetch=speculative", "--pin_hot_fraction=0.25", "--expert_pack_dir=/p",
+                  "--expert_cache_dir=/c", "--expert_io_threads=8", "--noexpert_direct_io",
+                  "--routing_trace=/t.jsonl"});
   ASSERT_TRUE(o.ok()) << o.status();
   ASSERT_TRUE(o->has_value());
   const ExpertStoreOptions& s = **o;

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "engine/experts/pack/expert_pack_writer.h"
 #include "engine/experts/expert_store.h"
+#include "engine/experts/pack/expert_pack_writer.h"
 #include "engine/experts/pack/pack_builder.h"
 
 namespace expertd::engine {
@@ -128,7 +128,8 @@ void ExpertStore::FinishLoad(ExpertKey key, const Staging& st, const absl::Statu
   ++loads_finished_;
 }
 
-absl::Status ExpertStore::RepairFromSource(ExpertKey key, uint8_t* slot, const absl::Status& error) {
+absl::Status ExpertStore::RepairFromSource(ExpertKey key, uint8_t* slot,
+                                           const absl::Status& error) {
   EXPERTD_LOG(Warn, "corrupt expert in the pack; repairing it from the checkpoint")
       .With("expert", key.DebugString())
       .With("error", error);
@@ -137,7 +138,8 @@ absl::Status ExpertStore::RepairFromSource(ExpertKey key, uint8_t* slot, const a
   // The checkpoint must still hold what the pack was built from.
   absl::Status same = reader_->VerifyExpert(key, slot);
   if (!same.ok()) return error;
-  absl::Status rewrite = RewriteExpertSlot(reader_->path(), reader_->SlotOffset(key), slot, slot_bytes_, reader_->env());
+  absl::Status rewrite = RewriteExpertSlot(reader_->path(), reader_->SlotOffset(key), slot,
+                                           slot_bytes_, reader_->env());
   if (!rewrite.ok()) EXPERTD_LOG(Warn, "cannot rewrite the expert pack").With("error", rewrite);
   absl::MutexLock lock(&mu_);
   ++pack_repairs_;
@@ -148,7 +150,8 @@ absl::Status ExpertStore::LoadJob(ExpertKey key, int32_t device_slot) {
   const Staging st = BeginLoad(key, device_slot);
   absl::Status s;
   if (st.ptr == nullptr) {
-    s = absl::ResourceExhaustedError(absl::StrCat("cannot allocate a staging buffer of ", slot_bytes_, " bytes"));
+    s = absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate a staging buffer of ", slot_bytes_, " bytes"));
   }
   if (s.ok() && !st.host_hit) {
     s = reader_->ReadExpert(key, st.ptr);

@@ -23,16 +23,16 @@ bool ParsePrefetchKind(absl::string_view name, PrefetchKind* kind);
 
 struct ExpertStoreOptions {
   // ---- Device cache budget (first non-zero wins) ----------------------------
-  int64_t device_cache_experts = 0;    // in experts (tests, benchmarks)
-  uint64_t device_cache_bytes = 0;     // --expert_cache_bytes
-  double device_cache_fraction = 0;    // --expert_cache_percent / 100, of the
-                                       // device memory still free at creation
-                                       // (needs a device memory limit)
+  int64_t device_cache_experts = 0;  // in experts (tests, benchmarks)
+  uint64_t device_cache_bytes = 0;   // --expert_cache_bytes
+  double device_cache_fraction = 0;  // --expert_cache_percent / 100, of the
+                                     // device memory still free at creation
+                                     // (needs a device memory limit)
   // All zero: room for every expert (everything ends up resident).
 
   // ---- Host tier ------------------------------------------------------------
-  uint64_t host_cache_bytes = 0;       // --host_expert_bytes; 0 = no host tier
-                                       // (every device miss reads the pack)
+  uint64_t host_cache_bytes = 0;  // --host_expert_bytes; 0 = no host tier
+                                  // (every device miss reads the pack)
 
   // ---- Policy ---------------------------------------------------------------
   PolicyKind policy = PolicyKind::kLru;  // --expert_policy (both tiers)
@@ -46,17 +46,17 @@ struct ExpertStoreOptions {
   // ---- Disk tier ------------------------------------------------------------
   // Where the pack lives. Empty: DIR/.expertd/experts.pack beside the
   // checkpoint, else (read-only DIR, or no DIR) cache_dir/<fingerprint>/.
-  std::string pack_dir;                // --expert_pack_dir (used as given)
-  std::string cache_dir;               // empty: $XDG_CACHE_HOME/expertd,
-                                       // ~/.cache/expertd, /tmp/expertd-cache
-  bool direct_io = true;               // O_DIRECT reads where supported
-  bool verify_checksums = true;        // CRC32C on every expert read
-  int io_threads = 4;                  // transfer workers
+  std::string pack_dir;          // --expert_pack_dir (used as given)
+  std::string cache_dir;         // empty: $XDG_CACHE_HOME/expertd,
+                                 // ~/.cache/expertd, /tmp/expertd-cache
+  bool direct_io = true;         // O_DIRECT reads where supported
+  bool verify_checksums = true;  // CRC32C on every expert read
+  int io_threads = 4;            // transfer workers
 
   // ---- Observability --------------------------------------------------------
-  std::string routing_trace_path;      // non-empty: record a routing trace
+  std::string routing_trace_path;  // non-empty: record a routing trace
 
-  Clock* clock = nullptr;              // null: RealClock (stall timings)
+  Clock* clock = nullptr;  // null: RealClock (stall timings)
 };
 
 }  // namespace expertd::engine

@@ -25,19 +25,25 @@ struct ExpertLayerCounters {
   int64_t prefetch_used = 0;    // demanded by the layer they were issued for
   int64_t prefetch_wasted = 0;  // not demanded (or evicted before)
   // Prediction quality, residency aside: predicted ids vs the router's.
-  int64_t predicted = 0;          // predicted experts
-  int64_t predicted_correct = 0;  // ... that the router then chose
-  int64_t predicted_requests = 0; // requests of steps where a prediction was made
+  int64_t predicted = 0;           // predicted experts
+  int64_t predicted_correct = 0;   // ... that the router then chose
+  int64_t predicted_requests = 0;  // requests of steps where a prediction was made
 
-  int64_t evictions = 0;          // device cache
-  uint64_t bytes_disk_to_host = 0;   // pack reads (into host tier or staging)
-  uint64_t bytes_host_to_device = 0; // copies into the device cache
-  int64_t stall_ns = 0;              // time Acquire waited for weights
+  int64_t evictions = 0;              // device cache
+  uint64_t bytes_disk_to_host = 0;    // pack reads (into host tier or staging)
+  uint64_t bytes_host_to_device = 0;  // copies into the device cache
+  int64_t stall_ns = 0;               // time Acquire waited for weights
 
   double hit_rate() const { return requests ? double(hits + prefetch_hits) / requests : 0; }
-  double prediction_precision() const { return predicted ? double(predicted_correct) / predicted : 0; }
-  double prediction_recall() const { return predicted_requests ? double(predicted_correct) / predicted_requests : 0; }
-  double prefetch_precision() const { return prefetch_issued ? double(prefetch_used) / prefetch_issued : 0; }
+  double prediction_precision() const {
+    return predicted ? double(predicted_correct) / predicted : 0;
+  }
+  double prediction_recall() const {
+    return predicted_requests ? double(predicted_correct) / predicted_requests : 0;
+  }
+  double prefetch_precision() const {
+    return prefetch_issued ? double(prefetch_used) / prefetch_issued : 0;
+  }
   void Add(const ExpertLayerCounters& o);
 };
 
@@ -45,17 +51,17 @@ struct ExpertStoreStats {
   std::vector<ExpertLayerCounters> layers;  // one per MoE layer, ascending
   ExpertLayerCounters total;
   int64_t steps = 0;
-  int64_t device_slots = 0;      // experts the device cache holds
-  int64_t host_slots = 0;        // experts the host tier holds
-  int64_t device_resident = 0;   // experts on the device now
+  int64_t device_slots = 0;     // experts the device cache holds
+  int64_t host_slots = 0;       // experts the host tier holds
+  int64_t device_resident = 0;  // experts on the device now
   int64_t host_resident = 0;
-  uint64_t slot_bytes = 0;       // bytes per expert slot (4 KiB multiple)
-  uint64_t expert_bytes = 0;     // payload bytes per expert
-  int64_t static_pins = 0;       // hot experts pinned now
+  uint64_t slot_bytes = 0;    // bytes per expert slot (4 KiB multiple)
+  uint64_t expert_bytes = 0;  // payload bytes per expert
+  int64_t static_pins = 0;    // hot experts pinned now
   std::string policy, prefetch, pack_path;
-  bool direct_io = false;        // pack reads bypass the page cache
-  bool pack_built = false;       // this store wrote the pack (else reused)
-  int64_t pack_repairs = 0;      // corrupt pack slots rewritten from the checkpoint
+  bool direct_io = false;    // pack reads bypass the page cache
+  bool pack_built = false;   // this store wrote the pack (else reused)
+  int64_t pack_repairs = 0;  // corrupt pack slots rewritten from the checkpoint
 };
 
 // Where one routed expert lives now, and how many tokens have been routed to

@@ -12,11 +12,11 @@
 #include <random>
 
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/experts/trace/cache_sim.h"
 #include "engine/experts/pack/pack_builder.h"
-#include "engine/experts/trace/routing_trace.h"
 #include "engine/experts/testing/provider_exerciser.h"
 #include "engine/experts/testing/test_model.h"
+#include "engine/experts/trace/cache_sim.h"
+#include "engine/experts/trace/routing_trace.h"
 #include "gtest/gtest.h"
 
 namespace expertd::engine {
@@ -30,7 +30,9 @@ std::string TempDir(const std::string& name) {
 struct Fixture {
   explicit Fixture(TestModelOptions model = {}, uint64_t device_limit = 0)
       : weights(MakeTestModel(model)), backend(CpuBackendOptions{1, device_limit}) {}
-  ExpertProviderContext Context() { return ExpertProviderContext{&backend, &weights->config(), weights.get()}; }
+  ExpertProviderContext Context() {
+    return ExpertProviderContext{&backend, &weights->config(), weights.get()};
+  }
   absl::StatusOr<std::unique_ptr<ExpertStore>> Store(ExpertStoreOptions o) {
     if (o.pack_dir.empty()) o.pack_dir = TempDir("pack");
     return ExpertStore::Create(Context(), o);
@@ -130,8 +132,8 @@ TEST(ExpertStoreTest, EverythingResidentMeansOnlyColdMissesAndNoStall) {
   EXPECT_EQ(warm.total.evictions, 0);
   ASSERT_TRUE(driver.Run(store->get(), d).ok());
   ExpertStoreStats s = (*store)->stats();
-  EXPECT_EQ(s.total.misses, warm.total.misses);           // all hits now
-  EXPECT_EQ(s.total.stall_ns, warm.total.stall_ns);       // and no waiting
+  EXPECT_EQ(s.total.misses, warm.total.misses);      // all hits now
+  EXPECT_EQ(s.total.stall_ns, warm.total.stall_ns);  // and no waiting
 }
 
 // Every reading moves time forward 1 ms, so a waiting Acquire (two readings)
@@ -324,7 +326,7 @@ TEST(ExpertStoreTest, CorruptPackIsRebuiltAtOpenAndRepairedAtRead) {
   ProviderExerciser driver(&f.backend, f.weights.get());
   ExerciseOptions d;
   d.steps = 6;
-  d.rows = 8;  // most experts of every layer
+  d.rows = 8;                                       // most experts of every layer
   ASSERT_TRUE(driver.Run(rebuilt->get(), d).ok());  // every byte checked
   const int64_t repairs = (*rebuilt)->stats().pack_repairs;
   EXPECT_GT(repairs, 0);
@@ -356,7 +358,10 @@ TEST(ExpertStoreTest, StalePackIsRebuiltWhenTheSourceChanges) {
 TEST(PackBuilderTest, UnwritableModelDirFallsBackToTheCacheDir) {
   Fixture f;
   const std::string not_a_dir = TempDir("model_is_a_file");
-  { std::FILE* fp = std::fopen(not_a_dir.c_str(), "w"); std::fclose(fp); }
+  {
+    std::FILE* fp = std::fopen(not_a_dir.c_str(), "w");
+    std::fclose(fp);
+  }
   PackLocationOptions where{"", not_a_dir, TempDir("cache")};
   auto pack = OpenOrBuildExpertPack(*f.weights, where, {});
   ASSERT_TRUE(pack.ok()) << pack.status();
@@ -367,7 +372,8 @@ TEST(PackBuilderTest, UnwritableModelDirFallsBackToTheCacheDir) {
   auto none = OpenOrBuildExpertPack(*f.weights, nowhere, {});
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("--expert_pack_dir"), std::string::npos) << none.status();
-  EXPECT_EQ(ExpertPackCandidates({"/x", "/m", "/c"}, 1), std::vector<std::string>{"/x/experts.pack"});
+  EXPECT_EQ(ExpertPackCandidates({"/x", "/m", "/c"}, 1),
+            std::vector<std::string>{"/x/experts.pack"});
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Offloaded == resident, bitwise, through the real forward pass: every
-// fixture (fp32 and bf16 weights) and zoo models of each architecture, random expert-store configurations
-// (budget, host tier, policy, prefetch, hot pins, I/O threads), greedy
-// generation with a KV cache and a batched multi-sequence step.
+// fixture (fp32 and bf16 weights) and zoo models of each architecture, random expert-store
+// configurations (budget, host tier, policy, prefetch, hot pins, I/O threads), greedy generation
+// with a KV cache and a batched multi-sequence step.
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -49,7 +49,8 @@ std::shared_ptr<const models::Checkpoint> Open(const std::string& name, bool bf1
   return std::shared_ptr<const models::Checkpoint>(std::move(*c));
 }
 
-std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const models::Checkpoint> ckpt, ExpertProviderFactory factory) {
+std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const models::Checkpoint> ckpt,
+                                   ExpertProviderFactory factory) {
   EngineOptions o;
   o.backend.threads = 2;
   o.expert_provider_factory = std::move(factory);
@@ -58,7 +59,8 @@ std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const models::Checkpoint> ckp
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-ExpertStoreOptions RandomOptions(std::mt19937* rng, const std::string& pack_dir, int64_t total_experts) {
+ExpertStoreOptions RandomOptions(std::mt19937* rng, const std::string& pack_dir,
+                                 int64_t total_experts) {
   ExpertStoreOptions o;
   o.pack_dir = pack_dir;
   o.device_cache_experts = 2 + (*rng)() % (total_experts - 1);
@@ -72,18 +74,22 @@ ExpertStoreOptions RandomOptions(std::mt19937* rng, const std::string& pack_dir,
 }
 
 std::string Describe(const ExpertStoreOptions& o) {
-  return "slots=" + std::to_string(o.device_cache_experts) + " host=" + std::to_string(o.host_cache_bytes) +
-         " policy=" + PolicyKindName(o.policy) + " prefetch=" + PrefetchKindName(o.prefetch) +
+  return "slots=" + std::to_string(o.device_cache_experts) +
+         " host=" + std::to_string(o.host_cache_bytes) + " policy=" + PolicyKindName(o.policy) +
+         " prefetch=" + PrefetchKindName(o.prefetch) +
          " pin=" + std::to_string(o.pin_hot_fraction) + " io=" + std::to_string(o.io_threads);
 }
 
 void ExpectSame(const GreedyResult& want, const GreedyResult& got, const std::string& what) {
   ASSERT_EQ(want.last_logits.size(), got.last_logits.size()) << what;
-  EXPECT_EQ(std::memcmp(want.last_logits.data(), got.last_logits.data(), want.last_logits.size() * sizeof(float)), 0)
+  EXPECT_EQ(std::memcmp(want.last_logits.data(), got.last_logits.data(),
+                        want.last_logits.size() * sizeof(float)),
+            0)
       << what;
   EXPECT_EQ(want.generated, got.generated) << what;
   ASSERT_EQ(want.routing.size(), got.routing.size()) << what;
-  for (size_t l = 0; l < want.routing.size(); ++l) EXPECT_EQ(want.routing[l].expert_ids, got.routing[l].expert_ids);
+  for (size_t l = 0; l < want.routing.size(); ++l)
+    EXPECT_EQ(want.routing[l].expert_ids, got.routing[l].expert_ids);
 }
 
 class OffloadEngineTest : public ::testing::TestWithParam<std::string> {};
@@ -101,7 +107,8 @@ TEST_P(OffloadEngineTest, BitwiseIdenticalToResidentUnderRandomConfigurations) {
     auto want = RunGreedy(resident.get(), 1, prompt, /*generate=*/6);
     ASSERT_TRUE(want.ok()) << want.status();
     for (int trial = 0; trial < 5; ++trial) {
-      ExpertStoreOptions o = RandomOptions(&rng, TempDir(tag + (bf16 ? "_bf16_pack" : "_f32_pack")), total);
+      ExpertStoreOptions o =
+          RandomOptions(&rng, TempDir(tag + (bf16 ? "_bf16_pack" : "_f32_pack")), total);
       const std::string what = arch + (bf16 ? " bf16 " : " f32 ") + Describe(o);
       auto offloaded = MakeEngine(ckpt, ExpertStoreFactory(o));
       ASSERT_NE(offloaded, nullptr) << what;
@@ -141,16 +148,19 @@ TEST_P(OffloadEngineTest, BatchedPrefillNeedingEveryExpertRunsInWavesOnTwoSlots)
       const auto& x = a->sequences[i].logits;
       const auto& y = b->sequences[i].logits;
       ASSERT_EQ(x.size(), y.size());
-      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << arch << " step " << step;
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0)
+          << arch << " step " << step;
     }
     const int64_t vocab = ckpt->config().vocab_size;
-    for (auto& c : req.chunks) c.tokens = {static_cast<int32_t>((c.id * 5 + step) % vocab)};  // decode next
+    for (auto& c : req.chunks)
+      c.tokens = {static_cast<int32_t>((c.id * 5 + step) % vocab)};  // decode next
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OffloadEngineTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe",
-                                           "deepseek_v3", "zoo:mixtral", "zoo:qwen2_moe", "zoo:qwen3_moe", "zoo:olmoe"));
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe",
+                                           "qwen3_moe", "deepseek_v3", "zoo:mixtral",
+                                           "zoo:qwen2_moe", "zoo:qwen3_moe", "zoo:olmoe"));
 
 }  // namespace
 }  // namespace expertd::engine

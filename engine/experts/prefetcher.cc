@@ -34,7 +34,10 @@ class AllPrefetcher final : public Prefetcher {
 class GatePrefetcher final : public Prefetcher {
  public:
   GatePrefetcher(PrefetchKind kind, Backend* backend, const models::ModelConfig& config)
-      : kind_(kind), backend_(backend), num_experts_(config.num_experts), top_k_(config.num_experts_per_tok) {}
+      : kind_(kind),
+        backend_(backend),
+        num_experts_(config.num_experts),
+        top_k_(config.num_experts_per_tok) {}
   const char* name() const override { return PrefetchKindName(kind_); }
 
   // Takes ownership of a pre-gate already on the device, for `layer`.
@@ -51,7 +54,8 @@ class GatePrefetcher final : public Prefetcher {
       auto it = pregates_.find(in.layer);
       if (it != pregates_.end()) gate = it->second;
     }
-    if (gate.empty() || gate.rows != num_experts_ || gate.cols != in.hidden_size) return std::vector<int32_t>{};
+    if (gate.empty() || gate.rows != num_experts_ || gate.cols != in.hidden_size)
+      return std::vector<int32_t>{};
     RETURN_IF_ERROR(Reserve(in.rows));
     MatmulParams mm;
     mm.x = in.hidden;
@@ -79,8 +83,10 @@ class GatePrefetcher final : public Prefetcher {
     if (rows <= capacity_rows_) return absl::OkStatus();
     const uint64_t n = static_cast<uint64_t>(rows) * num_experts_;
     ASSIGN_OR_RETURN(logits_, backend_->Allocate(n * sizeof(float)));
-    ASSIGN_OR_RETURN(ids_, backend_->Allocate(static_cast<uint64_t>(rows) * top_k_ * sizeof(int32_t)));
-    ASSIGN_OR_RETURN(weights_, backend_->Allocate(static_cast<uint64_t>(rows) * top_k_ * sizeof(float)));
+    ASSIGN_OR_RETURN(ids_,
+                     backend_->Allocate(static_cast<uint64_t>(rows) * top_k_ * sizeof(int32_t)));
+    ASSIGN_OR_RETURN(weights_,
+                     backend_->Allocate(static_cast<uint64_t>(rows) * top_k_ * sizeof(float)));
     capacity_rows_ = rows;
     return absl::OkStatus();
   }
@@ -95,13 +101,14 @@ class GatePrefetcher final : public Prefetcher {
   int64_t capacity_rows_ = 0;
 };
 
-absl::Status LoadPregates(Backend* backend, const WeightSource& weights, bool require_every, GatePrefetcher* p) {
+absl::Status LoadPregates(Backend* backend, const WeightSource& weights, bool require_every,
+                          GatePrefetcher* p) {
   const models::ModelConfig& c = weights.config();
   for (int64_t layer = 0; layer + 1 < c.num_hidden_layers; ++layer) {
     const std::string name = models::PregateName(c, layer);
     if (!weights.Has(name)) {
-      const bool predicts = std::find(c.is_moe_layer.begin() + layer + 1, c.is_moe_layer.end(), true) !=
-                            c.is_moe_layer.end();
+      const bool predicts = std::find(c.is_moe_layer.begin() + layer + 1, c.is_moe_layer.end(),
+                                      true) != c.is_moe_layer.end();
       if (require_every && predicts) {
         return absl::NotFoundError(absl::StrCat("config.json declares \"", kPregateConfigKey,
                                                 "\": true but the checkpoint has no '", name, "'"));
@@ -110,8 +117,9 @@ absl::Status LoadPregates(Backend* backend, const WeightSource& weights, bool re
     }
     ASSIGN_OR_RETURN(models::TensorView v, weights.Get(name));
     if (v.shape != std::vector<int64_t>{c.num_experts, c.hidden_size}) {
-      return absl::InvalidArgumentError(absl::StrCat("pre-gate '", name, "' has shape [", absl::StrJoin(v.shape, ","),
-                                                     "], want [", c.num_experts, ",", c.hidden_size, "]"));
+      return absl::InvalidArgumentError(absl::StrCat("pre-gate '", name, "' has shape [",
+                                                     absl::StrJoin(v.shape, ","), "], want [",
+                                                     c.num_experts, ",", c.hidden_size, "]"));
     }
     WeightRef ref{v.data, v.dtype, c.num_experts, c.hidden_size};
     DeviceBuffer buf;
@@ -123,8 +131,9 @@ absl::Status LoadPregates(Backend* backend, const WeightSource& weights, bool re
     p->AddPregate(static_cast<int>(layer), std::move(buf), ref);
   }
   if (p->num_pregates() == 0) {
-    return absl::NotFoundError(absl::StrCat("--prefetch=pregate: the checkpoint has no pre-gate weights (e.g. '",
-                                            models::PregateName(c, 0), "')"));
+    return absl::NotFoundError(
+        absl::StrCat("--prefetch=pregate: the checkpoint has no pre-gate weights (e.g. '",
+                     models::PregateName(c, 0), "')"));
   }
   return absl::OkStatus();
 }
@@ -146,7 +155,8 @@ const char* PrefetchKindName(PrefetchKind kind) {
 }
 
 bool ParsePrefetchKind(absl::string_view name, PrefetchKind* kind) {
-  for (PrefetchKind k : {PrefetchKind::kNone, PrefetchKind::kAll, PrefetchKind::kSpeculative, PrefetchKind::kPregate}) {
+  for (PrefetchKind k : {PrefetchKind::kNone, PrefetchKind::kAll, PrefetchKind::kSpeculative,
+                         PrefetchKind::kPregate}) {
     if (name == PrefetchKindName(k)) {
       *kind = k;
       return true;
@@ -183,14 +193,15 @@ absl::StatusOr<bool> ConfigDeclaresPregate(const std::string& model_dir) {
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains(kPregateConfigKey)) return false;
   if (!j[kPregateConfigKey].is_boolean()) {
-    return absl::InvalidArgumentError(absl::StrCat(model_dir, "/config.json: \"", kPregateConfigKey,
-                                                   "\" must be true or false"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model_dir, "/config.json: \"", kPregateConfigKey, "\" must be true or false"));
   }
   return j[kPregateConfigKey].get<bool>();
 }
 
 absl::StatusOr<std::unique_ptr<Prefetcher>> CreatePrefetcher(PrefetchKind kind, Backend* backend,
-                                                             const WeightSource& weights, bool require_every_pregate) {
+                                                             const WeightSource& weights,
+                                                             bool require_every_pregate) {
   const models::ModelConfig& c = weights.config();
   switch (kind) {
     case PrefetchKind::kNone:

@@ -10,8 +10,8 @@
 
 #include "base/env.h"
 #include "engine/engine.h"
-#include "engine/experts/pack/expert_pack_writer.h"
 #include "engine/experts/expert_store.h"
+#include "engine/experts/pack/expert_pack_writer.h"
 #include "engine/experts/prefetcher.h"
 #include "engine/greedy.h"
 #include "gtest/gtest.h"
@@ -79,7 +79,8 @@ TEST(PregateEngineTest, PregatedCheckpointRunsBitwiseIdenticalAndPredicts) {
   so.device_cache_experts = 6;
   ExpertStore* store = nullptr;
   EngineOptions eo = resident_options;
-  eo.expert_provider_factory = [&](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+  eo.expert_provider_factory =
+      [&](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
     auto s = ExpertStore::Create(ctx, so);
     if (!s.ok()) return s.status();
     store = s->get();
@@ -89,13 +90,16 @@ TEST(PregateEngineTest, PregatedCheckpointRunsBitwiseIdenticalAndPredicts) {
   ASSERT_TRUE(offloaded.ok()) << offloaded.status();
   auto got = RunGreedy(offloaded->get(), 1, prompt, 8);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(std::memcmp(want->last_logits.data(), got->last_logits.data(), want->last_logits.size() * 4), 0);
+  EXPECT_EQ(
+      std::memcmp(want->last_logits.data(), got->last_logits.data(), want->last_logits.size() * 4),
+      0);
   EXPECT_EQ(want->generated, got->generated);
   ExpertStoreStats s = store->stats();
   EXPECT_GT(s.total.predicted, 0);
   EXPECT_EQ(s.layers[0].predicted, 0);  // the first MoE layer has no predecessor
   EXPECT_GT(s.layers[1].predicted, 0);
-  EXPECT_NE(s.pack_path.find(dir + "/.expertd/"), std::string::npos) << s.pack_path;  // beside the checkpoint
+  EXPECT_NE(s.pack_path.find(dir + "/.expertd/"), std::string::npos)
+      << s.pack_path;  // beside the checkpoint
 }
 
 TEST(PregateEngineTest, DeclaredButMissingPregatesAreRefused) {

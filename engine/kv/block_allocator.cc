@@ -4,7 +4,8 @@
 
 namespace expertd::engine {
 
-BlockAllocator::BlockAllocator(int64_t total_blocks) : total_(total_blocks), in_use_(total_blocks, false) {
+BlockAllocator::BlockAllocator(int64_t total_blocks)
+    : total_(total_blocks), in_use_(total_blocks, false) {
   free_.reserve(total_blocks);
   for (int64_t b = total_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }

@@ -26,8 +26,8 @@ class BlockAllocator {
 
  private:
   int64_t total_;
-  std::vector<int32_t> free_;   // stack; back() is handed out next
-  std::vector<bool> in_use_;    // debug check against double frees
+  std::vector<int32_t> free_;  // stack; back() is handed out next
+  std::vector<bool> in_use_;   // debug check against double frees
 };
 
 }  // namespace expertd::engine

@@ -7,25 +7,33 @@
 
 namespace expertd::engine {
 
-absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(Backend* backend, const KvCacheOptions& options) {
-  if (options.num_layers <= 0 || options.k_width <= 0 || options.v_width < 0 || options.block_size <= 0) {
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(Backend* backend,
+                                                         const KvCacheOptions& options) {
+  if (options.num_layers <= 0 || options.k_width <= 0 || options.v_width < 0 ||
+      options.block_size <= 0) {
     return absl::InvalidArgumentError("KV cache: layers, widths and block size must be positive");
   }
-  const int64_t bytes_per_block =
-      options.num_layers * options.block_size * (options.k_width + options.v_width) * static_cast<int64_t>(sizeof(float));
-  const int64_t num_blocks = static_cast<int64_t>(options.budget_bytes / static_cast<uint64_t>(bytes_per_block));
+  const int64_t bytes_per_block = options.num_layers * options.block_size *
+                                  (options.k_width + options.v_width) *
+                                  static_cast<int64_t>(sizeof(float));
+  const int64_t num_blocks =
+      static_cast<int64_t>(options.budget_bytes / static_cast<uint64_t>(bytes_per_block));
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("KV cache budget of ", options.budget_bytes,
-                                                   " bytes is below one block (", bytes_per_block, " bytes)"));
+                                                   " bytes is below one block (", bytes_per_block,
+                                                   " bytes)"));
   }
   if (num_blocks > INT32_MAX / options.block_size) {
     return absl::InvalidArgumentError("KV cache: too many blocks for 32-bit block ids");
   }
-  ASSIGN_OR_RETURN(DeviceBuffer storage, backend->Allocate(static_cast<uint64_t>(num_blocks * bytes_per_block)));
-  return std::unique_ptr<KvCache>(new KvCache(options, num_blocks, bytes_per_block, std::move(storage)));
+  ASSIGN_OR_RETURN(DeviceBuffer storage,
+                   backend->Allocate(static_cast<uint64_t>(num_blocks * bytes_per_block)));
+  return std::unique_ptr<KvCache>(
+      new KvCache(options, num_blocks, bytes_per_block, std::move(storage)));
 }
 
-KvCache::KvCache(const KvCacheOptions& options, int64_t num_blocks, int64_t bytes_per_block, DeviceBuffer storage)
+KvCache::KvCache(const KvCacheOptions& options, int64_t num_blocks, int64_t bytes_per_block,
+                 DeviceBuffer storage)
     : options_(options),
       bytes_per_block_(bytes_per_block),
       slots_(num_blocks * options.block_size),
@@ -50,7 +58,8 @@ KvCacheStats KvCache::stats() const {
 }
 
 absl::Status KvCache::AddSequence(uint64_t id) {
-  if (!seqs_.emplace(id, Sequence{}).second) return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " exists"));
+  if (!seqs_.emplace(id, Sequence{}).second)
+    return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " exists"));
   PublishStats();
   return absl::OkStatus();
 }
@@ -80,9 +89,9 @@ absl::StatusOr<int64_t> KvCache::BlocksNeeded(uint64_t id, int64_t n) const {
 absl::Status KvCache::Reserve(uint64_t id, int64_t n) {
   ASSIGN_OR_RETURN(int64_t extra, BlocksNeeded(id, n));
   if (extra > allocator_.free()) {
-    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: sequence ", id, " needs ", extra,
-                                                     " more blocks, ", allocator_.free(), " free of ",
-                                                     allocator_.total()));
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: sequence ", id, " needs ",
+                                                     extra, " more blocks, ", allocator_.free(),
+                                                     " free of ", allocator_.total()));
   }
   Sequence& seq = seqs_.at(id);
   for (int64_t i = 0; i < extra; ++i) seq.blocks.push_back(*allocator_.Allocate());
@@ -111,7 +120,8 @@ void KvCache::Rollback(uint64_t id) {
 int64_t KvCache::Slot(uint64_t id, int64_t pos) const {
   const Sequence& seq = seqs_.at(id);
   assert(pos / options_.block_size < static_cast<int64_t>(seq.blocks.size()));
-  return static_cast<int64_t>(seq.blocks[pos / options_.block_size]) * options_.block_size + pos % options_.block_size;
+  return static_cast<int64_t>(seq.blocks[pos / options_.block_size]) * options_.block_size +
+         pos % options_.block_size;
 }
 
 float* KvCache::k_pool(int64_t layer) const {

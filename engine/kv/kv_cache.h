@@ -51,7 +51,8 @@ class KvCache {
  public:
   // InvalidArgument for a budget below one block; ResourceExhausted when the
   // backend cannot allocate it.
-  static absl::StatusOr<std::unique_ptr<KvCache>> Create(Backend* backend, const KvCacheOptions& options);
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(Backend* backend,
+                                                         const KvCacheOptions& options);
 
   int64_t block_size() const { return options_.block_size; }
   int64_t bytes_per_block() const { return bytes_per_block_; }
@@ -86,7 +87,8 @@ class KvCache {
     int64_t length = 0;
     std::vector<int32_t> blocks;
   };
-  KvCache(const KvCacheOptions& options, int64_t num_blocks, int64_t bytes_per_block, DeviceBuffer storage);
+  KvCache(const KvCacheOptions& options, int64_t num_blocks, int64_t bytes_per_block,
+          DeviceBuffer storage);
   void PublishStats();
 
   // Constant after construction.

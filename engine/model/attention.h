@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/layer_context.h"
-#include "engine/model/rope.h"
 #include "engine/model/resident_weights.h"
+#include "engine/model/rope.h"
 #include "models/config/model_config.h"
 
 namespace expertd::engine {
@@ -40,17 +40,15 @@ KvWidths AttentionKvWidths(const models::ModelConfig& config);
 // Grouped-query attention (Mixtral, Qwen2/3-MoE, OLMoE): q/k/v projections
 // (+ bias), optional q/k RMSNorm (per head, or over the whole projection),
 // optional clip_qkv, RoPE, causal attention over the block KV cache, o_proj.
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(ResidentWeights* store,
-                                                                   const models::ModelConfig& config, int layer,
-                                                                   const DeviceRope& rope);
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(
+    ResidentWeights* store, const models::ModelConfig& config, int layer, const DeviceRope& rope);
 
 // DeepSeek-V3's multi-head latent attention (mla_attention.cc): caches the
 // normalised latent and the shared rope key per token ({kv_lora_rank +
 // qk_rope_head_dim, 0} KvWidths) and attends in the absorbed form. `rope` is
 // ComputeMlaRopeTable's (mla_rope.h).
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(ResidentWeights* store,
-                                                                   const models::ModelConfig& config, int layer,
-                                                                   const DeviceRope& rope);
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(
+    ResidentWeights* store, const models::ModelConfig& config, int layer, const DeviceRope& rope);
 
 }  // namespace expertd::engine
 

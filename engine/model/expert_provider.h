@@ -67,8 +67,8 @@ struct RouterInput {
                                   // valid only during the call (copy it if needed later)
   int64_t rows = 0;               // tokens in this step
   int64_t hidden_size = 0;
-  int next_moe_layer = -1;        // -1 when no MoE layer follows
-  WeightRef next_router;          // [num_experts, hidden_size]; empty if none
+  int next_moe_layer = -1;  // -1 when no MoE layer follows
+  WeightRef next_router;    // [num_experts, hidden_size]; empty if none
 };
 
 // Everything a provider may need at creation. Pointers outlive the provider.

@@ -89,7 +89,8 @@ class GqaAttention final : public AttentionLayer {
   }
 
  private:
-  void Project(Backend* be, const float* x, int64_t rows, const WeightRef& w, const WeightRef& b, float* y) {
+  void Project(Backend* be, const float* x, int64_t rows, const WeightRef& w, const WeightRef& b,
+               float* y) {
     MatmulParams p;
     p.x = x;
     p.x_stride = hidden_;
@@ -107,8 +108,10 @@ class GqaAttention final : public AttentionLayer {
       case models::QkNorm::kNone:
         return;
       case models::QkNorm::kPerHead:
-        be->RmsNorm(RmsNormParams{q, head_dim_, q, head_dim_, rows * heads_, head_dim_, q_norm_, eps_});
-        be->RmsNorm(RmsNormParams{k, head_dim_, k, head_dim_, rows * kv_heads_, head_dim_, k_norm_, eps_});
+        be->RmsNorm(
+            RmsNormParams{q, head_dim_, q, head_dim_, rows * heads_, head_dim_, q_norm_, eps_});
+        be->RmsNorm(
+            RmsNormParams{k, head_dim_, k, head_dim_, rows * kv_heads_, head_dim_, k_norm_, eps_});
         return;
       case models::QkNorm::kWholeProjection:
         be->RmsNorm(RmsNormParams{q, qw, q, qw, rows, qw, q_norm_, eps_});
@@ -131,7 +134,8 @@ class GqaAttention final : public AttentionLayer {
     be->Rope(p);
   }
 
-  void AppendAndAttend(const LayerContext& ctx, int64_t rows, const float* q, const float* k, const float* v) {
+  void AppendAndAttend(const LayerContext& ctx, int64_t rows, const float* q, const float* k,
+                       const float* v) {
     Backend* be = ctx.backend;
     Workspace* ws = ctx.ws;
     const int64_t qw = heads_ * head_dim_, kw = kv_heads_ * head_dim_;
@@ -183,9 +187,8 @@ KvWidths AttentionKvWidths(const models::ModelConfig& c) {
   return KvWidths{c.num_key_value_heads * c.head_dim, c.num_key_value_heads * c.head_dim};
 }
 
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(ResidentWeights* store,
-                                                                   const models::ModelConfig& config, int layer,
-                                                                   const DeviceRope& rope) {
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateGqaAttention(
+    ResidentWeights* store, const models::ModelConfig& config, int layer, const DeviceRope& rope) {
   auto attn = std::make_unique<GqaAttention>(config, rope);
   RETURN_IF_ERROR(attn->Load(store, config, layer));
   return std::unique_ptr<AttentionLayer>(std::move(attn));

@@ -21,7 +21,8 @@ class GroupedSigmoidRouter final : public Router {
   int64_t top_k() const override { return config_.top_k; }
   WeightRef gate_weight() const override { return gate_; }
 
-  absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids, float* weights) override {
+  absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids,
+                     float* weights) override {
     const int64_t rows = ctx.batch->rows, e = config_.num_experts, k = config_.top_k;
     float* logits = ctx.ws->f(Buf::kRouterLogits);
     MatmulParams m;
@@ -35,10 +36,14 @@ class GroupedSigmoidRouter final : public Router {
     host_logits_.resize(rows * e);
     host_ids_.resize(rows * k);
     host_weights_.resize(rows * k);
-    RETURN_IF_ERROR(ctx.backend->CopyToHost(host_logits_.data(), logits, host_logits_.size() * sizeof(float)));
-    GroupedSigmoidTopK(config_, host_logits_.data(), bias_.data(), rows, host_ids_.data(), host_weights_.data());
-    RETURN_IF_ERROR(ctx.backend->CopyToDevice(ids, host_ids_.data(), host_ids_.size() * sizeof(int32_t)));
-    return ctx.backend->CopyToDevice(weights, host_weights_.data(), host_weights_.size() * sizeof(float));
+    RETURN_IF_ERROR(
+        ctx.backend->CopyToHost(host_logits_.data(), logits, host_logits_.size() * sizeof(float)));
+    GroupedSigmoidTopK(config_, host_logits_.data(), bias_.data(), rows, host_ids_.data(),
+                       host_weights_.data());
+    RETURN_IF_ERROR(
+        ctx.backend->CopyToDevice(ids, host_ids_.data(), host_ids_.size() * sizeof(int32_t)));
+    return ctx.backend->CopyToDevice(weights, host_weights_.data(),
+                                     host_weights_.size() * sizeof(float));
   }
 
  private:
@@ -51,14 +56,16 @@ class GroupedSigmoidRouter final : public Router {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(ResidentWeights* store, const models::ModelConfig& c,
+absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(ResidentWeights* store,
+                                                                   const models::ModelConfig& c,
                                                                    int layer) {
-  ASSIGN_OR_RETURN(WeightRef gate, store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
+  ASSIGN_OR_RETURN(WeightRef gate,
+                   store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
   const std::string bias_name = models::RouterBiasName(layer);
   ASSIGN_OR_RETURN(models::TensorView view, store->source().Get(bias_name));
   if (view.numel() != c.num_experts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", bias_name, "' has ", view.numel(), " values, expected ", c.num_experts));
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", bias_name, "' has ", view.numel(),
+                                                   " values, expected ", c.num_experts));
   }
   std::vector<float> bias(c.num_experts);
   models::ConvertToF32(view.dtype, view.data, bias.data(), bias.size());

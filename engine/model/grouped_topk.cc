@@ -20,8 +20,8 @@ std::vector<int32_t> TopIndices(const std::vector<float>& v, int64_t k) {
 
 }  // namespace
 
-void GroupedSigmoidTopK(const GroupedTopKConfig& g, const float* logits, const float* bias, int64_t rows,
-                        int32_t* ids, float* weights) {
+void GroupedSigmoidTopK(const GroupedTopKConfig& g, const float* logits, const float* bias,
+                        int64_t rows, int32_t* ids, float* weights) {
   const int64_t e = g.num_experts, per_group = e / g.n_group;
   std::vector<float> score(e), choice(e), group_score(g.n_group);
   for (int64_t r = 0; r < rows; ++r) {
@@ -31,7 +31,8 @@ void GroupedSigmoidTopK(const GroupedTopKConfig& g, const float* logits, const f
       choice[i] = score[i] + bias[i];
     }
     for (int64_t grp = 0; grp < g.n_group; ++grp) {
-      std::vector<float> members(choice.begin() + grp * per_group, choice.begin() + (grp + 1) * per_group);
+      std::vector<float> members(choice.begin() + grp * per_group,
+                                 choice.begin() + (grp + 1) * per_group);
       const std::vector<int32_t> best = TopIndices(members, 2);
       group_score[grp] = members[best[0]] + members[best[1]];
     }

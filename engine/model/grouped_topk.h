@@ -25,8 +25,8 @@ struct GroupedTopKConfig {
 };
 
 // logits [rows, num_experts], bias [num_experts] -> ids, weights [rows, top_k].
-void GroupedSigmoidTopK(const GroupedTopKConfig& config, const float* logits, const float* bias, int64_t rows,
-                        int32_t* ids, float* weights);
+void GroupedSigmoidTopK(const GroupedTopKConfig& config, const float* logits, const float* bias,
+                        int64_t rows, int32_t* ids, float* weights);
 
 }  // namespace expertd::engine
 

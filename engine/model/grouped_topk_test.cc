@@ -21,7 +21,8 @@ TEST(GroupedSigmoidTopKTest, SelectsInsideTheBestGroupsAndWeighsByUnbiasedScores
   std::vector<int32_t> ids(3);
   std::vector<float> w(3);
   GroupedSigmoidTopK(g, logits.data(), bias.data(), 1, ids.data(), w.data());
-  // Biased choices in groups 1,2: {0.7, 0.7, 0.95, 0.2}: experts 2, 3, 4 (expert 0's 0.9 is masked).
+  // Biased choices in groups 1,2: {0.7, 0.7, 0.95, 0.2}: experts 2, 3, 4 (expert 0's 0.9 is
+  // masked).
   EXPECT_EQ(ids, (std::vector<int32_t>{2, 3, 4}));
   const float sum = 0.5f + 0.5f + 0.95f;  // unbiased scores
   EXPECT_NEAR(w[0], 2.5f * 0.5f / sum, 1e-6);
@@ -39,7 +40,8 @@ TEST(GroupedSigmoidTopKTest, MaskedExpertsScoreZeroNotMinusInfinity) {
   std::vector<float> w(2);
   GroupedSigmoidTopK(g, logits.data(), bias.data(), 1, ids.data(), w.data());
   // Group 0 (0.6 - 0.2 = 0.4... choices {0.6, -0.2}) sums 0.4 > group 1's 0.2: kept.
-  // Choices: {0.6, -0.2, 0 (masked), 0 (masked)}: top-2 = expert 0 and expert 2 (0 ties to the lower id).
+  // Choices: {0.6, -0.2, 0 (masked), 0 (masked)}: top-2 = expert 0 and expert 2 (0 ties to the
+  // lower id).
   EXPECT_EQ(ids, (std::vector<int32_t>{0, 2}));
   EXPECT_NEAR(w[0], 0.6f, 1e-6);
   EXPECT_NEAR(w[1], 0.1f, 1e-6);  // unnormalised sigmoid score of expert 2

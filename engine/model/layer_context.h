@@ -14,7 +14,7 @@ namespace expertd::engine {
 // The token layout of one step. The arrays live in the Workspace (device):
 // Buf::kTokenIds, kPositions, kSeqIndex, kSlotMap, kBlockTables, kLogitIndex.
 struct StepBatch {
-  int64_t rows = 0;        // tokens in the step, all sequences concatenated
+  int64_t rows = 0;  // tokens in the step, all sequences concatenated
   int64_t num_seqs = 0;
   int64_t max_blocks = 0;  // width of the block-table matrix
   int64_t logit_rows = 0;  // rows whose logits are computed

@@ -72,9 +72,11 @@ class MlaAttention final : public AttentionLayer {
     } else {
       ASSIGN_OR_RETURN(q_b_, store->Load(name(AttnTensor::kQProj), qw, hidden_));
     }
-    ASSIGN_OR_RETURN(kv_a_, store->Load(name(AttnTensor::kKvAProjWithMqa), latent_ + rope_dim_, hidden_));
+    ASSIGN_OR_RETURN(kv_a_,
+                     store->Load(name(AttnTensor::kKvAProjWithMqa), latent_ + rope_dim_, hidden_));
     ASSIGN_OR_RETURN(kv_a_norm_, store->Load(name(AttnTensor::kKvALayerNorm), 1, latent_));
-    ASSIGN_OR_RETURN(kv_b_, store->Load(name(AttnTensor::kKvBProj), heads_ * (nope_ + v_dim_), latent_));
+    ASSIGN_OR_RETURN(kv_b_,
+                     store->Load(name(AttnTensor::kKvBProj), heads_ * (nope_ + v_dim_), latent_));
     ASSIGN_OR_RETURN(o_, store->Load(name(AttnTensor::kOProj), hidden_, heads_ * v_dim_));
     return LoadAbsorbedKeys(store, name(AttnTensor::kKvBProj));
   }
@@ -83,14 +85,16 @@ class MlaAttention final : public AttentionLayer {
     Backend* be = ctx.backend;
     Workspace* ws = ctx.ws;
     const int64_t rows = ctx.batch->rows;
-    const int64_t width = latent_ + rope_dim_;  // cached floats per token, and the absorbed head dim
-    float* q_nope = ws->f(Buf::kV);             // [rows, heads, nope]
-    float* q_abs = ws->f(Buf::kQ);              // [rows, heads, width]
-    float* latent = ws->f(Buf::kK);             // [rows, width]: q_a output first, then [c, k_pe]
+    const int64_t width =
+        latent_ + rope_dim_;         // cached floats per token, and the absorbed head dim
+    float* q_nope = ws->f(Buf::kV);  // [rows, heads, nope]
+    float* q_abs = ws->f(Buf::kQ);   // [rows, heads, width]
+    float* latent = ws->f(Buf::kK);  // [rows, width]: q_a output first, then [c, k_pe]
     const int32_t* positions = ws->i32(Buf::kPositions);
     ProjectQuery(be, positions, x, rows, latent, q_nope, q_abs);
     Linear(be, x, hidden_, kv_a_, latent, width, rows, false);
-    be->RmsNorm(RmsNormParams{latent, width, latent, width, rows, latent_, kv_a_norm_, kLatentNormEps});
+    be->RmsNorm(
+        RmsNormParams{latent, width, latent, width, rows, latent_, kv_a_norm_, kLatentNormEps});
     ApplyRope(be, positions, latent + latent_, width, rows, 1, width);
     KvAppendParams a;  // the value "pool" is the key pool: one cached row serves both
     a.k = latent;
@@ -105,15 +109,16 @@ class MlaAttention final : public AttentionLayer {
     a.v_cache = a.k_cache;
     be->KvAppend(a);
     for (int64_t h = 0; h < heads_; ++h) {  // q_lat_h = W_UK_h^T q_nope_h
-      Linear(be, q_nope + h * nope_, heads_ * nope_, RowSlice(uk_t_, h * latent_, latent_), q_abs + h * width,
-             heads_ * width, rows, false);
+      Linear(be, q_nope + h * nope_, heads_ * nope_, RowSlice(uk_t_, h * latent_, latent_),
+             q_abs + h * width, heads_ * width, rows, false);
     }
     Attend(ctx, rows, q_abs);
     float* attn = ws->f(Buf::kAttn);  // [rows, heads, width]; the first latent_ of each head matter
     float* out = ws->f(Buf::kV);      // [rows, heads, v]
     for (int64_t h = 0; h < heads_; ++h) {  // out_h = W_UV_h (sum_j p_j c_j)
-      Linear(be, attn + h * width, heads_ * width, RowSlice(kv_b_, h * (nope_ + v_dim_) + nope_, v_dim_),
-             out + h * v_dim_, heads_ * v_dim_, rows, false);
+      Linear(be, attn + h * width, heads_ * width,
+             RowSlice(kv_b_, h * (nope_ + v_dim_) + nope_, v_dim_), out + h * v_dim_,
+             heads_ * v_dim_, rows, false);
     }
     Linear(be, out, heads_ * v_dim_, o_, residual, hidden_, rows, /*accumulate=*/true);
   }
@@ -140,27 +145,29 @@ class MlaAttention final : public AttentionLayer {
 
   // q_nope [rows, heads, nope]; each head's rope part straight into its slot
   // after the latent query in q_abs, then rotated there.
-  void ProjectQuery(Backend* be, const int32_t* positions, const float* x, int64_t rows, float* scratch, float* q_nope,
-                    float* q_abs) {
+  void ProjectQuery(Backend* be, const int32_t* positions, const float* x, int64_t rows,
+                    float* scratch, float* q_nope, float* q_abs) {
     const float* in = x;
     int64_t in_width = hidden_;
     if (q_lora_ > 0) {
       Linear(be, x, hidden_, q_a_, scratch, q_lora_, rows, false);
-      be->RmsNorm(RmsNormParams{scratch, q_lora_, scratch, q_lora_, rows, q_lora_, q_a_norm_, kLatentNormEps});
+      be->RmsNorm(RmsNormParams{scratch, q_lora_, scratch, q_lora_, rows, q_lora_, q_a_norm_,
+                                kLatentNormEps});
       in = scratch;
       in_width = q_lora_;
     }
     const int64_t head = nope_ + rope_dim_, width = latent_ + rope_dim_;
     for (int64_t h = 0; h < heads_; ++h) {
-      Linear(be, in, in_width, RowSlice(q_b_, h * head, nope_), q_nope + h * nope_, heads_ * nope_, rows, false);
-      Linear(be, in, in_width, RowSlice(q_b_, h * head + nope_, rope_dim_), q_abs + h * width + latent_,
-             heads_ * width, rows, false);
+      Linear(be, in, in_width, RowSlice(q_b_, h * head, nope_), q_nope + h * nope_, heads_ * nope_,
+             rows, false);
+      Linear(be, in, in_width, RowSlice(q_b_, h * head + nope_, rope_dim_),
+             q_abs + h * width + latent_, heads_ * width, rows, false);
     }
     ApplyRope(be, positions, q_abs + latent_, heads_ * width, rows, heads_, width);
   }
 
-  void Linear(Backend* be, const float* x, int64_t x_stride, const WeightRef& w, float* y, int64_t y_stride,
-              int64_t rows, bool accumulate) {
+  void Linear(Backend* be, const float* x, int64_t x_stride, const WeightRef& w, float* y,
+              int64_t y_stride, int64_t rows, bool accumulate) {
     MatmulParams p;
     p.x = x;
     p.x_stride = x_stride;
@@ -172,8 +179,8 @@ class MlaAttention final : public AttentionLayer {
     be->Matmul(p);
   }
 
-  void ApplyRope(Backend* be, const int32_t* positions, float* x, int64_t row_stride, int64_t rows, int64_t heads,
-                 int64_t head_stride) {
+  void ApplyRope(Backend* be, const int32_t* positions, float* x, int64_t row_stride, int64_t rows,
+                 int64_t heads, int64_t head_stride) {
     RopeParams p;
     p.x = x;
     p.row_stride = row_stride;
@@ -220,9 +227,8 @@ class MlaAttention final : public AttentionLayer {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(ResidentWeights* store,
-                                                                   const models::ModelConfig& config, int layer,
-                                                                   const DeviceRope& rope) {
+absl::StatusOr<std::unique_ptr<AttentionLayer>> CreateMlaAttention(
+    ResidentWeights* store, const models::ModelConfig& config, int layer, const DeviceRope& rope) {
   auto attn = std::make_unique<MlaAttention>(config, rope);
   RETURN_IF_ERROR(attn->Load(store, config, layer));
   return std::unique_ptr<AttentionLayer>(std::move(attn));

@@ -10,7 +10,9 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-double YarnMscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
 
 // theta ** (arange(0, dim, 2).float() / dim), fp32 like torch.
 std::vector<float> PosFreqs(double theta, int64_t dim) {
@@ -41,25 +43,30 @@ absl::StatusOr<RopeTable> ComputeMlaRopeTable(const models::ModelConfig& c) {
     return t;
   }
   if (s.type != models::RopeScalingType::kYarn) {
-    return absl::UnimplementedError(absl::StrCat(models::ArchitectureName(c.architecture),
-                                                 ": only yarn rope_scaling (or none) is supported with MLA"));
+    return absl::UnimplementedError(
+        absl::StrCat(models::ArchitectureName(c.architecture),
+                     ": only yarn rope_scaling (or none) is supported with MLA"));
   }
   const double max_pos = static_cast<double>(s.original_max_position_embeddings);
-  const double low = std::max(0.0, std::floor(CorrectionDim(s.beta_fast, dim, c.rope_theta, max_pos)));
-  double high = std::min(static_cast<double>(dim - 1), std::ceil(CorrectionDim(s.beta_slow, dim, c.rope_theta, max_pos)));
+  const double low =
+      std::max(0.0, std::floor(CorrectionDim(s.beta_fast, dim, c.rope_theta, max_pos)));
+  double high = std::min(static_cast<double>(dim - 1),
+                         std::ceil(CorrectionDim(s.beta_slow, dim, c.rope_theta, max_pos)));
   if (low == high) high += 0.001;  // yarn_linear_ramp_mask's guard
   const float factor = static_cast<float>(s.factor);
   const float span = static_cast<float>(high - low);
   for (size_t i = 0; i < pos.size(); ++i) {
     const float extra = 1.0f / pos[i];
     const float inter = 1.0f / (factor * pos[i]);
-    const float ramp = std::clamp((static_cast<float>(i) - static_cast<float>(low)) / span, 0.0f, 1.0f);
+    const float ramp =
+        std::clamp((static_cast<float>(i) - static_cast<float>(low)) / span, 0.0f, 1.0f);
     const float mask = 1.0f - ramp;
     const float a = inter * (1.0f - mask);
     const float b = extra * mask;
     t.inv_freq.push_back(a + b);
   }
-  t.attention_factor = static_cast<float>(YarnMscale(s.factor, s.mscale) / YarnMscale(s.factor, s.mscale_all_dim));
+  t.attention_factor =
+      static_cast<float>(YarnMscale(s.factor, s.mscale) / YarnMscale(s.factor, s.mscale_all_dim));
   return t;
 }
 

@@ -5,7 +5,8 @@
 
 namespace expertd::engine {
 
-void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y, bool accumulate) {
+void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y,
+            bool accumulate) {
   const int64_t hidden = w.gate.cols, inter = w.gate.rows;
   float* gate = ws->f(Buf::kGate);
   float* up = ws->f(Buf::kUp);
@@ -37,7 +38,8 @@ namespace {
 class DenseMlp final : public FeedForward {
  public:
   explicit DenseMlp(MlpWeights w) : w_(w) {}
-  absl::Status Forward(const LayerContext& ctx, const float* x, float* residual, RowRouting* routing) override {
+  absl::Status Forward(const LayerContext& ctx, const float* x, float* residual,
+                       RowRouting* routing) override {
     if (routing != nullptr) *routing = RowRouting{};
     RunMlp(ctx.backend, ctx.ws, w_, x, ctx.batch->rows, residual, /*accumulate=*/true);
     return absl::OkStatus();
@@ -49,7 +51,8 @@ class DenseMlp final : public FeedForward {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(ResidentWeights* store, const models::ModelConfig& c,
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(ResidentWeights* store,
+                                                            const models::ModelConfig& c,
                                                             int layer) {
   using models::ExpertProj;
   const int64_t h = c.hidden_size, d = c.intermediate_size;

@@ -16,16 +16,18 @@ absl::Status CheckDeepseekSupported(const models::ModelConfig& c) {
   const std::string arch = models::ArchitectureName(c.architecture);
   if (!c.uses_mla()) return absl::UnimplementedError(arch + ": kv_lora_rank must be set (MLA)");
   if (c.router_scoring != models::RouterScoring::kSigmoid || c.topk_method != "noaux_tc") {
-    return absl::UnimplementedError(arch + ": only scoring_func sigmoid with topk_method noaux_tc is supported");
+    return absl::UnimplementedError(
+        arch + ": only scoring_func sigmoid with topk_method noaux_tc is supported");
   }
   const int64_t per_group = c.num_experts / c.n_group;
   if (per_group < 2 || c.topk_group * per_group < c.num_experts_per_tok) {
-    return absl::UnimplementedError(absl::StrCat(arch, ": n_group ", c.n_group, " / topk_group ", c.topk_group,
-                                                 " cannot select ", c.num_experts_per_tok, " of ", c.num_experts,
-                                                 " experts"));
+    return absl::UnimplementedError(
+        absl::StrCat(arch, ": n_group ", c.n_group, " / topk_group ", c.topk_group,
+                     " cannot select ", c.num_experts_per_tok, " of ", c.num_experts, " experts"));
   }
   if (c.qk_rope_head_dim % 2 != 0) return absl::UnimplementedError(arch + ": odd qk_rope_head_dim");
-  if (c.attention_bias) return absl::UnimplementedError(arch + ": attention_bias is not supported with MLA");
+  if (c.attention_bias)
+    return absl::UnimplementedError(arch + ": attention_bias is not supported with MLA");
   return ComputeMlaRopeTable(c).status();
 }
 
@@ -35,16 +37,18 @@ absl::Status CheckSupported(const models::ModelConfig& c) {
   const std::string arch = models::ArchitectureName(c.architecture);
   if (c.num_experts <= 0 || c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts ||
       c.num_experts_per_tok > 64) {
-    return absl::UnimplementedError(absl::StrCat(arch, ": unsupported expert count ", c.num_experts, " / top-k ",
-                                                 c.num_experts_per_tok));
+    return absl::UnimplementedError(absl::StrCat(arch, ": unsupported expert count ", c.num_experts,
+                                                 " / top-k ", c.num_experts_per_tok));
   }
   if (c.architecture == models::Architecture::kDeepseekV3) return CheckDeepseekSupported(c);
   if (c.uses_mla() || c.router_scoring != models::RouterScoring::kSoftmax) {
     return absl::UnimplementedError(arch + ": MLA and sigmoid routing are DeepSeek-V3 only");
   }
-  if (c.head_dim % 2 != 0) return absl::UnimplementedError(absl::StrCat(arch, ": odd head_dim ", c.head_dim));
+  if (c.head_dim % 2 != 0)
+    return absl::UnimplementedError(absl::StrCat(arch, ": odd head_dim ", c.head_dim));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return absl::UnimplementedError(absl::StrCat(arch, ": num_attention_heads not a multiple of num_key_value_heads"));
+    return absl::UnimplementedError(
+        absl::StrCat(arch, ": num_attention_heads not a multiple of num_key_value_heads"));
   }
   return absl::OkStatus();
 }
@@ -65,7 +69,8 @@ absl::Status Model::Load() {
     rope_ = ComputeRopeTable(c.rope_scaling, c.rope_theta, c.head_dim);
   }
   if (c.num_nextn_predict_layers > 0) {
-    EXPERTD_LOG(Info, "multi-token-prediction layers are not used for decoding; their tensors are ignored")
+    EXPERTD_LOG(
+        Info, "multi-token-prediction layers are not used for decoding; their tensors are ignored")
         .With("architecture", models::ArchitectureName(c.architecture))
         .With("num_nextn_predict_layers", c.num_nextn_predict_layers);
   }
@@ -118,8 +123,8 @@ RouterInput Model::MakeRouterInput(int layer, const float* x, int64_t rows) cons
   return in;
 }
 
-absl::Status Model::Forward(const StepBatch& batch, Workspace* ws, KvCache* kv, ExpertProvider* experts,
-                            std::vector<RowRouting>* routing) {
+absl::Status Model::Forward(const StepBatch& batch, Workspace* ws, KvCache* kv,
+                            ExpertProvider* experts, std::vector<RowRouting>* routing) {
   Backend* be = backend_;
   const int64_t rows = batch.rows, h = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);

@@ -26,8 +26,8 @@
 #include "engine/model/expert_provider.h"
 #include "engine/model/feed_forward.h"
 #include "engine/model/layer_context.h"
-#include "engine/model/weight_source.h"
 #include "engine/model/resident_weights.h"
+#include "engine/model/weight_source.h"
 #include "engine/model/workspace.h"
 
 namespace expertd::engine {
@@ -39,7 +39,8 @@ class Model {
  public:
   // Loads the dense weights (routed experts come from the ExpertProvider).
   // `backend` and `source` must outlive the model.
-  static absl::StatusOr<std::unique_ptr<Model>> Create(Backend* backend, const WeightSource* source);
+  static absl::StatusOr<std::unique_ptr<Model>> Create(Backend* backend,
+                                                       const WeightSource* source);
 
   const models::ModelConfig& config() const { return config_; }
   ModelDims dims() const { return ModelDims::From(config_); }

@@ -29,7 +29,8 @@ struct Dispatch {
   std::vector<int32_t> slot_index;    // [rows * top_k] token * top_k + rank
 };
 
-Dispatch GroupByExpert(const std::vector<int32_t>& ids, int64_t rows, int64_t top_k, int64_t num_experts) {
+Dispatch GroupByExpert(const std::vector<int32_t>& ids, int64_t rows, int64_t top_k,
+                       int64_t num_experts) {
   Dispatch d;
   d.offset.assign(num_experts + 1, 0);
   for (int32_t e : ids) d.offset[e + 1]++;
@@ -60,9 +61,15 @@ class MoeBlock final : public FeedForward {
     using models::ExpertProj;
     const int64_t s = c.shared_expert_intermediate_size;
     if (s == 0) return absl::OkStatus();
-    ASSIGN_OR_RETURN(shared_.gate, store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kGate), s, hidden_));
-    ASSIGN_OR_RETURN(shared_.up, store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kUp), s, hidden_));
-    ASSIGN_OR_RETURN(shared_.down, store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kDown), hidden_, s));
+    ASSIGN_OR_RETURN(
+        shared_.gate,
+        store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kGate), s, hidden_));
+    ASSIGN_OR_RETURN(
+        shared_.up,
+        store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kUp), s, hidden_));
+    ASSIGN_OR_RETURN(
+        shared_.down,
+        store->Load(models::SharedExpertWeightName(c, layer, ExpertProj::kDown), hidden_, s));
     if (c.shared_expert_gated) {
       ASSIGN_OR_RETURN(shared_gate_, store->Load(models::SharedExpertGateName(layer), 1, hidden_));
     }
@@ -71,7 +78,8 @@ class MoeBlock final : public FeedForward {
 
   Router* router() override { return router_.get(); }
 
-  absl::Status Forward(const LayerContext& ctx, const float* x, float* residual, RowRouting* routing) override {
+  absl::Status Forward(const LayerContext& ctx, const float* x, float* residual,
+                       RowRouting* routing) override {
     Backend* be = ctx.backend;
     Workspace* ws = ctx.ws;
     const int64_t rows = ctx.batch->rows, k = router_->top_k();
@@ -84,31 +92,38 @@ class MoeBlock final : public FeedForward {
       routing->top_k = k;
       routing->ids = host_ids;
       routing->weights.resize(rows * k);
-      RETURN_IF_ERROR(be->CopyToHost(routing->weights.data(), weights, routing->weights.size() * sizeof(float)));
+      RETURN_IF_ERROR(be->CopyToHost(routing->weights.data(), weights,
+                                     routing->weights.size() * sizeof(float)));
     }
     float* out = ws->f(Buf::kFfnOut);
     ctx.experts->OnTokenRouting(ctx.layer, host_ids, static_cast<int>(k));
     if (RoutedExperts* routed = ctx.experts->routed_experts()) {
-      RETURN_IF_ERROR(routed->Run(ctx, RoutedExpertsInput{ctx.layer, rows, k, hidden_, x, weights, host_ids}, out));
+      RETURN_IF_ERROR(routed->Run(
+          ctx, RoutedExpertsInput{ctx.layer, rows, k, hidden_, x, weights, host_ids}, out));
     } else {
       RETURN_IF_ERROR(RunAndCombine(ctx, x, host_ids, ids, weights, out));
     }
     if (!shared_.gate.empty()) AddShared(ctx, x, out);
-    be->AddRows(AddRowsParams{residual, hidden_, out, hidden_, nullptr, 1, RowScale::kIdentity, rows, hidden_});
+    be->AddRows(AddRowsParams{residual, hidden_, out, hidden_, nullptr, 1, RowScale::kIdentity,
+                              rows, hidden_});
     return absl::OkStatus();
   }
 
  private:
-  absl::Status RunAndCombine(const LayerContext& ctx, const float* x, const std::vector<int32_t>& host_ids,
-                             const int32_t* ids, const float* weights, float* out) {
+  absl::Status RunAndCombine(const LayerContext& ctx, const float* x,
+                             const std::vector<int32_t>& host_ids, const int32_t* ids,
+                             const float* weights, float* out) {
     Backend* be = ctx.backend;
     Workspace* ws = ctx.ws;
     const int64_t rows = ctx.batch->rows, k = router_->top_k();
     Dispatch d = GroupByExpert(host_ids, rows, k, num_experts_);
-    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), d.gather_index.data(), d.gather_index.size() * 4));
-    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), d.slot_index.data(), d.slot_index.size() * 4));
+    RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), d.gather_index.data(),
+                                     d.gather_index.size() * 4));
+    RETURN_IF_ERROR(
+        be->CopyToDevice(ws->i32(Buf::kSlotIndex), d.slot_index.data(), d.slot_index.size() * 4));
     RETURN_IF_ERROR(RunExperts(ctx, x, d));
-    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), weights, ids, out, hidden_, rows, k, hidden_, false});
+    be->MoeCombine(
+        MoeCombineParams{ws->f(Buf::kSlots), weights, ids, out, hidden_, rows, k, hidden_, false});
     return absl::OkStatus();
   }
 
@@ -124,9 +139,11 @@ class MoeBlock final : public FeedForward {
       const int64_t off = d.offset[e], n = d.offset[e + 1] - d.offset[e];
       float* in = ws->f(Buf::kExpertIn);
       float* out = ws->f(Buf::kExpertOut);
-      be->GatherRows(GatherRowsParams{x, hidden_, ws->i32(Buf::kGatherIndex) + off, in, n, hidden_});
+      be->GatherRows(
+          GatherRowsParams{x, hidden_, ws->i32(Buf::kGatherIndex) + off, in, n, hidden_});
       RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, in, n, out, /*accumulate=*/false);
-      be->ScatterRows(ScatterRowsParams{out, ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots), n, hidden_});
+      be->ScatterRows(
+          ScatterRowsParams{out, ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots), n, hidden_});
       provider->Release(ctx.layer, e);
     }
     return absl::OkStatus();
@@ -150,7 +167,8 @@ class MoeBlock final : public FeedForward {
       g.m = rows;
       be->Matmul(g);
     }
-    be->AddRows(AddRowsParams{out, hidden_, shared, hidden_, gate, 1, RowScale::kSigmoid, rows, hidden_});
+    be->AddRows(
+        AddRowsParams{out, hidden_, shared, hidden_, gate, 1, RowScale::kSigmoid, rows, hidden_});
   }
 
   const std::unique_ptr<Router> router_;
@@ -161,12 +179,14 @@ class MoeBlock final : public FeedForward {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(ResidentWeights* store, const models::ModelConfig& config,
-                                                            int layer, std::unique_ptr<Router> router) {
-  auto block = std::make_unique<MoeBlock>(std::move(router), config.num_experts, config.hidden_size);
+absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(ResidentWeights* store,
+                                                            const models::ModelConfig& config,
+                                                            int layer,
+                                                            std::unique_ptr<Router> router) {
+  auto block =
+      std::make_unique<MoeBlock>(std::move(router), config.num_experts, config.hidden_size);
   RETURN_IF_ERROR(block->LoadShared(store, config, layer));
   return std::unique_ptr<FeedForward>(std::move(block));
 }
 
 }  // namespace expertd::engine
-

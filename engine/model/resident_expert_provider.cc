@@ -5,7 +5,8 @@
 
 namespace expertd::engine {
 
-absl::StatusOr<std::unique_ptr<ExpertProvider>> ResidentExpertProvider::Create(const ExpertProviderContext& ctx) {
+absl::StatusOr<std::unique_ptr<ExpertProvider>> ResidentExpertProvider::Create(
+    const ExpertProviderContext& ctx) {
   const models::ModelConfig& c = *ctx.config;
   std::unique_ptr<ResidentExpertProvider> p(new ResidentExpertProvider(ctx.backend, ctx.weights));
   p->num_experts_ = c.num_experts;
@@ -14,7 +15,8 @@ absl::StatusOr<std::unique_ptr<ExpertProvider>> ResidentExpertProvider::Create(c
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (!c.is_moe_layer[layer]) continue;
     for (int64_t e = 0; e < c.num_experts; ++e) {
-      ExpertTensorNames names = ExpertTensorNamesFor(c, static_cast<int>(layer), static_cast<int>(e));
+      ExpertTensorNames names =
+          ExpertTensorNamesFor(c, static_cast<int>(layer), static_cast<int>(e));
       ExpertWeights& w = p->experts_[layer * c.num_experts + e];
       ASSIGN_OR_RETURN(w.gate, p->store_.Load(names.gate, inter, h));
       ASSIGN_OR_RETURN(w.up, p->store_.Load(names.up, inter, h));
@@ -26,8 +28,10 @@ absl::StatusOr<std::unique_ptr<ExpertProvider>> ResidentExpertProvider::Create(c
 
 absl::StatusOr<ExpertWeights> ResidentExpertProvider::Acquire(int layer, int expert) {
   const size_t index = static_cast<size_t>(layer) * num_experts_ + expert;
-  if (expert < 0 || expert >= num_experts_ || index >= experts_.size() || experts_[index].gate.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("no routed expert ", expert, " in layer ", layer));
+  if (expert < 0 || expert >= num_experts_ || index >= experts_.size() ||
+      experts_[index].gate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no routed expert ", expert, " in layer ", layer));
   }
   return experts_[index];
 }

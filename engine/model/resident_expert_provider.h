@@ -15,7 +15,8 @@ namespace expertd::engine {
 class ResidentExpertProvider final : public ExpertProvider {
  public:
   // Errors: a missing / mis-shaped expert tensor, device memory exhausted.
-  static absl::StatusOr<std::unique_ptr<ExpertProvider>> Create(const ExpertProviderContext& context);
+  static absl::StatusOr<std::unique_ptr<ExpertProvider>> Create(
+      const ExpertProviderContext& context);
 
   void OnRouting(int layer, absl::Span<const int32_t> experts) override {
     (void)layer;

@@ -6,14 +6,15 @@
 
 namespace expertd::engine {
 
-absl::StatusOr<WeightRef> ResidentWeights::Load(const std::string& name, int64_t rows, int64_t cols) {
+absl::StatusOr<WeightRef> ResidentWeights::Load(const std::string& name, int64_t rows,
+                                                int64_t cols) {
   ASSIGN_OR_RETURN(models::TensorView view, source_->Get(name));
   const bool ok_2d = view.shape.size() == 2 && view.shape[0] == rows && view.shape[1] == cols;
   const bool ok_1d = view.shape.size() == 1 && rows == 1 && view.shape[0] == cols;
   if (!ok_2d && !ok_1d) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape [", absl::StrJoin(view.shape, ","),
-                                                   "], expected [", rows == 1 ? "" : absl::StrCat(rows, ","), cols,
-                                                   "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' has shape [", absl::StrJoin(view.shape, ","),
+                     "], expected [", rows == 1 ? "" : absl::StrCat(rows, ","), cols, "]"));
   }
   WeightRef ref;
   ref.dtype = view.dtype;
@@ -31,7 +32,8 @@ absl::StatusOr<WeightRef> ResidentWeights::Load(const std::string& name, int64_t
   return ref;
 }
 
-absl::StatusOr<WeightRef> ResidentWeights::Upload(DType dtype, int64_t rows, int64_t cols, const void* host) {
+absl::StatusOr<WeightRef> ResidentWeights::Upload(DType dtype, int64_t rows, int64_t cols,
+                                                  const void* host) {
   WeightRef ref;
   ref.dtype = dtype;
   ref.rows = rows;
@@ -44,7 +46,8 @@ absl::StatusOr<WeightRef> ResidentWeights::Upload(DType dtype, int64_t rows, int
   return ref;
 }
 
-absl::StatusOr<WeightRef> ResidentWeights::LoadOptional(const std::string& name, int64_t rows, int64_t cols) {
+absl::StatusOr<WeightRef> ResidentWeights::LoadOptional(const std::string& name, int64_t rows,
+                                                        int64_t cols) {
   if (!source_->Has(name)) return WeightRef{};
   return Load(name, rows, cols);
 }

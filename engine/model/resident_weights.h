@@ -21,7 +21,8 @@ namespace expertd::engine {
 class ResidentWeights {
  public:
   // Both must outlive the store.
-  ResidentWeights(Backend* backend, const WeightSource* source) : backend_(backend), source_(source) {}
+  ResidentWeights(Backend* backend, const WeightSource* source)
+      : backend_(backend), source_(source) {}
 
   // Loads `name`, checking its shape: a 2-D [rows, cols] or 1-D [cols] (then
   // rows must be 1). NotFound / InvalidArgument naming the tensor.

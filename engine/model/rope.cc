@@ -18,7 +18,9 @@ std::vector<float> PosFreqs(double theta, int64_t dim) {
   return out;
 }
 
-double YarnMscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
 
 void ApplyLlama3(const models::RopeScaling& s, std::vector<float>* inv_freq) {
   const double old_len = static_cast<double>(s.original_max_position_embeddings);
@@ -29,13 +31,15 @@ void ApplyLlama3(const models::RopeScaling& s, std::vector<float>* inv_freq) {
     if (wavelen > low_wavelen) {
       f = static_cast<float>(f / s.factor);
     } else if (wavelen >= high_wavelen) {  // medium band: smooth blend
-      const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      const double smooth =
+          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = static_cast<float>((1.0 - smooth) * f / s.factor + smooth * f);
     }
   }
 }
 
-float ApplyYarn(const models::RopeScaling& s, double theta, int64_t dim, std::vector<float>* inv_freq) {
+float ApplyYarn(const models::RopeScaling& s, double theta, int64_t dim,
+                std::vector<float>* inv_freq) {
   const double max_pos = static_cast<double>(s.original_max_position_embeddings);
   auto correction_dim = [&](double rotations) {
     return (dim * std::log(max_pos / (rotations * 2.0 * kPi))) / (2.0 * std::log(theta));
@@ -52,7 +56,8 @@ float ApplyYarn(const models::RopeScaling& s, double theta, int64_t dim, std::ve
     (*inv_freq)[i] = static_cast<float>(interp * (1.0 - extrapolation) + extra * extrapolation);
   }
   if (s.mscale != 0.0 && s.mscale_all_dim != 0.0) {
-    return static_cast<float>(YarnMscale(s.factor, s.mscale) / YarnMscale(s.factor, s.mscale_all_dim));
+    return static_cast<float>(YarnMscale(s.factor, s.mscale) /
+                              YarnMscale(s.factor, s.mscale_all_dim));
   }
   return static_cast<float>(YarnMscale(s.factor, 1.0));
 }

@@ -12,7 +12,8 @@ namespace {
 
 void ExpectNear(const std::vector<float>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-7 * want[i] + 1e-12) << "i=" << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 2e-7 * want[i] + 1e-12) << "i=" << i;
 }
 
 TEST(RopeTableTest, DefaultAndLinear) {
@@ -34,9 +35,10 @@ TEST(RopeTableTest, Llama3BlendsByWavelength) {
   s.low_freq_factor = 1.0;
   s.high_freq_factor = 4.0;
   s.original_max_position_embeddings = 64;
-  ExpectNear(ComputeRopeTable(s, 500000.0, 16).inv_freq,
-             {1.0, 0.0794030091792082, 0.004700753866357992, 0.0009115830921521386, 0.00017677669529663688,
-              3.428102195952591e-05, 6.647869871181236e-06, 1.2891731721515574e-06});
+  ExpectNear(
+      ComputeRopeTable(s, 500000.0, 16).inv_freq,
+      {1.0, 0.0794030091792082, 0.004700753866357992, 0.0009115830921521386, 0.00017677669529663688,
+       3.428102195952591e-05, 6.647869871181236e-06, 1.2891731721515574e-06});
 }
 
 TEST(RopeTableTest, YarnRampsAndScalesAttention) {
@@ -49,8 +51,8 @@ TEST(RopeTableTest, YarnRampsAndScalesAttention) {
   s.mscale = 1.0;
   s.mscale_all_dim = 0.0;
   RopeTable t = ComputeRopeTable(s, 10000.0, 16);
-  ExpectNear(t.inv_freq, {1.0, 0.23717082451262847, 0.05, 0.007905694150420948, 0.0025, 0.0007905694150420947,
-                          0.00025, 7.905694150420948e-05});
+  ExpectNear(t.inv_freq, {1.0, 0.23717082451262847, 0.05, 0.007905694150420948, 0.0025,
+                          0.0007905694150420947, 0.00025, 7.905694150420948e-05});
   EXPECT_NEAR(t.attention_factor, 1.138629436111989, 1e-6);
 }
 

@@ -24,9 +24,9 @@ struct RoutedExpertsInput {
   int64_t rows = 0;
   int64_t top_k = 0;
   int64_t hidden = 0;
-  const float* x = nullptr;              // [rows, hidden] normalised input (device)
-  const float* weights = nullptr;        // [rows, top_k] routing weights (device)
-  absl::Span<const int32_t> host_ids;    // [rows, top_k] chosen experts (host), router rank order
+  const float* x = nullptr;            // [rows, hidden] normalised input (device)
+  const float* weights = nullptr;      // [rows, top_k] routing weights (device)
+  absl::Span<const int32_t> host_ids;  // [rows, top_k] chosen experts (host), router rank order
 };
 
 class RoutedExperts {
@@ -35,7 +35,8 @@ class RoutedExperts {
   // out[t, :] = sum_j weights[t, j] * expert_{ids[t, j]}(x[t, :]) for every
   // row t; out is [rows, hidden] in the engine backend's device memory.
   // Engine thread only. An error fails the step; the next step may succeed.
-  virtual absl::Status Run(const LayerContext& ctx, const RoutedExpertsInput& input, float* out) = 0;
+  virtual absl::Status Run(const LayerContext& ctx, const RoutedExpertsInput& input,
+                           float* out) = 0;
 };
 
 }  // namespace expertd::engine

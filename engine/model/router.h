@@ -22,17 +22,19 @@ class Router {
   // x: [rows, hidden] (device) -> ids / weights [rows, top_k] (device): the
   // experts in router rank order and the weights their outputs are scaled by.
   // Errors are device faults (a router that selects on the host copies).
-  virtual absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids, float* weights) = 0;
+  virtual absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids,
+                             float* weights) = 0;
 };
 
 // logits = x Wg^T; softmax; top-k; renormalise when config.norm_topk_prob.
-absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights* store, const models::ModelConfig& config,
+absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights* store,
+                                                                const models::ModelConfig& config,
                                                                 int layer);
 
 // DeepSeek-V3 (sigmoid scores, e_score_correction_bias, grouped top-k,
 // routed_scaling_factor): grouped_topk.h has the formula.
-absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(ResidentWeights* store,
-                                                                   const models::ModelConfig& config, int layer);
+absl::StatusOr<std::unique_ptr<Router>> CreateGroupedSigmoidRouter(
+    ResidentWeights* store, const models::ModelConfig& config, int layer);
 
 }  // namespace expertd::engine
 

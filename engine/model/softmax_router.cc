@@ -13,7 +13,8 @@ class SoftmaxTopKRouter final : public Router {
   int64_t top_k() const override { return top_k_; }
   WeightRef gate_weight() const override { return gate_; }
 
-  absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids, float* weights) override {
+  absl::Status Route(const LayerContext& ctx, const float* x, int32_t* ids,
+                     float* weights) override {
     const int64_t rows = ctx.batch->rows;
     float* logits = ctx.ws->f(Buf::kRouterLogits);
     MatmulParams m;
@@ -44,10 +45,13 @@ class SoftmaxTopKRouter final : public Router {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights* store, const models::ModelConfig& c,
+absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights* store,
+                                                                const models::ModelConfig& c,
                                                                 int layer) {
-  ASSIGN_OR_RETURN(WeightRef gate, store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
-  return std::unique_ptr<Router>(new SoftmaxTopKRouter(gate, c.num_experts_per_tok, c.norm_topk_prob));
+  ASSIGN_OR_RETURN(WeightRef gate,
+                   store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
+  return std::unique_ptr<Router>(
+      new SoftmaxTopKRouter(gate, c.num_experts_per_tok, c.norm_topk_prob));
 }
 
 }  // namespace expertd::engine

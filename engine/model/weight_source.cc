@@ -6,8 +6,8 @@
 
 namespace expertd::engine {
 
-void InMemoryWeightSource::Add(const std::string& name, models::DType dtype, std::vector<int64_t> shape,
-                               std::vector<uint8_t> bytes) {
+void InMemoryWeightSource::Add(const std::string& name, models::DType dtype,
+                               std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   assert(bytes.size() == static_cast<size_t>(numel) * models::DTypeSize(dtype));
@@ -17,7 +17,8 @@ void InMemoryWeightSource::Add(const std::string& name, models::DType dtype, std
 
 absl::StatusOr<models::TensorView> InMemoryWeightSource::Get(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) return absl::NotFoundError(absl::StrCat("no tensor named '", name, "'"));
+  if (it == tensors_.end())
+    return absl::NotFoundError(absl::StrCat("no tensor named '", name, "'"));
   models::TensorView v;
   v.name = name;
   v.dtype = it->second.dtype;

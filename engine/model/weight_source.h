@@ -38,7 +38,9 @@ class CheckpointWeightSource : public WeightSource {
       : checkpoint_(std::move(checkpoint)) {}
   const models::ModelConfig& config() const override { return checkpoint_->config(); }
   bool Has(const std::string& name) const override { return checkpoint_->Has(name); }
-  absl::StatusOr<models::TensorView> Get(const std::string& name) const override { return checkpoint_->Get(name); }
+  absl::StatusOr<models::TensorView> Get(const std::string& name) const override {
+    return checkpoint_->Get(name);
+  }
   const models::Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
@@ -50,7 +52,8 @@ class InMemoryWeightSource : public WeightSource {
  public:
   explicit InMemoryWeightSource(models::ModelConfig config) : config_(std::move(config)) {}
   // Adds (or replaces) a tensor; `bytes` must hold numel(shape) * DTypeSize.
-  void Add(const std::string& name, models::DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  void Add(const std::string& name, models::DType dtype, std::vector<int64_t> shape,
+           std::vector<uint8_t> bytes);
   const models::ModelConfig& config() const override { return config_; }
   bool Has(const std::string& name) const override { return tensors_.count(name) > 0; }
   absl::StatusOr<models::TensorView> Get(const std::string& name) const override;

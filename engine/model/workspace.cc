@@ -12,7 +12,8 @@ ModelDims ModelDims::From(const models::ModelConfig& c) {
   d.q_width = c.num_attention_heads * c.head_dim;
   d.k_width = c.num_key_value_heads * c.head_dim;
   d.v_width = c.num_key_value_heads * c.head_dim;
-  if (c.uses_mla()) {  // mla_attention.cc: kQ/kAttn absorbed heads, kK q_a then latent, kV q_nope then out
+  if (c.uses_mla()) {  // mla_attention.cc: kQ/kAttn absorbed heads, kK q_a then latent, kV q_nope
+                       // then out
     const int64_t width = c.kv_lora_rank + c.qk_rope_head_dim;
     d.q_width = c.num_attention_heads * width;
     d.k_width = std::max(c.q_lora_rank, width);
@@ -20,7 +21,8 @@ ModelDims ModelDims::From(const models::ModelConfig& c) {
   }
   d.experts = std::max<int64_t>(1, c.num_experts);
   d.top_k = std::max<int64_t>(1, c.num_experts_per_tok);
-  d.max_intermediate = std::max({c.moe_intermediate_size, c.shared_expert_intermediate_size, c.intermediate_size});
+  d.max_intermediate =
+      std::max({c.moe_intermediate_size, c.shared_expert_intermediate_size, c.intermediate_size});
   d.vocab = c.vocab_size;
   return d;
 }

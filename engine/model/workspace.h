@@ -49,8 +49,8 @@ enum class Buf : int {
 };
 
 struct WorkspaceDims {
-  int64_t tokens = 0;        // T
-  int64_t logit_rows = 0;    // R
+  int64_t tokens = 0;               // T
+  int64_t logit_rows = 0;           // R
   int64_t block_table_entries = 0;  // S * max_blocks
 };
 

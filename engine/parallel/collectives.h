@@ -49,7 +49,9 @@ class Collectives {
 
   // buf[i] = sum over ranks of buf[i]; `count` elements of `type`. In place.
   virtual absl::Status AllReduceSum(void* buf, int64_t count, ReduceType type) = 0;
-  absl::Status AllReduceSum(float* buf, int64_t count) { return AllReduceSum(buf, count, ReduceType::kFloat32); }
+  absl::Status AllReduceSum(float* buf, int64_t count) {
+    return AllReduceSum(buf, count, ReduceType::kFloat32);
+  }
 
   // recv[r * bytes .. (r+1) * bytes) = rank r's send[0 .. bytes).
   // recv holds world * bytes; send may alias recv + rank * bytes.

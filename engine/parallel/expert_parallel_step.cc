@@ -33,14 +33,16 @@ Route Assignments(const RankState& r, const LayerStep& s, int source, int dest) 
 
 // Computes the received rows [n, hidden] in r.recv into r.results, expert by
 // expert, dropping rows past the capacity (their result stays zero).
-absl::Status ComputeOwned(RankState& r, const LayerStep& s, const std::vector<int32_t>& expert_of_row) {
+absl::Status ComputeOwned(RankState& r, const LayerStep& s,
+                          const std::vector<int32_t>& expert_of_row) {
   ComputeSection section(r);
   Backend* be = r.backend.get();
   Workspace* ws = r.ws.get();
   const int64_t n = expert_of_row.size();
-  const int64_t capacity = s.capacity_factor > 0
-                               ? static_cast<int64_t>(std::ceil(s.capacity_factor * s.rows * s.top_k / s.num_experts))
-                               : n;
+  const int64_t capacity =
+      s.capacity_factor > 0
+          ? static_cast<int64_t>(std::ceil(s.capacity_factor * s.rows * s.top_k / s.num_experts))
+          : n;
   std::vector<int32_t> expert, row, slot;
   std::vector<int64_t> taken(s.num_experts, 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -59,10 +61,13 @@ absl::Status ComputeOwned(RankState& r, const LayerStep& s, const std::vector<in
     const int64_t off = g.offset[e], m = g.offset[e + 1] - off;
     if (m == 0) continue;
     const ExpertWeights& w = r.experts[s.layer * s.num_experts + e].w;
-    if (w.gate.empty()) return absl::InternalError("expert-parallel: rows reached a device that does not own the expert");
+    if (w.gate.empty())
+      return absl::InternalError(
+          "expert-parallel: rows reached a device that does not own the expert");
     be->GatherRows(GatherRowsParams{r.recv.as<float>(), s.hidden, ws->i32(Buf::kGatherIndex) + off,
                                     ws->f(Buf::kExpertIn), m, s.hidden});
-    RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), m, ws->f(Buf::kExpertOut), false);
+    RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), m,
+           ws->f(Buf::kExpertOut), false);
     be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kGatherIndex) + off,
                                       r.results.as<float>(), m, s.hidden});
     r.work.fetch_add(m * w.gate.rows, std::memory_order_relaxed);
@@ -97,15 +102,17 @@ absl::Status ExpertParallelStep(RankState& r, const LayerStep& s) {
     RETURN_IF_ERROR(EnsureBuffer(be, &r.recv, n_recv * row_bytes));
     RETURN_IF_ERROR(EnsureBuffer(be, &r.results, n_recv * row_bytes));
     RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), send_token.data(), n_send * 4));
-    be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex), r.send.as<float>(),
-                                    n_send, s.hidden});
+    be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex),
+                                    r.send.as<float>(), n_send, s.hidden});
     RETURN_IF_ERROR(be->Synchronize());
   }
-  RETURN_IF_ERROR(r.comm->AllToAllV(r.send.data(), send_bytes.data(), r.recv.data(), recv_bytes.data()));
+  RETURN_IF_ERROR(
+      r.comm->AllToAllV(r.send.data(), send_bytes.data(), r.recv.data(), recv_bytes.data()));
   // 2. Compute the experts this device owns on what it received.
   RETURN_IF_ERROR(ComputeOwned(r, s, expert_of_recv));
   // 3. Return: results travel back the way the rows came.
-  RETURN_IF_ERROR(r.comm->AllToAllV(r.results.data(), recv_bytes.data(), r.back.data(), send_bytes.data()));
+  RETURN_IF_ERROR(
+      r.comm->AllToAllV(r.results.data(), recv_bytes.data(), r.back.data(), send_bytes.data()));
   // 4. Combine my tokens in the single-device order.
   const ShardRange mine = EvenShard(s.rows, world, me);
   const int64_t block_rows = (s.rows + world - 1) / world;
@@ -113,16 +120,18 @@ absl::Status ExpertParallelStep(RankState& r, const LayerStep& s) {
   float* my_block = nullptr;
   {
     ComputeSection section(r);
-    RETURN_IF_ERROR(EnsureBuffer(be, &r.slots, std::max<int64_t>(mine.size() * s.top_k, 1) * row_bytes));
+    RETURN_IF_ERROR(
+        EnsureBuffer(be, &r.slots, std::max<int64_t>(mine.size() * s.top_k, 1) * row_bytes));
     RETURN_IF_ERROR(EnsureBuffer(be, &r.gathered, world * block_rows * row_bytes));
     my_block = r.gathered.as<float>() + me * block_rows * s.hidden;
     for (int32_t& c : send_choice) c -= static_cast<int32_t>(mine.begin * s.top_k);
     RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), send_choice.data(), n_send * 4));
-    be->ScatterRows(ScatterRowsParams{r.back.as<float>(), ws->i32(Buf::kSlotIndex), r.slots.as<float>(), n_send,
-                                      s.hidden});
-    be->MoeCombine(MoeCombineParams{r.slots.as<float>(), ws->f(Buf::kTopkWeights) + mine.begin * s.top_k,
-                                    ws->i32(Buf::kTopkIds) + mine.begin * s.top_k, my_block, s.hidden, mine.size(),
-                                    s.top_k, s.hidden, false});
+    be->ScatterRows(ScatterRowsParams{r.back.as<float>(), ws->i32(Buf::kSlotIndex),
+                                      r.slots.as<float>(), n_send, s.hidden});
+    be->MoeCombine(MoeCombineParams{r.slots.as<float>(),
+                                    ws->f(Buf::kTopkWeights) + mine.begin * s.top_k,
+                                    ws->i32(Buf::kTopkIds) + mine.begin * s.top_k, my_block,
+                                    s.hidden, mine.size(), s.top_k, s.hidden, false});
     RETURN_IF_ERROR(be->Synchronize());
   }
   // 5. Replicate the output: every device needs every row for the next layer.

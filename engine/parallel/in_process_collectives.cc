@@ -14,19 +14,26 @@ enum Op : int { kAllReduce = 1, kAllGather, kAllToAll, kAllToAllV, kBroadcast };
 
 const char* OpName(int op) {
   switch (op) {
-    case kAllReduce: return "AllReduceSum";
-    case kAllGather: return "AllGather";
-    case kAllToAll: return "AllToAll";
-    case kAllToAllV: return "AllToAllV";
-    case kBroadcast: return "Broadcast";
+    case kAllReduce:
+      return "AllReduceSum";
+    case kAllGather:
+      return "AllGather";
+    case kAllToAll:
+      return "AllToAll";
+    case kAllToAllV:
+      return "AllToAllV";
+    case kBroadcast:
+      return "Broadcast";
   }
   return "?";
 }
 
 int64_t ElementSize(ReduceType type) {
   switch (type) {
-    case ReduceType::kFloat32: return 4;
-    case ReduceType::kInt64: return 8;
+    case ReduceType::kFloat32:
+      return 4;
+    case ReduceType::kInt64:
+      return 8;
   }
   return 0;
 }
@@ -68,7 +75,9 @@ class Endpoint final : public Collectives {
     }
     RETURN_IF_ERROR(group_->Arrive());  // every rank has read every input
     for (int r = 0; r < group_->world_size(); ++r) {
-      if (!sum.empty()) std::memcpy(static_cast<char*>(group_->post(r).recv) + slice.begin * esize, sum.data(), sum.size());
+      if (!sum.empty())
+        std::memcpy(static_cast<char*>(group_->post(r).recv) + slice.begin * esize, sum.data(),
+                    sum.size());
     }
     return group_->Arrive();  // every slice is in every buffer
   }
@@ -97,7 +106,8 @@ class Endpoint final : public Collectives {
     RETURN_IF_ERROR(Begin(p));
     for (int s = 0; s < group_->world_size(); ++s) {
       const char* src = static_cast<const char*>(group_->post(s).send) + rank_ * bytes_per_rank;
-      if (bytes_per_rank > 0) std::memcpy(static_cast<char*>(recv) + s * bytes_per_rank, src, bytes_per_rank);
+      if (bytes_per_rank > 0)
+        std::memcpy(static_cast<char*>(recv) + s * bytes_per_rank, src, bytes_per_rank);
     }
     return group_->Arrive();
   }
@@ -118,14 +128,14 @@ class Endpoint final : public Collectives {
       for (int d = 0; d < rank_; ++d) send_offset += peer.send_bytes[d];
       if (peer.send_bytes[rank_] != recv_bytes[s]) {
         absl::Status bad = absl::InvalidArgumentError(
-            absl::StrCat("AllToAllV: rank ", s, " sends ", peer.send_bytes[rank_], " bytes to rank ", rank_,
-                         " but it expects ", recv_bytes[s]));
+            absl::StrCat("AllToAllV: rank ", s, " sends ", peer.send_bytes[rank_],
+                         " bytes to rank ", rank_, " but it expects ", recv_bytes[s]));
         group_->Abort(bad);
         return bad;
       }
       if (recv_bytes[s] > 0) {
-        std::memcpy(static_cast<char*>(recv) + recv_offset, static_cast<const char*>(peer.send) + send_offset,
-                    recv_bytes[s]);
+        std::memcpy(static_cast<char*>(recv) + recv_offset,
+                    static_cast<const char*>(peer.send) + send_offset, recv_bytes[s]);
       }
       recv_offset += recv_bytes[s];
     }
@@ -134,7 +144,8 @@ class Endpoint final : public Collectives {
 
   absl::Status Broadcast(void* buf, int64_t bytes, int root) override {
     if (root < 0 || root >= group_->world_size()) {
-      absl::Status bad = absl::InvalidArgumentError(absl::StrCat("Broadcast: root ", root, " is not a rank"));
+      absl::Status bad =
+          absl::InvalidArgumentError(absl::StrCat("Broadcast: root ", root, " is not a rank"));
       group_->Abort(bad);
       return bad;
     }
@@ -161,8 +172,9 @@ class Endpoint final : public Collectives {
       const InProcessGroup::Post& peer = group_->post(r);
       if (peer.op != p.op || (p.op != kAllToAllV && (peer.count != p.count || peer.aux != p.aux))) {
         absl::Status bad = absl::InvalidArgumentError(
-            absl::StrCat("collective mismatch: rank ", rank_, " called ", OpName(p.op), "(", p.count, ", ", p.aux,
-                         ") but rank ", r, " called ", OpName(peer.op), "(", peer.count, ", ", peer.aux, ")"));
+            absl::StrCat("collective mismatch: rank ", rank_, " called ", OpName(p.op), "(",
+                         p.count, ", ", p.aux, ") but rank ", r, " called ", OpName(peer.op), "(",
+                         peer.count, ", ", peer.aux, ")"));
         group_->Abort(bad);
         return bad;
       }
@@ -229,9 +241,9 @@ absl::Status InProcessGroup::Arrive() {
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (generation_ == generation && broken_.ok()) {
     if (cv_.WaitWithDeadline(&mu_, deadline) && generation_ == generation && broken_.ok()) {
-      broken_ = absl::DeadlineExceededError(absl::StrCat(
-          "collective: ", world_size_ - arrived_, " of ", world_size_, " ranks did not arrive within ",
-          absl::FormatDuration(options_.timeout)));
+      broken_ = absl::DeadlineExceededError(
+          absl::StrCat("collective: ", world_size_ - arrived_, " of ", world_size_,
+                       " ranks did not arrive within ", absl::FormatDuration(options_.timeout)));
       cv_.SignalAll();
     }
   }

@@ -13,7 +13,8 @@ namespace expertd::engine::parallel {
 namespace {
 
 void ExpectAllOk(const std::vector<absl::Status>& status) {
-  for (size_t r = 0; r < status.size(); ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+  for (size_t r = 0; r < status.size(); ++r)
+    EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
 }
 
 // Rank r's input for an all-reduce: values whose float sum depends on order.
@@ -36,20 +37,24 @@ TEST_P(AllReduceTest, SumsInRankOrderBitwiseOnEveryRank) {
   }
   std::vector<std::vector<float>> bufs(world);
   for (int r = 0; r < world; ++r) bufs[r] = Values(r, n);
-  ExpectAllOk(RunRanks(world, [&](int r, Collectives* c) { return c->AllReduceSum(bufs[r].data(), n); }));
+  ExpectAllOk(
+      RunRanks(world, [&](int r, Collectives* c) { return c->AllReduceSum(bufs[r].data(), n); }));
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(0, std::memcmp(bufs[r].data(), expected.data(), n * sizeof(float))) << "rank " << r;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, AllReduceTest,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5), ::testing::Values(0, 1, 3, 7, 1000)));
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
+                                            ::testing::Values(0, 1, 3, 7, 1000)));
 
 TEST(InProcessCollectives, AllReduceInt64) {
   std::vector<std::vector<int64_t>> bufs(3, std::vector<int64_t>(5));
   for (int r = 0; r < 3; ++r)
     for (int i = 0; i < 5; ++i) bufs[r][i] = (int64_t{1} << 40) * r + i;
-  ExpectAllOk(RunRanks(3, [&](int r, Collectives* c) { return c->AllReduceSum(bufs[r].data(), 5, ReduceType::kInt64); }));
+  ExpectAllOk(RunRanks(3, [&](int r, Collectives* c) {
+    return c->AllReduceSum(bufs[r].data(), 5, ReduceType::kInt64);
+  }));
   for (int r = 0; r < 3; ++r)
     for (int i = 0; i < 5; ++i) EXPECT_EQ(bufs[r][i], (int64_t{1} << 40) * 3 + 3 * i);
 }

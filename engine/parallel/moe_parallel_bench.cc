@@ -100,8 +100,9 @@ std::vector<int32_t> Route(int64_t tokens, int64_t e, int64_t k, double s, uint3
   return ids;
 }
 
-absl::Status LoadHeld(Backend* be, const std::vector<float>& src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-                      int64_t c0, int64_t c1, DeviceBuffer* buf, WeightRef* ref) {
+absl::Status LoadHeld(Backend* be, const std::vector<float>& src, int64_t rows, int64_t cols,
+                      int64_t r0, int64_t r1, int64_t c0, int64_t c1, DeviceBuffer* buf,
+                      WeightRef* ref) {
   std::vector<float> block;
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = c0; c < c1; ++c) block.push_back(src[r * cols + c]);
@@ -117,8 +118,8 @@ struct Ranks {
   std::vector<std::unique_ptr<RankState>> r;
 };
 
-absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, const Experts& x, int64_t e,
-                                absl::Mutex* serialize) {
+absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, const Experts& x,
+                                int64_t e, absl::Mutex* serialize) {
   Ranks ranks;
   const int d = static_cast<int>(o.devices);
   ranks.group = InProcessGroup::Create(d);
@@ -149,12 +150,12 @@ absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, cons
       if (mode == MoeParallelism::kExpert && r->owner[k] != i) continue;
       HeldExpert& h = r->experts[k];
       Backend* be = r->backend.get();
-      RETURN_IF_ERROR(LoadHeld(be, x.gate[k], o.intermediate, o.hidden, cols.begin, cols.end, 0, o.hidden, &h.gate,
-                               &h.w.gate));
-      RETURN_IF_ERROR(
-          LoadHeld(be, x.up[k], o.intermediate, o.hidden, cols.begin, cols.end, 0, o.hidden, &h.up, &h.w.up));
-      RETURN_IF_ERROR(LoadHeld(be, x.down[k], o.hidden, o.intermediate, 0, o.hidden, cols.begin, cols.end, &h.down,
-                               &h.w.down));
+      RETURN_IF_ERROR(LoadHeld(be, x.gate[k], o.intermediate, o.hidden, cols.begin, cols.end, 0,
+                               o.hidden, &h.gate, &h.w.gate));
+      RETURN_IF_ERROR(LoadHeld(be, x.up[k], o.intermediate, o.hidden, cols.begin, cols.end, 0,
+                               o.hidden, &h.up, &h.w.up));
+      RETURN_IF_ERROR(LoadHeld(be, x.down[k], o.hidden, o.intermediate, 0, o.hidden, cols.begin,
+                               cols.end, &h.down, &h.w.down));
     }
     r->serialize_compute = serialize;
     ranks.r.push_back(std::move(r));
@@ -167,7 +168,8 @@ absl::Status Stage(Ranks& ranks, const std::vector<float>& x, const std::vector<
   for (auto& r : ranks.r) {
     RETURN_IF_ERROR(r->ws->Prepare(WorkspaceDims{tokens, 1, 1}));
     RETURN_IF_ERROR(r->backend->CopyToDevice(r->ws->f(Buf::kNormed), x.data(), x.size() * 4));
-    RETURN_IF_ERROR(r->backend->CopyToDevice(r->ws->i32(Buf::kTopkIds), ids.data(), ids.size() * 4));
+    RETURN_IF_ERROR(
+        r->backend->CopyToDevice(r->ws->i32(Buf::kTopkIds), ids.data(), ids.size() * 4));
     RETURN_IF_ERROR(r->backend->CopyToDevice(r->ws->f(Buf::kTopkWeights), w.data(), w.size() * 4));
     r->host_ids = ids;
   }
@@ -175,12 +177,14 @@ absl::Status Stage(Ranks& ranks, const std::vector<float>& x, const std::vector<
 }
 
 struct Measured {
-  double compute_max_ms = 0, compute_mean_ms = 0, collective_ms = 0, work_imbalance = 0, time_imbalance = 0;
+  double compute_max_ms = 0, compute_mean_ms = 0, collective_ms = 0, work_imbalance = 0,
+         time_imbalance = 0;
   double step_ms() const { return compute_max_ms + collective_ms; }
 };
 
 // Best of `reps` of the serialised step: per-device compute alone.
-absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoeParallelism mode, const LayerStep& s) {
+absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoeParallelism mode,
+                                     const LayerStep& s) {
   RankThreads threads(static_cast<int>(o.devices));
   Measured best;
   best.compute_max_ms = 1e30;
@@ -190,7 +194,8 @@ absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoePar
       r->work = 0;
     }
     for (const absl::Status& st : threads.Run([&](int i) {
-           return mode == MoeParallelism::kShard ? ShardStep(*ranks.r[i], s) : ExpertParallelStep(*ranks.r[i], s);
+           return mode == MoeParallelism::kShard ? ShardStep(*ranks.r[i], s)
+                                                 : ExpertParallelStep(*ranks.r[i], s);
          })) {
       RETURN_IF_ERROR(st);
     }
@@ -213,7 +218,8 @@ absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoePar
 }
 
 // The step's collectives alone, on the in-process backend (best of reps).
-absl::StatusOr<double> TimeCollectives(const BenchOptions& o, MoeParallelism mode, const std::vector<int32_t>& ids,
+absl::StatusOr<double> TimeCollectives(const BenchOptions& o, MoeParallelism mode,
+                                       const std::vector<int32_t>& ids,
                                        const std::vector<int32_t>& owner, int64_t tokens) {
   const int d = static_cast<int>(o.devices);
   const int64_t row = o.hidden * 4;
@@ -264,11 +270,16 @@ absl::StatusOr<double> TimeCollectives(const BenchOptions& o, MoeParallelism mod
 }
 
 absl::Status Main(const BenchOptions& o) {
-  std::printf("devices=%lld hidden=%lld intermediate=%lld top_k=%lld prompt_len=%lld (fp32, 1 CPU thread per device)\n",
-              (long long)o.devices, (long long)o.hidden, (long long)o.intermediate, (long long)o.top_k,
-              (long long)o.prompt_len);
-  std::printf("| experts | prompts | zipf | shard work max/mean | EP work max/mean | shard compute ms (max) | "
-              "EP compute ms (max) | shard coll. ms | EP coll. ms | shard step ms | EP step ms | EP/shard |\n");
+  std::printf(
+      "devices=%lld hidden=%lld intermediate=%lld top_k=%lld prompt_len=%lld (fp32, 1 CPU thread "
+      "per device)\n",
+      (long long)o.devices, (long long)o.hidden, (long long)o.intermediate, (long long)o.top_k,
+      (long long)o.prompt_len);
+  std::printf(
+      "| experts | prompts | zipf | shard work max/mean | EP work max/mean | shard compute ms "
+      "(max) | "
+      "EP compute ms (max) | shard coll. ms | EP coll. ms | shard step ms | EP step ms | EP/shard "
+      "|\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (double ef : ParseList(o.experts)) {
     const int64_t e = static_cast<int64_t>(ef);
@@ -289,12 +300,15 @@ absl::Status Main(const BenchOptions& o) {
           RETURN_IF_ERROR(Stage(ranks, xin, ids, w, tokens));
           const int i = mode == MoeParallelism::kShard ? 0 : 1;
           ASSIGN_OR_RETURN(m[i], TimeCompute(o, ranks, mode, step));
-          ASSIGN_OR_RETURN(m[i].collective_ms, TimeCollectives(o, mode, ids, ranks.r[0]->owner, tokens));
+          ASSIGN_OR_RETURN(m[i].collective_ms,
+                           TimeCollectives(o, mode, ids, ranks.r[0]->owner, tokens));
         }
-        std::printf("| %lld | %lld | %.1f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx |\n",
-                    (long long)e, (long long)pf, s, m[0].work_imbalance, m[1].work_imbalance, m[0].compute_max_ms,
-                    m[1].compute_max_ms, m[0].collective_ms, m[1].collective_ms, m[0].step_ms(), m[1].step_ms(),
-                    m[1].step_ms() / m[0].step_ms());
+        std::printf(
+            "| %lld | %lld | %.1f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx "
+            "|\n",
+            (long long)e, (long long)pf, s, m[0].work_imbalance, m[1].work_imbalance,
+            m[0].compute_max_ms, m[1].compute_max_ms, m[0].collective_ms, m[1].collective_ms,
+            m[0].step_ms(), m[1].step_ms(), m[1].step_ms() / m[0].step_ms());
         std::fflush(stdout);
       }
     }
@@ -307,10 +321,12 @@ absl::Status Main(const BenchOptions& o) {
 
 int main(int argc, char** argv) {
   expertd::engine::parallel::BenchOptions o;
-  expertd::FlagSet flags("moe_parallel_bench [--experts=8,128] [--prompts=1,256] [--zipf=0,1.2] [--devices=4]");
+  expertd::FlagSet flags(
+      "moe_parallel_bench [--experts=8,128] [--prompts=1,256] [--zipf=0,1.2] [--devices=4]");
   flags.String("experts", &o.experts, "comma-separated expert counts");
   flags.String("prompts", &o.prompts, "comma-separated prompt counts (each --prompt_len tokens)");
-  flags.String("zipf", &o.zipf, "comma-separated Zipf exponents of expert popularity (0 = uniform)");
+  flags.String("zipf", &o.zipf,
+               "comma-separated Zipf exponents of expert popularity (0 = uniform)");
   flags.Int("devices", &o.devices, 1, 64, "virtual devices");
   flags.Int("prompt_len", &o.prompt_len, 1, 4096, "tokens per prompt");
   flags.Int("hidden", &o.hidden, 8, 8192, "hidden size");

@@ -16,8 +16,8 @@ namespace {
 
 // Copies rows [r0, r1) and columns [c0, c1) of a row-major host tensor
 // [rows, cols] into `dst` of rank device memory, as [r1 - r0, c1 - c0].
-absl::Status LoadBlock(Backend* be, const models::TensorView& t, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                       DeviceBuffer* dst, WeightRef* ref) {
+absl::Status LoadBlock(Backend* be, const models::TensorView& t, int64_t r0, int64_t r1, int64_t c0,
+                       int64_t c1, DeviceBuffer* dst, WeightRef* ref) {
   const int64_t cols = t.shape.back(), esize = models::DTypeSize(t.dtype);
   std::vector<char> host((r1 - r0) * (c1 - c0) * esize);
   for (int64_t r = r0; r < r1; ++r) {
@@ -30,22 +30,25 @@ absl::Status LoadBlock(Backend* be, const models::TensorView& t, int64_t r0, int
   return absl::OkStatus();
 }
 
-absl::StatusOr<models::TensorView> Expect(const WeightSource& src, const std::string& name, int64_t rows,
-                                          int64_t cols) {
+absl::StatusOr<models::TensorView> Expect(const WeightSource& src, const std::string& name,
+                                          int64_t rows, int64_t cols) {
   ASSIGN_OR_RETURN(models::TensorView t, src.Get(name));
   if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": expected shape [", rows, ", ", cols, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected shape [", rows, ", ", cols, "]"));
   }
   return t;
 }
 
 // Loads what `rank` holds of one expert: a column shard (kShard) or the
 // whole expert when it owns it (kExpert).
-absl::Status LoadExpert(const ExpertProviderContext& ctx, MoeParallelism mode, RankState& r, int layer, int e) {
+absl::Status LoadExpert(const ExpertProviderContext& ctx, MoeParallelism mode, RankState& r,
+                        int layer, int e) {
   const models::ModelConfig& c = *ctx.config;
   const int64_t h = c.hidden_size, inter = c.moe_intermediate_size;
   ShardRange cols{0, inter};
-  if (mode == MoeParallelism::kShard) cols = EvenShard(inter, r.topology.world_size(), r.topology.rank());
+  if (mode == MoeParallelism::kShard)
+    cols = EvenShard(inter, r.topology.world_size(), r.topology.rank());
   if (mode == MoeParallelism::kExpert && r.owner[e] != r.topology.rank()) return absl::OkStatus();
   if (cols.size() == 0) return absl::OkStatus();
   const ExpertTensorNames names = ExpertTensorNamesFor(c, layer, e);
@@ -53,7 +56,8 @@ absl::Status LoadExpert(const ExpertProviderContext& ctx, MoeParallelism mode, R
   ASSIGN_OR_RETURN(models::TensorView gate, Expect(*ctx.weights, names.gate, inter, h));
   ASSIGN_OR_RETURN(models::TensorView up, Expect(*ctx.weights, names.up, inter, h));
   ASSIGN_OR_RETURN(models::TensorView down, Expect(*ctx.weights, names.down, h, inter));
-  RETURN_IF_ERROR(LoadBlock(r.backend.get(), gate, cols.begin, cols.end, 0, h, &held.gate, &held.w.gate));
+  RETURN_IF_ERROR(
+      LoadBlock(r.backend.get(), gate, cols.begin, cols.end, 0, h, &held.gate, &held.w.gate));
   RETURN_IF_ERROR(LoadBlock(r.backend.get(), up, cols.begin, cols.end, 0, h, &held.up, &held.w.up));
   return LoadBlock(r.backend.get(), down, 0, h, cols.begin, cols.end, &held.down, &held.w.down);
 }
@@ -70,16 +74,18 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
 
   void OnRouting(int, absl::Span<const int32_t>) override {}
   absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) override {
-    return absl::FailedPreconditionError(absl::StrCat("expert ", expert, " of layer ", layer,
-                                                      " lives on several devices; use routed_experts()"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "expert ", expert, " of layer ", layer, " lives on several devices; use routed_experts()"));
   }
   void Release(int, int) override {}
   RoutedExperts* routed_experts() override { return this; }
 
   absl::Status Run(const LayerContext& ctx, const RoutedExpertsInput& in, float* out) override {
-    LayerStep step{in.layer, in.rows, in.top_k, in.hidden, config_.num_experts, options_.capacity_factor};
+    LayerStep step{
+        in.layer, in.rows, in.top_k, in.hidden, config_.num_experts, options_.capacity_factor};
     RETURN_IF_ERROR(StageInputs(ctx, in));
-    std::vector<absl::Status> status = threads_.Run([&](int rank) { return RankLayer(*ranks_[rank], step); });
+    std::vector<absl::Status> status =
+        threads_.Run([&](int rank) { return RankLayer(*ranks_[rank], step); });
     for (const absl::Status& s : status) {
       if (s.ok()) continue;
       RETURN_IF_ERROR(ResetGroup());  // a broken group would fail every later step
@@ -87,7 +93,8 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     }
     Count();
     std::vector<float> host(in.rows * in.hidden);
-    RETURN_IF_ERROR(ranks_[0]->backend->CopyToHost(host.data(), ranks_[0]->ws->f(Buf::kFfnOut), host.size() * 4));
+    RETURN_IF_ERROR(ranks_[0]->backend->CopyToHost(host.data(), ranks_[0]->ws->f(Buf::kFfnOut),
+                                                   host.size() * 4));
     return ctx.backend->CopyToDevice(out, host.data(), host.size() * sizeof(float));
   }
 
@@ -112,7 +119,8 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       r->experts.resize(static_cast<int64_t>(config_.num_hidden_layers) * config_.num_experts);
       for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
         if (!config_.is_moe_layer[layer]) continue;
-        for (int e = 0; e < config_.num_experts; ++e) RETURN_IF_ERROR(LoadExpert(ctx, options_.mode, *r, layer, e));
+        for (int e = 0; e < config_.num_experts; ++e)
+          RETURN_IF_ERROR(LoadExpert(ctx, options_.mode, *r, layer, e));
       }
       ranks_.push_back(std::move(r));
     }
@@ -126,10 +134,13 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     RankState& r0 = *ranks_[0];
     std::vector<float> host(in.rows * std::max(in.hidden, in.top_k));
     RETURN_IF_ERROR(ctx.backend->CopyToHost(host.data(), in.x, in.rows * in.hidden * 4));
-    RETURN_IF_ERROR(r0.backend->CopyToDevice(r0.ws->f(Buf::kNormed), host.data(), in.rows * in.hidden * 4));
+    RETURN_IF_ERROR(
+        r0.backend->CopyToDevice(r0.ws->f(Buf::kNormed), host.data(), in.rows * in.hidden * 4));
     RETURN_IF_ERROR(ctx.backend->CopyToHost(host.data(), in.weights, in.rows * in.top_k * 4));
-    RETURN_IF_ERROR(r0.backend->CopyToDevice(r0.ws->f(Buf::kTopkWeights), host.data(), in.rows * in.top_k * 4));
-    return r0.backend->CopyToDevice(r0.ws->i32(Buf::kTopkIds), in.host_ids.data(), in.host_ids.size() * 4);
+    RETURN_IF_ERROR(
+        r0.backend->CopyToDevice(r0.ws->f(Buf::kTopkWeights), host.data(), in.rows * in.top_k * 4));
+    return r0.backend->CopyToDevice(r0.ws->i32(Buf::kTopkIds), in.host_ids.data(),
+                                    in.host_ids.size() * 4);
   }
 
   absl::Status RankLayer(RankState& r, const LayerStep& s) {
@@ -144,7 +155,8 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     RETURN_IF_ERROR(r.comm->Broadcast(ws->f(Buf::kTopkWeights), s.rows * s.top_k * 4, 0));
     RETURN_IF_ERROR(r.comm->Broadcast(ws->i32(Buf::kTopkIds), s.rows * s.top_k * 4, 0));
     r.host_ids.resize(s.rows * s.top_k);
-    RETURN_IF_ERROR(r.backend->CopyToHost(r.host_ids.data(), ws->i32(Buf::kTopkIds), r.host_ids.size() * 4));
+    RETURN_IF_ERROR(
+        r.backend->CopyToHost(r.host_ids.data(), ws->i32(Buf::kTopkIds), r.host_ids.size() * 4));
     switch (options_.mode) {
       case MoeParallelism::kShard:
         return ShardStep(r, s);
@@ -184,13 +196,16 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
 absl::StatusOr<MoeParallelism> ParseMoeParallelism(const std::string& name) {
   if (name == "shard") return MoeParallelism::kShard;
   if (name == "expert") return MoeParallelism::kExpert;
-  return absl::InvalidArgumentError(absl::StrCat("MoE parallelism '", name, "': expected shard or expert"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("MoE parallelism '", name, "': expected shard or expert"));
 }
 
 const char* MoeParallelismName(MoeParallelism mode) {
   switch (mode) {
-    case MoeParallelism::kShard: return "shard";
-    case MoeParallelism::kExpert: return "expert";
+    case MoeParallelism::kShard:
+      return "shard";
+    case MoeParallelism::kExpert:
+      return "expert";
   }
   return "?";
 }
@@ -200,20 +215,25 @@ absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("devices must be in [1, 64], got ", o.devices));
   }
   if (o.capacity_factor < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("capacity factor must be >= 0, got ", o.capacity_factor));
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity factor must be >= 0, got ", o.capacity_factor));
   }
   if (o.capacity_factor > 0 && o.mode != MoeParallelism::kExpert) {
-    return absl::InvalidArgumentError("a capacity factor applies to expert parallelism only (MoEShard drops nothing)");
+    return absl::InvalidArgumentError(
+        "a capacity factor applies to expert parallelism only (MoEShard drops nothing)");
   }
   if (o.device_backend.name != "cpu") {
-    return absl::UnimplementedError(absl::StrCat("multi-device MoE runs on CPU virtual devices here; backend '",
-                                                 o.device_backend.name, "' is not wired to NCCL yet"));
+    return absl::UnimplementedError(
+        absl::StrCat("multi-device MoE runs on CPU virtual devices here; backend '",
+                     o.device_backend.name, "' is not wired to NCCL yet"));
   }
   return absl::OkStatus();
 }
 
 ExpertProviderFactory MultiDeviceExpertsFactory(const MultiDeviceOptions& options) {
-  return [options](const ExpertProviderContext& ctx) { return MultiDeviceExperts::Create(ctx, options); };
+  return [options](const ExpertProviderContext& ctx) {
+    return MultiDeviceExperts::Create(ctx, options);
+  };
 }
 
 }  // namespace expertd::engine::parallel

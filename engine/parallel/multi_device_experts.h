@@ -83,11 +83,11 @@ class MultiDeviceCounters {
 };
 
 struct MultiDeviceOptions {
-  int devices = 2;                     // D >= 1
+  int devices = 2;  // D >= 1
   MoeParallelism mode = MoeParallelism::kShard;
-  double capacity_factor = 0;          // kExpert only; 0 = dropless
-  BackendOptions device_backend;       // each virtual device's backend ("cpu")
-  InProcessOptions collectives;        // rendezvous deadline
+  double capacity_factor = 0;                     // kExpert only; 0 = dropless
+  BackendOptions device_backend;                  // each virtual device's backend ("cpu")
+  InProcessOptions collectives;                   // rendezvous deadline
   std::shared_ptr<MultiDeviceCounters> counters;  // optional
 };
 

@@ -1,10 +1,10 @@
 #include "engine/parallel/nccl_collectives.h"
 
-#include <cstdlib>
-#include <utility>
-
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -24,8 +24,10 @@ absl::Status CudaStatus(cudaError_t e, const char* what) {
 
 ncclDataType_t NcclType(ReduceType type) {
   switch (type) {
-    case ReduceType::kFloat32: return ncclFloat32;
-    case ReduceType::kInt64: return ncclInt64;
+    case ReduceType::kFloat32:
+      return ncclFloat32;
+    case ReduceType::kInt64:
+      return ncclInt64;
   }
   return ncclFloat32;
 }
@@ -44,14 +46,15 @@ class NcclCollectives final : public Collectives {
 
   absl::Status AllReduceSum(void* buf, int64_t count, ReduceType type) override {
     RETURN_IF_ERROR(Enter());
-    RETURN_IF_ERROR(NcclStatus(ncclAllReduce(buf, buf, count, NcclType(type), ncclSum, comm_, stream_),
-                               "ncclAllReduce"));
+    RETURN_IF_ERROR(NcclStatus(
+        ncclAllReduce(buf, buf, count, NcclType(type), ncclSum, comm_, stream_), "ncclAllReduce"));
     return Wait();
   }
 
   absl::Status AllGather(const void* send, void* recv, int64_t bytes) override {
     RETURN_IF_ERROR(Enter());
-    RETURN_IF_ERROR(NcclStatus(ncclAllGather(send, recv, bytes, ncclChar, comm_, stream_), "ncclAllGather"));
+    RETURN_IF_ERROR(
+        NcclStatus(ncclAllGather(send, recv, bytes, ncclChar, comm_, stream_), "ncclAllGather"));
     return Wait();
   }
 
@@ -67,10 +70,12 @@ class NcclCollectives final : public Collectives {
     int64_t send_off = 0, recv_off = 0;
     for (int peer = 0; peer < topology_.world_size(); ++peer) {
       if (send_bytes[peer] > 0) {
-        ncclSend(static_cast<const char*>(send) + send_off, send_bytes[peer], ncclChar, peer, comm_, stream_);
+        ncclSend(static_cast<const char*>(send) + send_off, send_bytes[peer], ncclChar, peer, comm_,
+                 stream_);
       }
       if (recv_bytes[peer] > 0) {
-        ncclRecv(static_cast<char*>(recv) + recv_off, recv_bytes[peer], ncclChar, peer, comm_, stream_);
+        ncclRecv(static_cast<char*>(recv) + recv_off, recv_bytes[peer], ncclChar, peer, comm_,
+                 stream_);
       }
       send_off += send_bytes[peer];
       recv_off += recv_bytes[peer];
@@ -81,16 +86,19 @@ class NcclCollectives final : public Collectives {
 
   absl::Status Broadcast(void* buf, int64_t bytes, int root) override {
     RETURN_IF_ERROR(Enter());
-    RETURN_IF_ERROR(NcclStatus(ncclBroadcast(buf, buf, bytes, ncclChar, root, comm_, stream_), "ncclBroadcast"));
+    RETURN_IF_ERROR(NcclStatus(ncclBroadcast(buf, buf, bytes, ncclChar, root, comm_, stream_),
+                               "ncclBroadcast"));
     return Wait();
   }
 
   absl::Status Barrier() override {
     // NCCL has no barrier: a one-element all-reduce is the usual stand-in.
     RETURN_IF_ERROR(Enter());
-    if (barrier_buf_ == nullptr) RETURN_IF_ERROR(CudaStatus(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc"));
-    RETURN_IF_ERROR(NcclStatus(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_),
-                               "ncclAllReduce (barrier)"));
+    if (barrier_buf_ == nullptr)
+      RETURN_IF_ERROR(CudaStatus(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc"));
+    RETURN_IF_ERROR(NcclStatus(
+        ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_),
+        "ncclAllReduce (barrier)"));
     return Wait();
   }
 
@@ -101,7 +109,9 @@ class NcclCollectives final : public Collectives {
 
  private:
   absl::Status Enter() { return CudaStatus(cudaSetDevice(device_), "cudaSetDevice"); }
-  absl::Status Wait() { return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  absl::Status Wait() {
+    return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
 
   const ParallelTopology topology_;
   const int device_;
@@ -112,11 +122,13 @@ class NcclCollectives final : public Collectives {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> CreateNcclCollectives(const RendezvousSpec& spec) {
+absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> CreateNcclCollectives(
+    const RendezvousSpec& spec) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < spec.devices_per_node) {
     return absl::FailedPreconditionError(
-        absl::StrCat("NCCL collectives need ", spec.devices_per_node, " CUDA devices on this node, found ", devices));
+        absl::StrCat("NCCL collectives need ", spec.devices_per_node,
+                     " CUDA devices on this node, found ", devices));
   }
   // Every node derives the same id from NCCL_COMM_ID; a single node makes a
   // fresh one.
@@ -129,8 +141,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> CreateNcclCollectives(
   for (int local = 0; local < spec.devices_per_node; ++local) {
     ASSIGN_OR_RETURN(ParallelTopology t, spec.TopologyOf(local));
     RETURN_IF_ERROR(CudaStatus(cudaSetDevice(local), "cudaSetDevice"));
-    RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&streams[local], cudaStreamNonBlocking), "stream"));
-    RETURN_IF_ERROR(NcclStatus(ncclCommInitRank(&comms[local], t.world_size(), id, t.rank()), "ncclCommInitRank"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&streams[local], cudaStreamNonBlocking), "stream"));
+    RETURN_IF_ERROR(NcclStatus(ncclCommInitRank(&comms[local], t.world_size(), id, t.rank()),
+                               "ncclCommInitRank"));
   }
   RETURN_IF_ERROR(NcclStatus(ncclGroupEnd(), "ncclCommInitRank (group)"));
   std::vector<std::unique_ptr<Collectives>> out;

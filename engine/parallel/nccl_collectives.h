@@ -26,7 +26,8 @@ namespace expertd::engine::parallel {
 // derives the same id; node 0 hosts the bootstrap root). Blocks until every
 // node has joined. Errors: no or too few CUDA devices (FailedPrecondition),
 // NCCL failures (Internal, with NCCL's message).
-absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> CreateNcclCollectives(const RendezvousSpec& spec);
+absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> CreateNcclCollectives(
+    const RendezvousSpec& spec);
 
 }  // namespace expertd::engine::parallel
 

@@ -36,8 +36,8 @@ void RegisterParallelFlags(FlagSet* flags, ParallelFlags* values);
 // single-device engine). `threads` is the engine's CPU thread budget (0: all
 // cores), divided among the virtual devices (at least one each).
 // InvalidArgument naming the flag for a bad value or combination.
-absl::StatusOr<std::optional<MultiDeviceOptions>> MultiDeviceOptionsFromFlags(const ParallelFlags& flags,
-                                                                             int64_t threads);
+absl::StatusOr<std::optional<MultiDeviceOptions>> MultiDeviceOptionsFromFlags(
+    const ParallelFlags& flags, int64_t threads);
 
 }  // namespace expertd::engine::parallel
 

@@ -5,7 +5,8 @@
 namespace expertd::engine::parallel {
 namespace {
 
-absl::StatusOr<std::optional<MultiDeviceOptions>> Parse(std::vector<std::string> args, int64_t threads = 4) {
+absl::StatusOr<std::optional<MultiDeviceOptions>> Parse(std::vector<std::string> args,
+                                                        int64_t threads = 4) {
   FlagSet flags("test");
   ParallelFlags values;
   RegisterParallelFlags(&flags, &values);
@@ -47,7 +48,8 @@ TEST(ParallelFlags, BadValuesNameTheFlag) {
     return std::string(o.status().message());
   };
   EXPECT_NE(msg({"--moe_parallel=tensor"}).find("--moe_parallel"), std::string::npos);
-  EXPECT_NE(msg({"--devices=2", "--capacity_factor=1"}).find("--capacity_factor"), std::string::npos);
+  EXPECT_NE(msg({"--devices=2", "--capacity_factor=1"}).find("--capacity_factor"),
+            std::string::npos);
   EXPECT_NE(msg({"--devices=0"}).find("devices"), std::string::npos);
 }
 

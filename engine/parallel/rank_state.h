@@ -27,9 +27,9 @@ struct HeldExpert {
 
 // The step's rows grouped by expert (counting sort by expert id).
 struct ExpertGroups {
-  std::vector<int64_t> offset;        // [num_experts + 1] into the arrays below
-  std::vector<int32_t> row;           // the source row of each entry
-  std::vector<int32_t> slot;          // the entry's slot (destination row)
+  std::vector<int64_t> offset;  // [num_experts + 1] into the arrays below
+  std::vector<int32_t> row;     // the source row of each entry
+  std::vector<int32_t> slot;    // the entry's slot (destination row)
 };
 // Groups entries i (expert[i], row[i], slot[i]) by expert, stable in i.
 ExpertGroups GroupEntries(const std::vector<int32_t>& expert, const std::vector<int32_t>& row,

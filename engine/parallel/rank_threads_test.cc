@@ -18,7 +18,8 @@ TEST(RankThreads, RunsEveryRankOncePerRunOnStableThreads) {
     std::vector<absl::Status> status = threads.Run([&](int rank) {
       calls[rank]++;
       if (round == 0) first[rank] = std::this_thread::get_id();
-      if (first[rank] != std::this_thread::get_id()) return absl::InternalError("rank moved thread");
+      if (first[rank] != std::this_thread::get_id())
+        return absl::InternalError("rank moved thread");
       return rank == 2 && round == 7 ? absl::UnavailableError("rank 2 failed") : absl::OkStatus();
     });
     ASSERT_EQ(status.size(), 4u);
@@ -51,9 +52,8 @@ TEST(RankThreads, RanksRunConcurrently) {
 
 TEST(RankThreads, OneRankIsTheCaller) {
   RankThreads threads(1);
-  std::vector<absl::Status> status = threads.Run([](int rank) {
-    return rank == 0 ? absl::OkStatus() : absl::InternalError("no such rank");
-  });
+  std::vector<absl::Status> status = threads.Run(
+      [](int rank) { return rank == 0 ? absl::OkStatus() : absl::InternalError("no such rank"); });
   ASSERT_EQ(status.size(), 1u);
   EXPECT_TRUE(status[0].ok());
 }

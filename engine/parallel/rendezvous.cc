@@ -24,8 +24,8 @@ std::optional<Found> FirstSet(const EnvLookup& env, std::initializer_list<const 
   return std::nullopt;
 }
 
-absl::StatusOr<int> IntFromEnv(const EnvLookup& env, std::initializer_list<const char*> names, int fallback,
-                               int min_value) {
+absl::StatusOr<int> IntFromEnv(const EnvLookup& env, std::initializer_list<const char*> names,
+                               int fallback, int min_value) {
   std::optional<Found> f = FirstSet(env, names);
   if (!f.has_value()) return fallback;
   int v = 0;
@@ -61,32 +61,40 @@ EnvLookup ProcessEnv() {
 
 absl::StatusOr<ParallelTopology> RendezvousSpec::TopologyOf(int local) const {
   if (local < 0 || local >= devices_per_node) {
-    return absl::InvalidArgumentError(absl::StrCat("local device ", local, " outside [0, ", devices_per_node, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("local device ", local, " outside [0, ", devices_per_node, ")"));
   }
-  return ParallelTopology::Create(world_size(), node_rank * devices_per_node + local, devices_per_node);
+  return ParallelTopology::Create(world_size(), node_rank * devices_per_node + local,
+                                  devices_per_node);
 }
 
 absl::StatusOr<RendezvousSpec> RendezvousFromEnv(const EnvLookup& env, int devices_per_node) {
   if (devices_per_node < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("devices per node must be >= 1, got ", devices_per_node));
+    return absl::InvalidArgumentError(
+        absl::StrCat("devices per node must be >= 1, got ", devices_per_node));
   }
   RendezvousSpec spec;
   spec.devices_per_node = devices_per_node;
   ASSIGN_OR_RETURN(spec.num_nodes, IntFromEnv(env, {"EXPERTD_NUM_NODES", "LWS_GROUP_SIZE"}, 1, 1));
-  ASSIGN_OR_RETURN(spec.node_rank,
-                   IntFromEnv(env, {"EXPERTD_NODE_RANK", "LWS_WORKER_INDEX", "JOB_COMPLETION_INDEX"}, 0, 0));
+  ASSIGN_OR_RETURN(
+      spec.node_rank,
+      IntFromEnv(env, {"EXPERTD_NODE_RANK", "LWS_WORKER_INDEX", "JOB_COMPLETION_INDEX"}, 0, 0));
   if (spec.node_rank >= spec.num_nodes) {
-    return absl::InvalidArgumentError(absl::StrCat("node rank ", spec.node_rank, " is outside [0, ", spec.num_nodes,
-                                                   ") (set EXPERTD_NUM_NODES to the number of pods)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node rank ", spec.node_rank, " is outside [0, ", spec.num_nodes,
+                     ") (set EXPERTD_NUM_NODES to the number of pods)"));
   }
   ASSIGN_OR_RETURN(int port, IntFromEnv(env, {"EXPERTD_RENDEZVOUS_PORT"}, 29500, 1));
-  if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("EXPERTD_RENDEZVOUS_PORT=", port, " > 65535"));
+  if (port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("EXPERTD_RENDEZVOUS_PORT=", port, " > 65535"));
   std::optional<Found> leader = FirstSet(env, {"EXPERTD_LEADER_ADDRESS", "LWS_LEADER_ADDRESS"});
   if (leader.has_value()) {
     spec.address = absl::StrCat(leader->value, ":", port);
   } else if (spec.num_nodes > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec.num_nodes, " nodes but no leader address: set EXPERTD_LEADER_ADDRESS (or run under a LeaderWorkerSet)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.num_nodes,
+                     " nodes but no leader address: set EXPERTD_LEADER_ADDRESS (or run under a "
+                     "LeaderWorkerSet)"));
   }
   return spec;
 }
@@ -104,9 +112,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> JoinInProcess(const Re
       m.num_nodes = spec.num_nodes;
     } else if (m.group->world_size() != spec.world_size() || m.num_nodes != spec.num_nodes) {
       return absl::InvalidArgumentError(absl::StrCat("rendezvous ", spec.address, ": world of ",
-                                                     m.group->world_size(), " ranks on ", m.num_nodes,
-                                                     " nodes, but this node expects ", spec.world_size(), " on ",
-                                                     spec.num_nodes));
+                                                     m.group->world_size(), " ranks on ",
+                                                     m.num_nodes, " nodes, but this node expects ",
+                                                     spec.world_size(), " on ", spec.num_nodes));
     }
     group = m.group;
     if (++m.nodes_joined == m.num_nodes) Meetings().erase(spec.address);

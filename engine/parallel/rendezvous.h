@@ -58,8 +58,8 @@ absl::StatusOr<RendezvousSpec> RendezvousFromEnv(const EnvLookup& env, int devic
 // order. Each node (thread group) calls it once; the group is created by the
 // first caller and forgotten by the meeting point when the last node joined.
 // InvalidArgument when two callers disagree on the world size.
-absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> JoinInProcess(const RendezvousSpec& spec,
-                                                                        InProcessOptions options = {});
+absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> JoinInProcess(
+    const RendezvousSpec& spec, InProcessOptions options = {});
 
 }  // namespace expertd::engine::parallel
 

@@ -27,8 +27,11 @@ TEST(RendezvousFromEnv, NothingSetIsOneNode) {
 }
 
 TEST(RendezvousFromEnv, LeaderWorkerSet) {
-  absl::StatusOr<RendezvousSpec> spec = RendezvousFromEnv(
-      MapEnv({{"LWS_GROUP_SIZE", "2"}, {"LWS_WORKER_INDEX", "1"}, {"LWS_LEADER_ADDRESS", "moe-0.moe.default"}}), 8);
+  absl::StatusOr<RendezvousSpec> spec =
+      RendezvousFromEnv(MapEnv({{"LWS_GROUP_SIZE", "2"},
+                                {"LWS_WORKER_INDEX", "1"},
+                                {"LWS_LEADER_ADDRESS", "moe-0.moe.default"}}),
+                        8);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->world_size(), 16);
   EXPECT_EQ(spec->address, "moe-0.moe.default:29500");
@@ -40,21 +43,24 @@ TEST(RendezvousFromEnv, LeaderWorkerSet) {
 }
 
 TEST(RendezvousFromEnv, IndexedJobWithExplicitCountAndPort) {
-  absl::StatusOr<RendezvousSpec> spec = RendezvousFromEnv(MapEnv({{"EXPERTD_NUM_NODES", "3"},
-                                                                  {"JOB_COMPLETION_INDEX", "2"},
-                                                                  {"EXPERTD_LEADER_ADDRESS", "job-0.svc"},
-                                                                  {"EXPERTD_RENDEZVOUS_PORT", "4000"}}),
-                                                          1);
+  absl::StatusOr<RendezvousSpec> spec =
+      RendezvousFromEnv(MapEnv({{"EXPERTD_NUM_NODES", "3"},
+                                {"JOB_COMPLETION_INDEX", "2"},
+                                {"EXPERTD_LEADER_ADDRESS", "job-0.svc"},
+                                {"EXPERTD_RENDEZVOUS_PORT", "4000"}}),
+                        1);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->node_rank, 2);
   EXPECT_EQ(spec->address, "job-0.svc:4000");
 }
 
 TEST(RendezvousFromEnv, ExplicitVariablesWinOverOrchestratorOnes) {
-  absl::StatusOr<RendezvousSpec> spec = RendezvousFromEnv(
-      MapEnv({{"EXPERTD_NODE_RANK", "0"}, {"LWS_WORKER_INDEX", "1"}, {"LWS_GROUP_SIZE", "2"},
-              {"LWS_LEADER_ADDRESS", "a"}, {"EXPERTD_LEADER_ADDRESS", "b"}}),
-      2);
+  absl::StatusOr<RendezvousSpec> spec = RendezvousFromEnv(MapEnv({{"EXPERTD_NODE_RANK", "0"},
+                                                                  {"LWS_WORKER_INDEX", "1"},
+                                                                  {"LWS_GROUP_SIZE", "2"},
+                                                                  {"LWS_LEADER_ADDRESS", "a"},
+                                                                  {"EXPERTD_LEADER_ADDRESS", "b"}}),
+                                                          2);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->node_rank, 0);
   EXPECT_EQ(spec->address, "b:29500");
@@ -68,7 +74,9 @@ TEST(RendezvousFromEnv, ClearErrorsNameTheVariable) {
   };
   EXPECT_NE(error({{"LWS_GROUP_SIZE", "two"}}).find("LWS_GROUP_SIZE"), std::string::npos);
   EXPECT_NE(error({{"EXPERTD_NUM_NODES", "0"}}).find("EXPERTD_NUM_NODES"), std::string::npos);
-  EXPECT_NE(error({{"EXPERTD_NUM_NODES", "2"}, {"JOB_COMPLETION_INDEX", "2"}, {"EXPERTD_LEADER_ADDRESS", "x"}})
+  EXPECT_NE(error({{"EXPERTD_NUM_NODES", "2"},
+                   {"JOB_COMPLETION_INDEX", "2"},
+                   {"EXPERTD_LEADER_ADDRESS", "x"}})
                 .find("node rank 2"),
             std::string::npos);
   EXPECT_NE(error({{"EXPERTD_NUM_NODES", "2"}}).find("EXPERTD_LEADER_ADDRESS"), std::string::npos);
@@ -86,10 +94,11 @@ TEST(JoinInProcess, PodsFromTheEnvironmentFormOneGroup) {
   std::vector<std::thread> pods;
   for (int node = 0; node < nodes; ++node) {
     pods.emplace_back([&, node] {
-      absl::StatusOr<RendezvousSpec> spec = RendezvousFromEnv(
-          MapEnv({{"LWS_GROUP_SIZE", "2"}, {"LWS_WORKER_INDEX", std::to_string(node)},
-                  {"LWS_LEADER_ADDRESS", "pods-from-env-test"}}),
-          devices);
+      absl::StatusOr<RendezvousSpec> spec =
+          RendezvousFromEnv(MapEnv({{"LWS_GROUP_SIZE", "2"},
+                                    {"LWS_WORKER_INDEX", std::to_string(node)},
+                                    {"LWS_LEADER_ADDRESS", "pods-from-env-test"}}),
+                            devices);
       absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> ranks =
           spec.ok() ? JoinInProcess(*spec, InProcessOptions{absl::Seconds(30)}) : spec.status();
       if (!ranks.ok()) {

@@ -59,15 +59,17 @@ absl::Status ShardCompute(RankState& r, const LayerStep& s) {
     any = true;
     be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex) + off,
                                     ws->f(Buf::kExpertIn), n, s.hidden});
-    RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n, ws->f(Buf::kExpertOut),
+    RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n,
+           ws->f(Buf::kExpertOut),
            /*accumulate=*/false);
-    be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots),
-                                      n, s.hidden});
+    be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
+                                      ws->f(Buf::kSlots), n, s.hidden});
     r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
   }
   if (any) {
-    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights), ws->i32(Buf::kTopkIds), out,
-                                    s.hidden, s.rows, s.top_k, s.hidden, false});
+    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights),
+                                    ws->i32(Buf::kTopkIds), out, s.hidden, s.rows, s.top_k,
+                                    s.hidden, false});
   } else {
     std::vector<float> zeros(s.rows * s.hidden, 0.0f);
     RETURN_IF_ERROR(be->CopyToDevice(out, zeros.data(), zeros.size() * sizeof(float)));

@@ -15,7 +15,8 @@ namespace expertd::engine::parallel {
 
 // Every rank's thread is joined before returning. The group's timeout bounds
 // every wait, so a broken test fails (DeadlineExceeded) instead of hanging.
-inline std::vector<absl::Status> RunRanks(int world, const std::function<absl::Status(int, Collectives*)>& fn,
+inline std::vector<absl::Status> RunRanks(int world,
+                                          const std::function<absl::Status(int, Collectives*)>& fn,
                                           InProcessOptions options = {absl::Seconds(30)}) {
   std::shared_ptr<InProcessGroup> group = InProcessGroup::Create(world, options);
   std::vector<absl::Status> status(world);

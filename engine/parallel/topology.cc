@@ -5,15 +5,18 @@
 
 namespace expertd::engine::parallel {
 
-absl::StatusOr<ParallelTopology> ParallelTopology::Create(int world_size, int rank, int devices_per_node) {
-  if (world_size < 1) return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", world_size));
+absl::StatusOr<ParallelTopology> ParallelTopology::Create(int world_size, int rank,
+                                                          int devices_per_node) {
+  if (world_size < 1)
+    return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", world_size));
   if (rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is outside [0, ", world_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is outside [0, ", world_size, ")"));
   }
   if (devices_per_node < 1 || world_size % devices_per_node != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("devices per node (", devices_per_node, ") must be >= 1 and divide the world size (",
-                     world_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("devices per node (", devices_per_node,
+                                                   ") must be >= 1 and divide the world size (",
+                                                   world_size, ")"));
   }
   return ParallelTopology(world_size, rank, devices_per_node);
 }
@@ -24,8 +27,8 @@ ParallelTopology ParallelTopology::WithRank(int rank) const {
 }
 
 std::string ParallelTopology::DebugString() const {
-  return absl::StrCat("rank ", rank_, "/", world_size_, " (node ", node_rank(), "/", num_nodes(), ", local ",
-                      local_rank(), "/", devices_per_node_, ")");
+  return absl::StrCat("rank ", rank_, "/", world_size_, " (node ", node_rank(), "/", num_nodes(),
+                      ", local ", local_rank(), "/", devices_per_node_, ")");
 }
 
 }  // namespace expertd::engine::parallel

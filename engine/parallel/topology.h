@@ -46,9 +46,12 @@ class ParallelTopology {
   std::string DebugString() const;
 
   friend constexpr bool operator==(const ParallelTopology& a, const ParallelTopology& b) {
-    return a.world_size_ == b.world_size_ && a.rank_ == b.rank_ && a.devices_per_node_ == b.devices_per_node_;
+    return a.world_size_ == b.world_size_ && a.rank_ == b.rank_ &&
+           a.devices_per_node_ == b.devices_per_node_;
   }
-  friend constexpr bool operator!=(const ParallelTopology& a, const ParallelTopology& b) { return !(a == b); }
+  friend constexpr bool operator!=(const ParallelTopology& a, const ParallelTopology& b) {
+    return !(a == b);
+  }
 
  private:
   constexpr ParallelTopology(int world_size, int rank, int devices_per_node)

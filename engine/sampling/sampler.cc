@@ -133,7 +133,8 @@ SampleResult Sampler::Sample(absl::Span<const float> logits) {
     std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
-    for (size_t i = 0; i < n; ++i) r.top.push_back({order[i], static_cast<float>(logits[order[i]] - log_z)});
+    for (size_t i = 0; i < n; ++i)
+      r.top.push_back({order[i], static_cast<float>(logits[order[i]] - log_z)});
   }
   generated_.push_back(r.token);
   seen_.insert(r.token);

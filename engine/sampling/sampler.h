@@ -45,8 +45,8 @@ struct SamplingParams {
   double presence_penalty = 0.0;    // [-2, 2]
   double frequency_penalty = 0.0;   // [-2, 2]
   uint64_t seed = 0;
-  bool logprobs = false;            // report the chosen token's logprob
-  int32_t top_logprobs = 0;         // [0, 20] alternatives to report
+  bool logprobs = false;     // report the chosen token's logprob
+  int32_t top_logprobs = 0;  // [0, 20] alternatives to report
 };
 
 // InvalidArgument naming the first out-of-range field.
@@ -59,8 +59,8 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = 0;
-  float logprob = 0.0f;             // when params.logprobs
-  std::vector<TokenLogprob> top;    // params.top_logprobs entries, most likely first
+  float logprob = 0.0f;           // when params.logprobs
+  std::vector<TokenLogprob> top;  // params.top_logprobs entries, most likely first
 };
 
 // The candidates that survive steps 1-4 with their renormalised

@@ -44,7 +44,8 @@ TEST(SamplerTest, PresenceAndFrequencyPenaliseGeneratedTokensOnly) {
   Sampler s(p, {2});  // prompt tokens are not penalised
   EXPECT_EQ(s.Sample(std::vector<float>{4, 1, 0}).token, 0);
   EXPECT_EQ(s.Sample(std::vector<float>{4, 1, 0}).token, 0);  // 4 - 0.75 = 3.25 still wins
-  EXPECT_EQ(s.Penalized(std::vector<float>{4, 1, 0}), (std::vector<float>{3.0f, 1, 0}));  // 4 - 2*0.25 - 0.5
+  EXPECT_EQ(s.Penalized(std::vector<float>{4, 1, 0}),
+            (std::vector<float>{3.0f, 1, 0}));  // 4 - 2*0.25 - 0.5
 }
 
 TEST(SamplerTest, TopKTopPAndMinPKeepTheDocumentedCandidates) {

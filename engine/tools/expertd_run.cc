@@ -44,7 +44,8 @@ absl::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& text) {
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     int32_t id;
     if (!absl::SimpleAtoi(part, &id)) {
-      return absl::InvalidArgumentError("--tokens: '" + std::string(part) + "' is not an integer token id");
+      return absl::InvalidArgumentError("--tokens: '" + std::string(part) +
+                                        "' is not an integer token id");
     }
     ids.push_back(id);
   }
@@ -87,8 +88,10 @@ absl::Status Run(const Options& o) {
   eopts.max_step_tokens = std::max<int64_t>(8192, static_cast<int64_t>(tokens->size()));
   auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads);
   if (!multi.ok()) return multi.status();
-  if (multi->has_value()) eopts.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(**multi);
-  auto engine = engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), eopts);
+  if (multi->has_value())
+    eopts.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(**multi);
+  auto engine =
+      engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), eopts);
   if (!engine.ok()) return engine.status();
   auto result = engine::RunGreedy(engine->get(), 1, *tokens, o.generate);
   if (!result.ok()) return result.status();
@@ -101,12 +104,16 @@ absl::Status Run(const Options& o) {
 
 int main(int argc, char** argv) {
   expertd::Options o;
-  expertd::FlagSet flags("expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda] [--weights=FILE]");
+  expertd::FlagSet flags(
+      "expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda] "
+      "[--weights=FILE]");
   flags.String("model", &o.model, "Hugging Face checkpoint directory (config.json + safetensors)");
   flags.String("tokens", &o.tokens, "prompt token ids, comma-separated");
   flags.Int("generate", &o.generate, 0, 1 << 20, "greedy tokens to generate after the prompt");
-  flags.String("backend", &o.backend, "compute backend: auto (CUDA when a GPU is usable, else CPU), cpu, cuda");
-  flags.String("weights", &o.weights, "safetensors file in DIR to read instead of model.safetensors");
+  flags.String("backend", &o.backend,
+               "compute backend: auto (CUDA when a GPU is usable, else CPU), cpu, cuda");
+  flags.String("weights", &o.weights,
+               "safetensors file in DIR to read instead of model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
   flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");
   expertd::engine::parallel::RegisterParallelFlags(&flags, &o.parallel);

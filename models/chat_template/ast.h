@@ -61,7 +61,7 @@ struct Node {
     kMacro,     // macro name(params) body
     kBreak,
     kContinue,
-    kScope,     // body rendered in place (the {% generation %} extension)
+    kScope,  // body rendered in place (the {% generation %} extension)
   };
   Kind kind;
   int line = 0;

@@ -17,11 +17,11 @@ constexpr absl::string_view kRaisedPayload = "expertd.chat_template/raised";
 
 bool IsKnownTest(absl::string_view name) {
   static const auto* const kTests = new std::set<absl::string_view>{
-      "defined", "undefined", "none",   "boolean", "false",   "true",        "integer",
-      "float",   "number",    "string", "mapping", "iterable", "sequence",   "sameas",
-      "eq",      "equalto",   "==",     "ne",      "!=",      "lt",          "lessthan",
-      "<",       "le",        "<=",     "gt",      ">",       "greaterthan", "ge",
-      ">=",      "in",        "even",   "odd",     "divisibleby", "lower",   "upper"};
+      "defined", "undefined", "none",   "boolean", "false",       "true",        "integer",
+      "float",   "number",    "string", "mapping", "iterable",    "sequence",    "sameas",
+      "eq",      "equalto",   "==",     "ne",      "!=",          "lt",          "lessthan",
+      "<",       "le",        "<=",     "gt",      ">",           "greaterthan", "ge",
+      ">=",      "in",        "even",   "odd",     "divisibleby", "lower",       "upper"};
   return kTests->count(name) > 0;
 }
 
@@ -46,9 +46,8 @@ const Value* Args::Get(size_t index, absl::string_view name) const {
 absl::StatusOr<Value> GetItem(const Value& object, const Value& key) {
   if (object.is_undefined()) {
     const std::string& name = object.undefined_name();
-    return absl::InvalidArgumentError(
-        name.empty() ? "undefined value has no attributes"
-                     : absl::StrCat("'", name, "' is undefined"));
+    return absl::InvalidArgumentError(name.empty() ? "undefined value has no attributes"
+                                                   : absl::StrCat("'", name, "' is undefined"));
   }
   if (object.is_dict() && key.is_string()) {
     const Value* found = object.Find(key.string_value());
@@ -97,7 +96,8 @@ absl::StatusOr<List> Iterate(const Value& v) {
     }
     case Value::Kind::kString: {
       List chars;
-      for (char32_t cp : DecodeUtf8(v.string_value())) chars.push_back(Value::String(EncodeUtf8({cp})));
+      for (char32_t cp : DecodeUtf8(v.string_value()))
+        chars.push_back(Value::String(EncodeUtf8({cp})));
       return chars;
     }
     default:
@@ -111,8 +111,8 @@ namespace {
 absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
   if (container.is_string()) {
     if (!item.is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'in <string>' requires string as left operand, not ", item.TypeName()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'in <string>' requires string as left operand, not ", item.TypeName()));
     }
     return container.string_value().find(item.string_value()) != std::string::npos;
   }
@@ -138,7 +138,8 @@ bool IsAsciiCase(const std::string& s, bool upper) {
 absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& v, const Args& args) {
   const Value* arg = args.Get(0, "value");
   auto need_arg = [&]() -> absl::Status {
-    if (arg == nullptr) return absl::InvalidArgumentError(absl::StrCat("test '", name, "' needs an argument"));
+    if (arg == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("test '", name, "' needs an argument"));
     return absl::OkStatus();
   };
   if (name == "defined") return !v.is_undefined();
@@ -177,7 +178,8 @@ absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& v, const Arg
     // ints -5..256; other objects compare by identity, unobservable here.
     if (v.kind() != arg->kind()) return false;
     if (v.is_none() || v.is_bool()) return Equals(v, *arg);
-    if (v.is_int()) return v.int_value() == arg->int_value() && v.int_value() >= -5 && v.int_value() <= 256;
+    if (v.is_int())
+      return v.int_value() == arg->int_value() && v.int_value() >= -5 && v.int_value() <= 256;
     return false;
   }
   if (name == "eq" || name == "equalto" || name == "==") return Equals(v, *arg);
@@ -231,10 +233,12 @@ absl::StatusOr<Value> CallGlobal(absl::string_view name, const Args& args) {
   if (name == "range") {
     std::vector<int64_t> bounds;
     for (const Value& v : args.positional) {
-      if (!v.is_number() || v.is_float()) return absl::InvalidArgumentError("range() takes integers");
+      if (!v.is_number() || v.is_float())
+        return absl::InvalidArgumentError("range() takes integers");
       bounds.push_back(v.int_value());
     }
-    if (bounds.empty() || bounds.size() > 3) return absl::InvalidArgumentError("range() takes 1 to 3 integers");
+    if (bounds.empty() || bounds.size() > 3)
+      return absl::InvalidArgumentError("range() takes 1 to 3 integers");
     const int64_t start = bounds.size() > 1 ? bounds[0] : 0;
     const int64_t stop = bounds.size() > 1 ? bounds[1] : bounds[0];
     const int64_t step = bounds.size() > 2 ? bounds[2] : 1;

@@ -22,7 +22,8 @@ absl::StatusOr<Template> Template::Load(absl::string_view source) {
 }
 
 absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& variables) const {
-  if (!variables.is_object()) return absl::InvalidArgumentError("template variables must be an object");
+  if (!variables.is_object())
+    return absl::InvalidArgumentError("template variables must be an object");
   return chat_template::Render(*body_, Value::FromJson(variables));
 }
 
@@ -53,7 +54,8 @@ absl::StatusOr<ChatFormatter> ChatFormatter::FromTokenizerConfig(absl::string_vi
       formatter.special_tokens_[name] = *token;
     }
   }
-  if (config.contains("additional_special_tokens") && config["additional_special_tokens"].is_array()) {
+  if (config.contains("additional_special_tokens") &&
+      config["additional_special_tokens"].is_array()) {
     nlohmann::ordered_json extra = nlohmann::ordered_json::array();
     for (const auto& t : config["additional_special_tokens"]) {
       if (std::optional<std::string> token = TokenString(t)) extra.push_back(*token);
@@ -77,13 +79,15 @@ absl::StatusOr<ChatFormatter> ChatFormatter::FromTokenizerConfig(absl::string_vi
       sources.emplace_back(named["name"].get<std::string>(), named["template"].get<std::string>());
     }
   } else {
-    return absl::InvalidArgumentError("tokenizer_config.json: chat_template must be a string or list");
+    return absl::InvalidArgumentError(
+        "tokenizer_config.json: chat_template must be a string or list");
   }
   for (auto& [name, source] : sources) {
     absl::StatusOr<Template> t = Template::Load(source);
     if (!t.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer_config.json: chat_template '", name,
-                                                     "' cannot be rendered: ", t.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer_config.json: chat_template '", name,
+                       "' cannot be rendered: ", t.status().message()));
     }
     formatter.templates_.emplace(name, *std::move(t));
   }
@@ -105,7 +109,8 @@ absl::StatusOr<ChatFormatter> ChatFormatter::FromModelDir(const std::string& mod
   text << in.rdbuf();
   absl::StatusOr<ChatFormatter> formatter = FromTokenizerConfig(text.str());
   if (!formatter.ok()) {
-    return absl::Status(formatter.status().code(), absl::StrCat(path, ": ", formatter.status().message()));
+    return absl::Status(formatter.status().code(),
+                        absl::StrCat(path, ": ", formatter.status().message()));
   }
   return formatter;
 }

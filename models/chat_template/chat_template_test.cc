@@ -75,8 +75,8 @@ TEST(TemplateTest, RuntimeErrorsNameTheLine) {
 }
 
 TEST(TemplateTest, RunawayTemplatesAreBounded) {
-  absl::StatusOr<Template> t = Template::Load(
-      "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  absl::StatusOr<Template> t =
+      Template::Load("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   ASSERT_TRUE(t.ok());
   EXPECT_FALSE(t->Render(json::object()).ok());
 }

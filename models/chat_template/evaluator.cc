@@ -49,9 +49,9 @@ absl::Status WithLine(int line, const absl::Status& status) {
 absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined()) {
     const Value& u = a.is_undefined() ? a : b;
-    return absl::InvalidArgumentError(u.undefined_name().empty()
-                                          ? "undefined value in arithmetic"
-                                          : absl::StrCat("'", u.undefined_name(), "' is undefined"));
+    return absl::InvalidArgumentError(
+        u.undefined_name().empty() ? "undefined value in arithmetic"
+                                   : absl::StrCat("'", u.undefined_name(), "' is undefined"));
   }
   if (op == "+") {
     if (a.is_string() && b.is_string()) return Value::String(a.string_value() + b.string_value());
@@ -124,12 +124,14 @@ absl::StatusOr<Value> Slice(const Value& v, const Value& start, const Value& sto
   std::vector<char32_t> chars;
   if (is_string) chars = DecodeUtf8(v.string_value());
   if (!is_string && !v.is_list()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", v.TypeName(), "' object is not subscriptable"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", v.TypeName(), "' object is not subscriptable"));
   }
   const int64_t n = is_string ? chars.size() : v.list().size();
   auto bound = [](const Value& b) -> absl::StatusOr<std::optional<int64_t>> {
     if (b.is_undefined() || b.is_none()) return std::optional<int64_t>();
-    if (!b.is_number() || b.is_float()) return absl::InvalidArgumentError("slice indices must be integers");
+    if (!b.is_number() || b.is_float())
+      return absl::InvalidArgumentError("slice indices must be integers");
     return std::optional<int64_t>(b.int_value());
   };
   ASSIGN_OR_RETURN(auto step_v, bound(step));
@@ -187,7 +189,8 @@ class Renderer {
         --depth_;
         return *flow;
       }
-      if (out->size() > kMaxOutputBytes) return absl::InvalidArgumentError("chat template output too large");
+      if (out->size() > kMaxOutputBytes)
+        return absl::InvalidArgumentError("chat template output too large");
     }
     --depth_;
     return Flow::kNormal;
@@ -322,8 +325,8 @@ class Renderer {
   absl::StatusOr<Value> CallMacro(const Node& macro, const Args& args) {
     Scope locals{root_scope_, {}};
     if (args.positional.size() > macro.params.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("macro '", macro.name, "' takes not more than ",
-                                                     macro.params.size(), " argument(s)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "macro '", macro.name, "' takes not more than ", macro.params.size(), " argument(s)"));
     }
     for (size_t i = 0; i < macro.params.size(); ++i) {
       const auto& [param, default_value] = macro.params[i];

@@ -76,7 +76,8 @@ absl::StatusOr<Value> Select(const Value& input, const Args& args, bool by_attri
     return absl::InvalidArgumentError(absl::StrCat("no test named '", test->string_value(), "'"));
   }
   Args test_args;
-  for (size_t i = next; i < args.positional.size(); ++i) test_args.positional.push_back(args.positional[i]);
+  for (size_t i = next; i < args.positional.size(); ++i)
+    test_args.positional.push_back(args.positional[i]);
   List out;
   for (const Value& item : items) {
     Value subject = item;
@@ -96,7 +97,8 @@ absl::StatusOr<Value> Map(const Value& input, const Args& args) {
   ASSIGN_OR_RETURN(List items, Iterate(input));
   List out;
   if (const Value* attribute = args.Get(99, "attribute")) {
-    if (!attribute->is_string()) return absl::InvalidArgumentError("map attribute must be a string");
+    if (!attribute->is_string())
+      return absl::InvalidArgumentError("map attribute must be a string");
     const Value* fallback = args.Get(99, "default");
     for (const Value& item : items) {
       ASSIGN_OR_RETURN(Value v, GetAttributePath(item, attribute->string_value()));
@@ -108,7 +110,8 @@ absl::StatusOr<Value> Map(const Value& input, const Args& args) {
     return absl::InvalidArgumentError("map needs a filter name or attribute=");
   }
   const std::string filter = args.positional[0].string_value();
-  if (!IsKnownFilter(filter)) return absl::InvalidArgumentError(absl::StrCat("no filter named '", filter, "'"));
+  if (!IsKnownFilter(filter))
+    return absl::InvalidArgumentError(absl::StrCat("no filter named '", filter, "'"));
   Args rest;
   rest.positional.assign(args.positional.begin() + 1, args.positional.end());
   for (const Value& item : items) {
@@ -187,12 +190,11 @@ absl::StatusOr<Value> Sort(List items, bool reverse, bool case_sensitive, const 
 
 bool IsKnownFilter(absl::string_view name) {
   static const auto* const kFilters = new std::set<absl::string_view>{
-      "trim",    "length",  "count",      "tojson",     "string", "lower",   "upper",
-      "title",   "capitalize", "default", "d",          "join",   "first",   "last",
-      "list",    "items",   "selectattr", "rejectattr", "select", "reject",  "map",
-      "reverse", "int",     "float",      "abs",        "replace", "safe",   "unique",
-      "indent",  "dictsort", "sum",       "min",        "max",    "sort",    "escape",
-      "e",       "attr",    "round",      "wordcount"};
+      "trim",       "length",     "count",  "tojson", "string", "lower",    "upper",    "title",
+      "capitalize", "default",    "d",      "join",   "first",  "last",     "list",     "items",
+      "selectattr", "rejectattr", "select", "reject", "map",    "reverse",  "int",      "float",
+      "abs",        "replace",    "safe",   "unique", "indent", "dictsort", "sum",      "min",
+      "max",        "sort",       "escape", "e",      "attr",   "round",    "wordcount"};
   return kFilters->count(name) > 0;
 }
 
@@ -218,8 +220,8 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
     std::string s = ToPythonStr(input), out;
     bool word_start = true;
     for (char c : s) {
-      const bool separator = std::isspace(static_cast<unsigned char>(c)) || c == '-' ||
-                             c == '(' || c == '{' || c == '[' || c == '<';
+      const bool separator = std::isspace(static_cast<unsigned char>(c)) || c == '-' || c == '(' ||
+                             c == '{' || c == '[' || c == '<';
       if (separator) {
         out += c;
         word_start = true;
@@ -233,7 +235,8 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
   if (name == "default" || name == "d") {
     const Value* fallback = args.Get(0, "default_value");
     const Value* boolean = args.Get(1, "boolean");
-    const bool use_default = input.is_undefined() || (boolean && boolean->Truthy() && !input.Truthy());
+    const bool use_default =
+        input.is_undefined() || (boolean && boolean->Truthy() && !input.Truthy());
     if (!use_default) return input;
     return fallback ? *fallback : Value::String("");
   }
@@ -249,9 +252,11 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
   }
   if (name == "items" || name == "dictsort") {
     if (input.is_undefined()) return Value::MakeList({});
-    if (input.kind() != Value::Kind::kDict) return absl::InvalidArgumentError("items needs a mapping");
+    if (input.kind() != Value::Kind::kDict)
+      return absl::InvalidArgumentError("items needs a mapping");
     List out;
-    for (const auto& [key, value] : input.dict()) out.push_back(Value::MakeTuple({Value::String(key), value}));
+    for (const auto& [key, value] : input.dict())
+      out.push_back(Value::MakeTuple({Value::String(key), value}));
     if (name == "items") return Value::MakeList(std::move(out));
     const Value* case_sensitive = args.Get(0, "case_sensitive");
     const Value* reverse = args.Get(2, "reverse");
@@ -259,7 +264,8 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
     return Sort(std::move(out), reverse && reverse->Truthy(),
                 case_sensitive && case_sensitive->Truthy(), &zero);
   }
-  if (name == "selectattr" || name == "rejectattr") return Select(input, args, true, name == "selectattr");
+  if (name == "selectattr" || name == "rejectattr")
+    return Select(input, args, true, name == "selectattr");
   if (name == "select" || name == "reject") return Select(input, args, false, name == "select");
   if (name == "map") return Map(input, args);
   if (name == "reverse") {
@@ -286,13 +292,15 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
     } else {
       return def;
     }
-    if (name == "int") return Value::Int(input.is_int() ? input.int_value() : static_cast<int64_t>(number));
+    if (name == "int")
+      return Value::Int(input.is_int() ? input.int_value() : static_cast<int64_t>(number));
     return Value::Float(number);
   }
   if (name == "abs") {
     if (input.is_float()) return Value::Float(std::fabs(input.float_value()));
     if (input.is_number()) return Value::Int(std::llabs(input.int_value()));
-    return absl::InvalidArgumentError(absl::StrCat("bad operand type for abs(): '", input.TypeName(), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad operand type for abs(): '", input.TypeName(), "'"));
   }
   if (name == "round") {
     if (!input.is_number()) return absl::InvalidArgumentError("round needs a number");
@@ -304,7 +312,8 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
     const Value* old = args.Get(0, "old");
     const Value* repl = args.Get(1, "new");
     const Value* count = args.Get(2, "count");
-    if (old == nullptr || repl == nullptr) return absl::InvalidArgumentError("replace needs old and new");
+    if (old == nullptr || repl == nullptr)
+      return absl::InvalidArgumentError("replace needs old and new");
     return Value::String(PyReplace(ToPythonStr(input), ToPythonStr(*old), ToPythonStr(*repl),
                                    count && !count->is_none() ? count->int_value() : -1));
   }
@@ -329,7 +338,8 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
       if (attribute) {
         ASSIGN_OR_RETURN(v, GetAttributePath(item, ToPythonStr(*attribute)));
       }
-      if (!v.is_number() || !total.is_number()) return absl::InvalidArgumentError("sum needs numbers");
+      if (!v.is_number() || !total.is_number())
+        return absl::InvalidArgumentError("sum needs numbers");
       total = total.is_float() || v.is_float() ? Value::Float(total.float_value() + v.float_value())
                                                : Value::Int(total.int_value() + v.int_value());
     }
@@ -350,12 +360,23 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& input, co
     std::string out;
     for (char c : ToPythonStr(input)) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += c;
       }
     }
     return Value::String(std::move(out));

@@ -77,18 +77,41 @@ std::string Unescape(absl::string_view body) {
       return true;
     };
     switch (c) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
-      case 'a': out += '\a'; break;
-      case '0': out += '\0'; break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case '\n': break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case '0':
+        out += '\0';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\n':
+        break;
       case 'x':
         if (!hex(2)) absl::StrAppend(&out, "\\x");
         break;
@@ -106,9 +129,9 @@ std::string Unescape(absl::string_view body) {
   return out;
 }
 
-const char* const kOperators[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/",
-                                  "%",  "~",  "<",  ">",  "=",  "(", ")", "[", "]", "{",
-                                  "}",  ",",  ".",  ":",  "|",  ";"};
+const char* const kOperators[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
+                                  "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
+                                  "]",  "{",  "}",  ",",  ".",  ":",  "|", ";"};
 
 class Lexer {
  public:
@@ -207,8 +230,8 @@ class Lexer {
     const char c = src_[pos];
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t end = pos;
-      while (end < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[end])) ||
-                                   src_[end] == '_')) {
+      while (end < src_.size() &&
+             (std::isalnum(static_cast<unsigned char>(src_[end])) || src_[end] == '_')) {
         ++end;
       }
       Emit(Token::Type::kName, src_.substr(pos, end - pos), pos);
@@ -237,8 +260,8 @@ class Lexer {
   size_t LexNumber(size_t pos) {
     size_t end = pos;
     auto digits = [&] {
-      while (end < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[end])) ||
-                                   src_[end] == '_')) {
+      while (end < src_.size() &&
+             (std::isdigit(static_cast<unsigned char>(src_[end])) || src_[end] == '_')) {
         ++end;
       }
     };

@@ -26,7 +26,7 @@ struct Token {
     kString,      // string literal, unescaped into `text`
     kInt,
     kFloat,
-    kOperator,    // `text` holds it: + - * / // % ** ~ == != < <= > >= = ( ) [ ] { } , . : |
+    kOperator,  // `text` holds it: + - * / // % ** ~ == != < <= > >= = ( ) [ ] { } , . : |
     kEof,
   };
   Type type;

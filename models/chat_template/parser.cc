@@ -67,12 +67,14 @@ class Parser {
     return absl::OkStatus();
   }
   absl::Status ExpectType(Type type, absl::string_view what) {
-    if (Peek().type != type) return Error(absl::StrCat("expected ", what, ", got ", Describe(Peek())));
+    if (Peek().type != type)
+      return Error(absl::StrCat("expected ", what, ", got ", Describe(Peek())));
     ++pos_;
     return absl::OkStatus();
   }
   absl::StatusOr<std::string> ExpectName() {
-    if (Peek().type != Type::kName) return Error(absl::StrCat("expected a name, got ", Describe(Peek())));
+    if (Peek().type != Type::kName)
+      return Error(absl::StrCat("expected a name, got ", Describe(Peek())));
     return Next().text;
   }
 

@@ -15,7 +15,8 @@ bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
 
 absl::StatusOr<std::optional<std::string>> OptionalString(const Value* v, absl::string_view what) {
   if (v == nullptr || v->is_none()) return std::optional<std::string>();
-  if (!v->is_string()) return absl::InvalidArgumentError(absl::StrCat(what, " must be str or None"));
+  if (!v->is_string())
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be str or None"));
   return std::optional<std::string>(v->string_value());
 }
 
@@ -65,7 +66,8 @@ absl::StatusOr<bool> AffixMatch(const std::string& s, const Value* affix, bool p
     if (!c.is_string()) return absl::InvalidArgumentError("startswith/endswith takes str");
     const std::string& a = c.string_value();
     if (a.size() > s.size()) continue;
-    if (prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0) {
+    if (prefix ? s.compare(0, a.size(), a) == 0
+               : s.compare(s.size() - a.size(), a.size(), a) == 0) {
       return true;
     }
   }
@@ -80,9 +82,9 @@ int64_t CodePointIndex(const std::string& s, size_t byte_pos) {
 
 bool IsStringMethod(absl::string_view name) {
   static const auto* const kMethods = new std::set<absl::string_view>{
-      "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper", "lower",
-      "title", "capitalize", "replace", "find", "rfind", "count", "join", "isdigit",
-      "isspace", "isalpha"};
+      "strip", "lstrip", "rstrip", "split",      "startswith", "endswith",
+      "upper", "lower",  "title",  "capitalize", "replace",    "find",
+      "rfind", "count",  "join",   "isdigit",    "isspace",    "isalpha"};
   return kMethods->count(name) > 0;
 }
 
@@ -201,7 +203,9 @@ absl::StatusOr<Value> CallStringMethod(const std::string& s, absl::string_view n
     if (name == "count") {
       if (needle.empty()) return Value::Int(CodePointIndex(s, s.size()) + 1);
       int64_t n = 0;
-      for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
+      for (size_t at = s.find(needle); at != std::string::npos;
+           at = s.find(needle, at + needle.size()))
+        ++n;
       return Value::Int(n);
     }
     const size_t at = name == "find" ? s.find(needle) : s.rfind(needle);
@@ -214,8 +218,8 @@ absl::StatusOr<Value> CallStringMethod(const std::string& s, absl::string_view n
     std::string out;
     for (size_t i = 0; i < parts.size(); ++i) {
       if (!parts[i].is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence item ", i, ": expected str instance, ",
-                                                       parts[i].TypeName(), " found"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence item ", i, ": expected str instance, ", parts[i].TypeName(), " found"));
       }
       if (i > 0) out += s;
       out += parts[i].string_value();

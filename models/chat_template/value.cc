@@ -364,10 +364,9 @@ void AppendJsonString(const std::string& s, std::string* out) {
   *out += '"';
 }
 
-absl::Status DumpJson(const Value& v, const JsonDumpOptions& options, int depth,
-                      std::string* out) {
-  const std::string item_sep = options.separators ? options.separators->first
-                                                  : (options.indent ? "," : ", ");
+absl::Status DumpJson(const Value& v, const JsonDumpOptions& options, int depth, std::string* out) {
+  const std::string item_sep =
+      options.separators ? options.separators->first : (options.indent ? "," : ", ");
   const std::string key_sep = options.separators ? options.separators->second : ": ";
   auto newline = [&](int level) {
     if (options.indent) {

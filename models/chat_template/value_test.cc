@@ -42,8 +42,9 @@ TEST(ValueTest, JsonDumpsLikePython) {
   JsonDumpOptions sorted;
   sorted.sort_keys = true;
   sorted.separators = std::make_pair(std::string(","), std::string(":"));
-  EXPECT_EQ(*JsonDumps(Value::FromJson(nlohmann::ordered_json::parse(R"({"b": 1, "a": 2})")), sorted),
-            R"({"a":2,"b":1})");
+  EXPECT_EQ(
+      *JsonDumps(Value::FromJson(nlohmann::ordered_json::parse(R"({"b": 1, "a": 2})")), sorted),
+      R"({"a":2,"b":1})");
   EXPECT_FALSE(JsonDumps(Value::Undefined(), {}).ok());
 }
 

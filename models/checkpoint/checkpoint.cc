@@ -16,14 +16,16 @@ namespace {
 
 absl::StatusOr<std::string> ReadText(Env* env, const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileToString(env, path);
-  if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  if (absl::IsNotFound(text.status()))
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   return text;
 }
 
 absl::StatusOr<ModelConfig> ReadConfig(Env* env, const std::string& dir) {
   const std::string path = dir + "/config.json";
   absl::StatusOr<std::string> text = ReadFileToString(env, path);
-  if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat(path, ": cannot open model config"));
+  if (absl::IsNotFound(text.status()))
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open model config"));
   if (!text.ok()) return text.status();
   ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(*text, path));
   const std::string generation = dir + "/generation_config.json";
@@ -34,7 +36,9 @@ absl::StatusOr<ModelConfig> ReadConfig(Env* env, const std::string& dir) {
   return config;
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
 
 // At most `limit` names, then "... and N more".
 std::string NameList(const std::vector<std::string>& names, size_t limit = 8) {
@@ -63,30 +67,31 @@ struct Checkpoint::Impl {
 
   // Registers every tensor of `file`. If `expected` is given (sharded), each
   // tensor must be mapped to this shard by the index.
-  absl::Status AddFile(std::unique_ptr<SafetensorsFile> file, const ShardIndex* index, const std::string& shard_name);
+  absl::Status AddFile(std::unique_ptr<SafetensorsFile> file, const ShardIndex* index,
+                       const std::string& shard_name);
   // Opens every shard model.safetensors.index.json names and cross-checks it.
   absl::Status OpenSharded();
 };
 
-absl::Status Checkpoint::Impl::AddFile(std::unique_ptr<SafetensorsFile> file, const ShardIndex* index,
-                                       const std::string& shard_name) {
+absl::Status Checkpoint::Impl::AddFile(std::unique_ptr<SafetensorsFile> file,
+                                       const ShardIndex* index, const std::string& shard_name) {
   for (const SafetensorsEntry& e : file->tensors()) {
     if (index != nullptr) {
       auto it = index->weight_map.find(e.name);
       if (it == index->weight_map.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(file->path(), ": tensor '", e.name, "' is not listed in ",
-                                                       kShardIndexFile));
+        return absl::InvalidArgumentError(absl::StrCat(file->path(), ": tensor '", e.name,
+                                                       "' is not listed in ", kShardIndexFile));
       }
       if (it->second != shard_name) {
-        return absl::InvalidArgumentError(absl::StrCat(file->path(), ": tensor '", e.name, "' is mapped to shard '",
-                                                       it->second, "' by ", kShardIndexFile,
-                                                       " (duplicate across shards?)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(file->path(), ": tensor '", e.name, "' is mapped to shard '", it->second,
+                         "' by ", kShardIndexFile, " (duplicate across shards?)"));
       }
     }
     auto prev = tensors.find(e.name);
     if (prev != tensors.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", e.name, "' appears in both ", prev->second.file,
-                                                     " and ", file->path()));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", e.name, "' appears in both ",
+                                                     prev->second.file, " and ", file->path()));
     }
     TensorView v;
     v.name = e.name;
@@ -112,22 +117,25 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   return Open(dir, CheckpointOptions{});
 }
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir, const CheckpointOptions& options) {
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir,
+                                                             const CheckpointOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
   impl->env = options.env != nullptr ? options.env : Env::Default();
   ASSIGN_OR_RETURN(impl->config, ReadConfig(impl->env, dir));
 
   const std::string& wf = options.weights_file;
-  const std::string single = !wf.empty() && wf[0] == '/' ? wf : dir + "/" + (wf.empty() ? "model.safetensors" : wf);
+  const std::string single =
+      !wf.empty() && wf[0] == '/' ? wf : dir + "/" + (wf.empty() ? "model.safetensors" : wf);
   if (!options.weights_file.empty() || FileExists(impl->env, single)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single, impl->env));
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                     SafetensorsFile::Open(single, impl->env));
     RETURN_IF_ERROR(impl->AddFile(std::move(file), nullptr, ""));
   } else if (FileExists(impl->env, dir + "/" + kShardIndexFile)) {
     RETURN_IF_ERROR(impl->OpenSharded());
   } else {
-    return absl::NotFoundError(
-        absl::StrCat(dir, ": no model.safetensors or ", kShardIndexFile, " (is this a Hugging Face model directory?)"));
+    return absl::NotFoundError(absl::StrCat(dir, ": no model.safetensors or ", kShardIndexFile,
+                                            " (is this a Hugging Face model directory?)"));
   }
   return std::unique_ptr<Checkpoint>(new Checkpoint(std::move(impl)));
 }
@@ -139,15 +147,16 @@ absl::Status Checkpoint::Impl::OpenSharded() {
   for (const std::string& shard : index.shards) {
     auto file = SafetensorsFile::Open(dir + "/" + shard, env);
     if (!file.ok()) {
-      return absl::Status(file.status().code(),
-                          absl::StrCat(index_path, " names shard '", shard, "': ", file.status().message()));
+      return absl::Status(file.status().code(), absl::StrCat(index_path, " names shard '", shard,
+                                                             "': ", file.status().message()));
     }
     RETURN_IF_ERROR(AddFile(std::move(file).value(), &index, shard));
   }
   for (const auto& [name, shard] : index.weight_map) {
     if (tensors.find(name) == tensors.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(index_path, ": tensor '", name, "' is mapped to shard '", shard, "' but that shard lacks it"));
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": tensor '", name,
+                                                     "' is mapped to shard '", shard,
+                                                     "' but that shard lacks it"));
     }
   }
   return absl::OkStatus();
@@ -159,7 +168,9 @@ Checkpoint::~Checkpoint() = default;
 const std::string& Checkpoint::dir() const { return impl_->dir; }
 const ModelConfig& Checkpoint::config() const { return impl_->config; }
 
-bool Checkpoint::Has(absl::string_view name) const { return impl_->tensors.find(name) != impl_->tensors.end(); }
+bool Checkpoint::Has(absl::string_view name) const {
+  return impl_->tensors.find(name) != impl_->tensors.end();
+}
 
 absl::StatusOr<TensorView> Checkpoint::Get(absl::string_view name) const {
   auto it = impl_->tensors.find(name);
@@ -169,11 +180,13 @@ absl::StatusOr<TensorView> Checkpoint::Get(absl::string_view name) const {
   return it->second;
 }
 
-absl::StatusOr<TensorView> Checkpoint::GetWithShape(absl::string_view name, const std::vector<int64_t>& shape) const {
+absl::StatusOr<TensorView> Checkpoint::GetWithShape(absl::string_view name,
+                                                    const std::vector<int64_t>& shape) const {
   ASSIGN_OR_RETURN(TensorView v, Get(name));
   if (v.shape != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(v.file, ": tensor '", name, "' has shape ", ShapeString(v.shape),
-                                                   ", expected ", ShapeString(shape)));
+    return absl::InvalidArgumentError(absl::StrCat(v.file, ": tensor '", name, "' has shape ",
+                                                   ShapeString(v.shape), ", expected ",
+                                                   ShapeString(shape)));
   }
   return v;
 }
@@ -205,24 +218,25 @@ absl::Status Checkpoint::ValidateAgainstConfig() const {
     if (it == impl_->tensors.end()) {
       missing.push_back(t.name);
     } else if (it->second.shape != t.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(it->second.file, ": tensor '", t.name, "' has shape ",
-                                                     ShapeString(it->second.shape), " but ", ArchitectureName(c.architecture),
-                                                     " config.json implies ", ShapeString(t.shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(it->second.file, ": tensor '", t.name, "' has shape ",
+                       ShapeString(it->second.shape), " but ", ArchitectureName(c.architecture),
+                       " config.json implies ", ShapeString(t.shape)));
     }
   }
   if (!missing.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(impl_->dir, ": checkpoint lacks ", missing.size(),
-                                                   " tensor(s) that config.json (", ArchitectureName(c.architecture),
-                                                   ") requires: ", NameList(missing)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        impl_->dir, ": checkpoint lacks ", missing.size(), " tensor(s) that config.json (",
+        ArchitectureName(c.architecture), ") requires: ", NameList(missing)));
   }
   std::vector<std::string> unknown;
   for (const auto& [name, v] : impl_->tensors) {
     if (wanted.count(name) == 0 && !IsOptionalTensor(c, name)) unknown.push_back(name);
   }
   if (!unknown.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(impl_->dir, ": checkpoint has ", unknown.size(),
-                                                   " tensor(s) that ", ArchitectureName(c.architecture),
-                                                   " does not use: ", NameList(unknown)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(impl_->dir, ": checkpoint has ", unknown.size(), " tensor(s) that ",
+                     ArchitectureName(c.architecture), " does not use: ", NameList(unknown)));
   }
   return absl::OkStatus();
 }

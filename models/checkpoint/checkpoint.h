@@ -41,8 +41,8 @@ struct TensorView {
   // copied once into an aligned buffer the Checkpoint owns.
   const void* data = nullptr;
   uint64_t nbytes = 0;
-  std::string file;            // which safetensors file it came from
-  uint64_t file_offset = 0;    // absolute byte offset of data in that file
+  std::string file;          // which safetensors file it came from
+  uint64_t file_offset = 0;  // absolute byte offset of data in that file
 
   int64_t numel() const;
 };
@@ -65,7 +65,8 @@ class Checkpoint {
   // config / weights file, InvalidArgument for anything malformed, each naming
   // the file (and tensor).
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir, const CheckpointOptions& options);
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir,
+                                                          const CheckpointOptions& options);
 
   ~Checkpoint();
 
@@ -77,7 +78,8 @@ class Checkpoint {
   absl::StatusOr<TensorView> Get(absl::string_view name) const;
   // Like Get, and also checks dtype-independent shape; InvalidArgument naming
   // the tensor, the expected and the actual shape on mismatch.
-  absl::StatusOr<TensorView> GetWithShape(absl::string_view name, const std::vector<int64_t>& shape) const;
+  absl::StatusOr<TensorView> GetWithShape(absl::string_view name,
+                                          const std::vector<int64_t>& shape) const;
   std::vector<std::string> Names() const;  // sorted
   uint64_t total_bytes() const;            // sum of all tensors' nbytes
   // Paths of the safetensors files backing the tensors, sorted.

@@ -20,7 +20,8 @@
 namespace expertd::models {
 namespace {
 
-const char* const kFixtures[] = {"mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe", "deepseek_v3"};
+const char* const kFixtures[] = {"mixtral", "qwen2_moe", "qwen2_moe_mixed",
+                                 "olmoe",   "qwen3_moe", "deepseek_v3"};
 
 std::string FixtureDir(const std::string& arch) { return "tests/data/fixtures/" + arch; }
 
@@ -56,7 +57,8 @@ std::unique_ptr<Checkpoint> OpenFixture(const std::string& arch) {
 
 void ExpectMessageHas(const absl::Status& s, const std::vector<std::string>& fragments) {
   ASSERT_FALSE(s.ok());
-  for (const std::string& f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
+  for (const std::string& f : fragments)
+    EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
 }
 
 TEST(CheckpointTest, EveryFixtureOpensAndValidatesInFp32AndBf16) {
@@ -73,7 +75,9 @@ TEST(CheckpointTest, EveryFixtureOpensAndValidatesInFp32AndBf16) {
     EXPECT_TRUE((*bf16)->ValidateAgainstConfig().ok()) << (*bf16)->ValidateAgainstConfig();
     TensorView embed = *(*bf16)->Get(EmbedTokensName());
     EXPECT_EQ(embed.dtype, DType::kBF16);
-    EXPECT_EQ((*bf16)->total_bytes() * 2, (*f32)->total_bytes() + (arch == "deepseek_v3" ? 2 * 4 * 16 : 0)) << arch;
+    EXPECT_EQ((*bf16)->total_bytes() * 2,
+              (*f32)->total_bytes() + (arch == "deepseek_v3" ? 2 * 4 * 16 : 0))
+        << arch;
   }
 }
 
@@ -109,11 +113,13 @@ TEST(CheckpointTest, MissingDirectoryConfigOrWeights) {
   auto noweights = Checkpoint::Open(dir);
   EXPECT_EQ(noweights.status().code(), absl::StatusCode::kNotFound);
   ExpectMessageHas(noweights.status(), {"model.safetensors"});
-  auto absolute = Checkpoint::Open(FixtureDir("mixtral"), {std::string(std::getenv("TEST_SRCDIR")) + "/" +
-                                                           std::getenv("TEST_WORKSPACE") + "/" + FixtureDir("olmoe") +
-                                                           "/model.safetensors"});
+  auto absolute =
+      Checkpoint::Open(FixtureDir("mixtral"), {std::string(std::getenv("TEST_SRCDIR")) + "/" +
+                                               std::getenv("TEST_WORKSPACE") + "/" +
+                                               FixtureDir("olmoe") + "/model.safetensors"});
   ASSERT_TRUE(absolute.ok()) << absolute.status();
-  EXPECT_TRUE((*absolute)->Has("model.layers.0.self_attn.q_norm.weight"));  // OLMoE's weights, Mixtral's config
+  EXPECT_TRUE((*absolute)->Has(
+      "model.layers.0.self_attn.q_norm.weight"));  // OLMoE's weights, Mixtral's config
   auto nofile = Checkpoint::Open(FixtureDir("mixtral"), {"model.fp8.safetensors"});
   EXPECT_EQ(nofile.status().code(), absl::StatusCode::kNotFound);
   ExpectMessageHas(nofile.status(), {"model.fp8.safetensors"});
@@ -123,7 +129,8 @@ TEST(CheckpointTest, GenerationConfigOverridesTokens) {
   auto fixture = OpenFixture("mixtral");
   std::string dir = NewDirWithConfig("genconfig", "mixtral");
   ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", FixtureTensors(*fixture)).ok());
-  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [5, 6], "bos_token_id": 4})";
+  std::ofstream(dir + "/generation_config.json")
+      << R"({"eos_token_id": [5, 6], "bos_token_id": 4})";
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ((*ckpt)->config().eos_token_ids, (std::vector<int32_t>{5, 6}));
@@ -156,7 +163,8 @@ TEST(CheckpointTest, WrongShapeIsNamed) {
   ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors).ok());
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  ExpectMessageHas((*ckpt)->ValidateAgainstConfig(), {router, "[4, 128]", "[8, 64]", "Qwen3MoeForCausalLM"});
+  ExpectMessageHas((*ckpt)->ValidateAgainstConfig(),
+                   {router, "[4, 128]", "[8, 64]", "Qwen3MoeForCausalLM"});
 }
 
 TEST(CheckpointTest, UnknownTensorsAreErrorsButPregatesAreAllowed) {
@@ -174,7 +182,8 @@ TEST(CheckpointTest, UnknownTensorsAreErrorsButPregatesAreAllowed) {
   ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors).ok());
   auto bad = Checkpoint::Open(dir);
   ASSERT_TRUE(bad.ok()) << bad.status();
-  ExpectMessageHas((*bad)->ValidateAgainstConfig(), {"does not use", "model.layers.0.mlp.gate.weight"});
+  ExpectMessageHas((*bad)->ValidateAgainstConfig(),
+                   {"does not use", "model.layers.0.mlp.gate.weight"});
 }
 
 TEST(CheckpointTest, ConfigMismatchIsDetected) {
@@ -188,7 +197,8 @@ TEST(CheckpointTest, ConfigMismatchIsDetected) {
   ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", FixtureTensors(*fixture)).ok());
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  ExpectMessageHas((*ckpt)->ValidateAgainstConfig(), {"model.layers.0.mlp.gate.weight", "[8, 64]", "[9, 64]"});
+  ExpectMessageHas((*ckpt)->ValidateAgainstConfig(),
+                   {"model.layers.0.mlp.gate.weight", "[8, 64]", "[9, 64]"});
 }
 
 TEST(CheckpointTest, CorruptWeightsFileNamesTheFile) {

@@ -12,7 +12,8 @@ using Shape = std::vector<int64_t>;
 class Builder {
  public:
   explicit Builder(std::vector<ExpectedTensor>* out) : out_(out) {}
-  void Add(std::string name, Shape shape, TensorRole role, int64_t layer = -1, int64_t expert = -1) {
+  void Add(std::string name, Shape shape, TensorRole role, int64_t layer = -1,
+           int64_t expert = -1) {
     out_->push_back({std::move(name), std::move(shape), role, layer, expert});
   }
 
@@ -21,7 +22,8 @@ class Builder {
 };
 
 void AddStandardAttention(const ModelConfig& c, int64_t i, Builder& b) {
-  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim;
   b.Add(AttentionName(i, AttnTensor::kQProj), {q, h}, TensorRole::kLinear, i);
   b.Add(AttentionName(i, AttnTensor::kKProj), {kv, h}, TensorRole::kLinear, i);
   b.Add(AttentionName(i, AttnTensor::kVProj), {kv, h}, TensorRole::kLinear, i);
@@ -55,10 +57,11 @@ void AddLatentAttention(const ModelConfig& c, int64_t i, Builder& b) {
   } else {
     b.Add(AttentionName(i, AttnTensor::kQProj), {nh * qk, h}, TensorRole::kLinear, i);
   }
-  b.Add(AttentionName(i, AttnTensor::kKvAProjWithMqa), {c.kv_lora_rank + c.qk_rope_head_dim, h}, TensorRole::kLinear, i);
-  b.Add(AttentionName(i, AttnTensor::kKvALayerNorm), {c.kv_lora_rank}, TensorRole::kNorm, i);
-  b.Add(AttentionName(i, AttnTensor::kKvBProj), {nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank},
+  b.Add(AttentionName(i, AttnTensor::kKvAProjWithMqa), {c.kv_lora_rank + c.qk_rope_head_dim, h},
         TensorRole::kLinear, i);
+  b.Add(AttentionName(i, AttnTensor::kKvALayerNorm), {c.kv_lora_rank}, TensorRole::kNorm, i);
+  b.Add(AttentionName(i, AttnTensor::kKvBProj),
+        {nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}, TensorRole::kLinear, i);
   b.Add(AttentionName(i, AttnTensor::kOProj), {h, nh * c.v_head_dim}, TensorRole::kLinear, i);
 }
 
@@ -97,15 +100,20 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
   b.Add(EmbedTokensName(), {c.vocab_size, c.hidden_size}, TensorRole::kEmbedding);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     b.Add(InputNormName(i), {c.hidden_size}, TensorRole::kNorm, i);
-    if (c.uses_mla()) AddLatentAttention(c, i, b);
-    else AddStandardAttention(c, i, b);
+    if (c.uses_mla())
+      AddLatentAttention(c, i, b);
+    else
+      AddStandardAttention(c, i, b);
     b.Add(PostAttentionNormName(i), {c.hidden_size}, TensorRole::kNorm, i);
     const bool moe = i < static_cast<int64_t>(c.is_moe_layer.size()) && c.is_moe_layer[i];
-    if (moe) AddMoe(c, i, b);
-    else AddDenseMlp(c, i, b);
+    if (moe)
+      AddMoe(c, i, b);
+    else
+      AddDenseMlp(c, i, b);
   }
   b.Add(FinalNormName(), {c.hidden_size}, TensorRole::kNorm);
-  if (!c.tie_word_embeddings) b.Add(LmHeadName(c), {c.vocab_size, c.hidden_size}, TensorRole::kLmHead);
+  if (!c.tie_word_embeddings)
+    b.Add(LmHeadName(c), {c.vocab_size, c.hidden_size}, TensorRole::kLmHead);
   return out;
 }
 

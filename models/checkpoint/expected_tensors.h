@@ -33,14 +33,14 @@ namespace expertd::models {
 
 // What a tensor is for (the zoo initialises each role differently).
 enum class TensorRole {
-  kEmbedding,     // token embeddings
-  kLmHead,        // output projection
-  kNorm,          // RMSNorm weight (initialised to 1)
-  kLinear,        // attention / MLP / expert matrix
-  kBias,          // linear bias
-  kRouter,        // MoE router (gate) weight
-  kRouterBias,    // DeepSeek-V3 score correction bias
-  kSharedGate,    // Qwen2-MoE shared-expert gate
+  kEmbedding,   // token embeddings
+  kLmHead,      // output projection
+  kNorm,        // RMSNorm weight (initialised to 1)
+  kLinear,      // attention / MLP / expert matrix
+  kBias,        // linear bias
+  kRouter,      // MoE router (gate) weight
+  kRouterBias,  // DeepSeek-V3 score correction bias
+  kSharedGate,  // Qwen2-MoE shared-expert gate
 };
 
 struct ExpectedTensor {

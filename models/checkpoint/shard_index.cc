@@ -28,14 +28,15 @@ absl::StatusOr<ShardIndex> ParseShardIndex(absl::string_view json_text, absl::st
   std::set<std::string> shards;
   for (const auto& [tensor, file] : obj["weight_map"].items()) {
     if (!file.is_string() || !IsPlainFileName(file.get<std::string>())) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": weight_map entry for tensor '", tensor,
-                                                     "' must be a shard file name in the same directory, got ",
-                                                     file.dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": weight_map entry for tensor '", tensor,
+                       "' must be a shard file name in the same directory, got ", file.dump()));
     }
     index.weight_map[tensor] = file.get<std::string>();
     shards.insert(file.get<std::string>());
   }
-  if (index.weight_map.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": weight_map is empty"));
+  if (index.weight_map.empty())
+    return absl::InvalidArgumentError(absl::StrCat(source, ": weight_map is empty"));
   index.shards.assign(shards.begin(), shards.end());
   return index;
 }

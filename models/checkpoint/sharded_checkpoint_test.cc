@@ -30,7 +30,8 @@ class ShardedCheckpointTest : public ::testing::Test {
   // Writes the fixture's tensors into `dir`, tensor i going to shard
   // assign(i); the index maps each tensor to index_assign(i) (default: the
   // same). Returns the directory.
-  std::string Write(const std::string& name, int shards, std::map<std::string, std::string> index_overrides = {},
+  std::string Write(const std::string& name, int shards,
+                    std::map<std::string, std::string> index_overrides = {},
                     std::map<std::string, std::vector<int>> extra_copies = {}) {
     std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
     ::mkdir(dir.c_str(), 0755);
@@ -52,7 +53,8 @@ class ShardedCheckpointTest : public ::testing::Test {
     for (int s = 0; s < shards; ++s) {
       EXPECT_TRUE(WriteSafetensors(dir + "/" + ShardName(s, shards), per_shard[s]).ok());
     }
-    nlohmann::json index = {{"metadata", {{"total_size", fixture_->total_bytes()}}}, {"weight_map", weight_map}};
+    nlohmann::json index = {{"metadata", {{"total_size", fixture_->total_bytes()}}},
+                            {"weight_map", weight_map}};
     std::ofstream(dir + "/" + kShardIndexFile) << index.dump(2);
     return dir;
   }
@@ -90,10 +92,12 @@ TEST_F(ShardedCheckpointTest, MissingShardIsNamed) {
 }
 
 TEST_F(ShardedCheckpointTest, IndexNamingAnAbsentTensorIsAnError) {
-  std::string dir = Write("sharded_absent", 2, {{"model.layers.9.mlp.gate.weight", ShardName(0, 2)}});
+  std::string dir =
+      Write("sharded_absent", 2, {{"model.layers.9.mlp.gate.weight", ShardName(0, 2)}});
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_FALSE(ckpt.ok());
-  EXPECT_NE(ckpt.status().message().find("model.layers.9.mlp.gate.weight"), std::string::npos) << ckpt.status();
+  EXPECT_NE(ckpt.status().message().find("model.layers.9.mlp.gate.weight"), std::string::npos)
+      << ckpt.status();
   EXPECT_NE(ckpt.status().message().find("lacks it"), std::string::npos) << ckpt.status();
 }
 

@@ -5,45 +5,68 @@
 namespace expertd::models {
 namespace {
 
-std::string Layer(int64_t layer, const char* suffix) { return absl::StrCat("model.layers.", layer, ".", suffix); }
+std::string Layer(int64_t layer, const char* suffix) {
+  return absl::StrCat("model.layers.", layer, ".", suffix);
+}
 
 bool IsMixtral(const ModelConfig& c) { return c.architecture == Architecture::kMixtral; }
 
 const char* ProjName(ExpertProj proj) {
   switch (proj) {
-    case ExpertProj::kGate: return "gate_proj";
-    case ExpertProj::kUp: return "up_proj";
-    case ExpertProj::kDown: return "down_proj";
+    case ExpertProj::kGate:
+      return "gate_proj";
+    case ExpertProj::kUp:
+      return "up_proj";
+    case ExpertProj::kDown:
+      return "down_proj";
   }
   return "?";
 }
 
 const char* MixtralProjName(ExpertProj proj) {
   switch (proj) {
-    case ExpertProj::kGate: return "w1";
-    case ExpertProj::kUp: return "w3";
-    case ExpertProj::kDown: return "w2";
+    case ExpertProj::kGate:
+      return "w1";
+    case ExpertProj::kUp:
+      return "w3";
+    case ExpertProj::kDown:
+      return "w2";
   }
   return "?";
 }
 
 const char* AttnSuffix(AttnTensor t) {
   switch (t) {
-    case AttnTensor::kQProj: return "self_attn.q_proj.weight";
-    case AttnTensor::kKProj: return "self_attn.k_proj.weight";
-    case AttnTensor::kVProj: return "self_attn.v_proj.weight";
-    case AttnTensor::kOProj: return "self_attn.o_proj.weight";
-    case AttnTensor::kQBias: return "self_attn.q_proj.bias";
-    case AttnTensor::kKBias: return "self_attn.k_proj.bias";
-    case AttnTensor::kVBias: return "self_attn.v_proj.bias";
-    case AttnTensor::kQNorm: return "self_attn.q_norm.weight";
-    case AttnTensor::kKNorm: return "self_attn.k_norm.weight";
-    case AttnTensor::kQAProj: return "self_attn.q_a_proj.weight";
-    case AttnTensor::kQALayerNorm: return "self_attn.q_a_layernorm.weight";
-    case AttnTensor::kQBProj: return "self_attn.q_b_proj.weight";
-    case AttnTensor::kKvAProjWithMqa: return "self_attn.kv_a_proj_with_mqa.weight";
-    case AttnTensor::kKvALayerNorm: return "self_attn.kv_a_layernorm.weight";
-    case AttnTensor::kKvBProj: return "self_attn.kv_b_proj.weight";
+    case AttnTensor::kQProj:
+      return "self_attn.q_proj.weight";
+    case AttnTensor::kKProj:
+      return "self_attn.k_proj.weight";
+    case AttnTensor::kVProj:
+      return "self_attn.v_proj.weight";
+    case AttnTensor::kOProj:
+      return "self_attn.o_proj.weight";
+    case AttnTensor::kQBias:
+      return "self_attn.q_proj.bias";
+    case AttnTensor::kKBias:
+      return "self_attn.k_proj.bias";
+    case AttnTensor::kVBias:
+      return "self_attn.v_proj.bias";
+    case AttnTensor::kQNorm:
+      return "self_attn.q_norm.weight";
+    case AttnTensor::kKNorm:
+      return "self_attn.k_norm.weight";
+    case AttnTensor::kQAProj:
+      return "self_attn.q_a_proj.weight";
+    case AttnTensor::kQALayerNorm:
+      return "self_attn.q_a_layernorm.weight";
+    case AttnTensor::kQBProj:
+      return "self_attn.q_b_proj.weight";
+    case AttnTensor::kKvAProjWithMqa:
+      return "self_attn.kv_a_proj_with_mqa.weight";
+    case AttnTensor::kKvALayerNorm:
+      return "self_attn.kv_a_layernorm.weight";
+    case AttnTensor::kKvBProj:
+      return "self_attn.kv_b_proj.weight";
   }
   return "?";
 }
@@ -57,27 +80,38 @@ std::string LmHeadName(const ModelConfig& config) {
 }
 
 std::string InputNormName(int64_t layer) { return Layer(layer, "input_layernorm.weight"); }
-std::string PostAttentionNormName(int64_t layer) { return Layer(layer, "post_attention_layernorm.weight"); }
-std::string AttentionName(int64_t layer, AttnTensor tensor) { return Layer(layer, AttnSuffix(tensor)); }
+std::string PostAttentionNormName(int64_t layer) {
+  return Layer(layer, "post_attention_layernorm.weight");
+}
+std::string AttentionName(int64_t layer, AttnTensor tensor) {
+  return Layer(layer, AttnSuffix(tensor));
+}
 
 std::string RouterName(const ModelConfig& config, int64_t layer) {
   return Layer(layer, IsMixtral(config) ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
 }
-std::string RouterBiasName(int64_t layer) { return Layer(layer, "mlp.gate.e_score_correction_bias"); }
+std::string RouterBiasName(int64_t layer) {
+  return Layer(layer, "mlp.gate.e_score_correction_bias");
+}
 
-std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t expert, ExpertProj proj) {
+std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t expert,
+                             ExpertProj proj) {
   if (IsMixtral(config)) {
-    return absl::StrCat("model.layers.", layer, ".block_sparse_moe.experts.", expert, ".", MixtralProjName(proj),
-                        ".weight");
+    return absl::StrCat("model.layers.", layer, ".block_sparse_moe.experts.", expert, ".",
+                        MixtralProjName(proj), ".weight");
   }
-  return absl::StrCat("model.layers.", layer, ".mlp.experts.", expert, ".", ProjName(proj), ".weight");
+  return absl::StrCat("model.layers.", layer, ".mlp.experts.", expert, ".", ProjName(proj),
+                      ".weight");
 }
 
 std::string SharedExpertWeightName(const ModelConfig& config, int64_t layer, ExpertProj proj) {
-  const char* block = config.architecture == Architecture::kDeepseekV3 ? "shared_experts" : "shared_expert";
+  const char* block =
+      config.architecture == Architecture::kDeepseekV3 ? "shared_experts" : "shared_expert";
   return absl::StrCat("model.layers.", layer, ".mlp.", block, ".", ProjName(proj), ".weight");
 }
-std::string SharedExpertGateName(int64_t layer) { return Layer(layer, "mlp.shared_expert_gate.weight"); }
+std::string SharedExpertGateName(int64_t layer) {
+  return Layer(layer, "mlp.shared_expert_gate.weight");
+}
 
 std::string DenseMlpWeightName(int64_t layer, ExpertProj proj) {
   return absl::StrCat("model.layers.", layer, ".mlp.", ProjName(proj), ".weight");

@@ -31,11 +31,22 @@ namespace expertd::models {
 enum class ExpertProj { kGate, kUp, kDown };
 
 enum class AttnTensor {
-  kQProj, kKProj, kVProj, kOProj,  // weights
-  kQBias, kKBias, kVBias,          // when config.attention_bias
-  kQNorm, kKNorm,                  // Qwen3-MoE / OLMoE
+  kQProj,
+  kKProj,
+  kVProj,
+  kOProj,  // weights
+  kQBias,
+  kKBias,
+  kVBias,  // when config.attention_bias
+  kQNorm,
+  kKNorm,  // Qwen3-MoE / OLMoE
   // DeepSeek-V3 multi-head latent attention (kOProj is shared with the above).
-  kQAProj, kQALayerNorm, kQBProj, kKvAProjWithMqa, kKvALayerNorm, kKvBProj,
+  kQAProj,
+  kQALayerNorm,
+  kQBProj,
+  kKvAProjWithMqa,
+  kKvALayerNorm,
+  kKvBProj,
 };
 
 std::string EmbedTokensName();  // "model.embed_tokens.weight"
@@ -52,7 +63,8 @@ std::string RouterName(const ModelConfig& config, int64_t layer);
 // DeepSeek-V3's router score correction bias: [num_experts] (fp32 in real checkpoints).
 std::string RouterBiasName(int64_t layer);
 // Routed expert `expert`'s matrices: gate/up [moe_intermediate, H], down [H, moe_intermediate].
-std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t expert, ExpertProj proj);
+std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t expert,
+                             ExpertProj proj);
 // The shared expert (Qwen2-MoE "shared_expert", DeepSeek-V3 "shared_experts"):
 // gate/up [shared_expert_intermediate_size, H], down [H, shared_expert_intermediate_size].
 std::string SharedExpertWeightName(const ModelConfig& config, int64_t layer, ExpertProj proj);

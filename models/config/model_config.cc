@@ -28,9 +28,11 @@ class FieldReader {
   absl::StatusOr<int64_t> Int(const char* key, int64_t min, int64_t max) const {
     if (!Has(key)) return Error(key, "is required");
     const json& v = obj_[key];
-    if (!v.is_number_integer()) return Error(key, absl::StrCat("must be an integer, got ", v.dump()));
+    if (!v.is_number_integer())
+      return Error(key, absl::StrCat("must be an integer, got ", v.dump()));
     int64_t x = v.get<int64_t>();
-    if (x < min || x > max) return Error(key, absl::StrCat("must be in [", min, ", ", max, "], got ", x));
+    if (x < min || x > max)
+      return Error(key, absl::StrCat("must be in [", min, ", ", max, "], got ", x));
     return x;
   }
   absl::StatusOr<int64_t> IntOr(const char* key, int64_t fallback, int64_t min, int64_t max) const {
@@ -42,7 +44,8 @@ class FieldReader {
     const json& v = obj_[key];
     if (!v.is_number()) return Error(key, absl::StrCat("must be a number, got ", v.dump()));
     double x = v.get<double>();
-    if (!(x >= min && x <= max)) return Error(key, absl::StrCat("must be in [", min, ", ", max, "], got ", x));
+    if (!(x >= min && x <= max))
+      return Error(key, absl::StrCat("must be in [", min, ", ", max, "], got ", x));
     return x;
   }
   absl::StatusOr<bool> Bool(const char* key, bool fallback) const {
@@ -88,8 +91,8 @@ constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
 absl::StatusOr<Architecture> ParseArchitecture(const FieldReader& r) {
   const json& obj = r.obj();
-  if (!obj.contains("architectures") || !obj["architectures"].is_array() || obj["architectures"].empty() ||
-      !obj["architectures"][0].is_string()) {
+  if (!obj.contains("architectures") || !obj["architectures"].is_array() ||
+      obj["architectures"].empty() || !obj["architectures"][0].is_string()) {
     return r.Error("architectures", "must be a non-empty list of class names");
   }
   std::string name = obj["architectures"][0].get<std::string>();
@@ -97,9 +100,10 @@ absl::StatusOr<Architecture> ParseArchitecture(const FieldReader& r) {
                          Architecture::kOlmoe, Architecture::kDeepseekV3}) {
     if (name == ArchitectureName(a)) return a;
   }
-  return r.Error("architectures", absl::StrCat("names unsupported architecture '", name,
-                                               "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, "
-                                               "Qwen3MoeForCausalLM, OlmoeForCausalLM, DeepseekV3ForCausalLM)"));
+  return r.Error("architectures",
+                 absl::StrCat("names unsupported architecture '", name,
+                              "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, "
+                              "Qwen3MoeForCausalLM, OlmoeForCausalLM, DeepseekV3ForCausalLM)"));
 }
 
 absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
@@ -108,17 +112,25 @@ absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
   if (!rs.is_object()) return r.Error("rope_scaling", "must be an object or null");
   FieldReader s(rs, "config.json rope_scaling");
   std::string type;
-  if (rs.contains("rope_type") && rs["rope_type"].is_string()) type = rs["rope_type"].get<std::string>();
-  else if (rs.contains("type") && rs["type"].is_string()) type = rs["type"].get<std::string>();
+  if (rs.contains("rope_type") && rs["rope_type"].is_string())
+    type = rs["rope_type"].get<std::string>();
+  else if (rs.contains("type") && rs["type"].is_string())
+    type = rs["type"].get<std::string>();
   RopeScaling& out = c->rope_scaling;
   if (type == "default") return absl::OkStatus();
-  if (type == "linear") out.type = RopeScalingType::kLinear;
-  else if (type == "llama3") out.type = RopeScalingType::kLlama3;
-  else if (type == "yarn") out.type = RopeScalingType::kYarn;
-  else return r.Error("rope_scaling", absl::StrCat("has unsupported type '", type, "' (supported: linear, llama3, yarn)"));
+  if (type == "linear")
+    out.type = RopeScalingType::kLinear;
+  else if (type == "llama3")
+    out.type = RopeScalingType::kLlama3;
+  else if (type == "yarn")
+    out.type = RopeScalingType::kYarn;
+  else
+    return r.Error("rope_scaling", absl::StrCat("has unsupported type '", type,
+                                                "' (supported: linear, llama3, yarn)"));
   ASSIGN_OR_RETURN(out.factor, s.Double("factor", 1.0, 1e-3, 1e6));
-  ASSIGN_OR_RETURN(out.original_max_position_embeddings,
-                   s.IntOr("original_max_position_embeddings", c->max_position_embeddings, 1, kMaxDim * 16));
+  ASSIGN_OR_RETURN(
+      out.original_max_position_embeddings,
+      s.IntOr("original_max_position_embeddings", c->max_position_embeddings, 1, kMaxDim * 16));
   ASSIGN_OR_RETURN(out.low_freq_factor, s.Double("low_freq_factor", 1.0, 0, 1e6));
   ASSIGN_OR_RETURN(out.high_freq_factor, s.Double("high_freq_factor", 4.0, 0, 1e6));
   ASSIGN_OR_RETURN(out.beta_fast, s.Double("beta_fast", 32.0, 0, 1e6));
@@ -143,9 +155,11 @@ absl::Status ParseMoeLayers(const FieldReader& r, ModelConfig* c) {
         const json& v = r.obj()["mlp_only_layers"];
         if (!v.is_array()) return r.Error("mlp_only_layers", "must be a list of layer indices");
         for (const json& x : v) {
-          if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= c->num_hidden_layers) {
-            return r.Error("mlp_only_layers", absl::StrCat("holds ", x.dump(), ", not a layer index in [0, ",
-                                                           c->num_hidden_layers, ")"));
+          if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+              x.get<int64_t>() >= c->num_hidden_layers) {
+            return r.Error("mlp_only_layers",
+                           absl::StrCat("holds ", x.dump(), ", not a layer index in [0, ",
+                                        c->num_hidden_layers, ")"));
           }
           dense_only[x.get<int64_t>()] = true;
         }
@@ -156,7 +170,8 @@ absl::Status ParseMoeLayers(const FieldReader& r, ModelConfig* c) {
       return absl::OkStatus();
     }
     case Architecture::kDeepseekV3: {
-      ASSIGN_OR_RETURN(int64_t first_dense, r.IntOr("first_k_dense_replace", 0, 0, c->num_hidden_layers));
+      ASSIGN_OR_RETURN(int64_t first_dense,
+                       r.IntOr("first_k_dense_replace", 0, 0, c->num_hidden_layers));
       ASSIGN_OR_RETURN(int64_t freq, r.IntOr("moe_layer_freq", 1, 1, kMaxDim));
       for (int64_t i = 0; i < c->num_hidden_layers; ++i) {
         c->is_moe_layer[i] = c->num_experts > 0 && i >= first_dense && i % freq == 0;
@@ -170,8 +185,8 @@ absl::Status ParseMoeLayers(const FieldReader& r, ModelConfig* c) {
 absl::Status ParseMoe(const FieldReader& r, ModelConfig* c) {
   const bool deepseek = c->architecture == Architecture::kDeepseekV3;
   const char* experts_key = c->architecture == Architecture::kMixtral ? "num_local_experts"
-                            : deepseek                               ? "n_routed_experts"
-                                                                     : "num_experts";
+                            : deepseek                                ? "n_routed_experts"
+                                                                      : "num_experts";
   ASSIGN_OR_RETURN(c->num_experts, r.Int(experts_key, 1, 1 << 16));
   ASSIGN_OR_RETURN(c->num_experts_per_tok, r.Int("num_experts_per_tok", 1, c->num_experts));
   if (c->architecture == Architecture::kMixtral || c->architecture == Architecture::kOlmoe) {
@@ -188,13 +203,16 @@ absl::Status ParseMoe(const FieldReader& r, ModelConfig* c) {
   ASSIGN_OR_RETURN(c->router_aux_loss_coef,
                    r.Double(deepseek ? "aux_loss_alpha" : "router_aux_loss_coef", 0.0, 0.0, 1e3));
   if (c->architecture == Architecture::kQwen2Moe) {
-    ASSIGN_OR_RETURN(c->shared_expert_intermediate_size, r.IntOr("shared_expert_intermediate_size", 0, 0, kMaxDim));
+    ASSIGN_OR_RETURN(c->shared_expert_intermediate_size,
+                     r.IntOr("shared_expert_intermediate_size", 0, 0, kMaxDim));
     c->shared_expert_gated = c->shared_expert_intermediate_size > 0;
   }
   if (deepseek) {
     ASSIGN_OR_RETURN(std::string scoring, r.String("scoring_func", "softmax"));
-    if (scoring == "sigmoid") c->router_scoring = RouterScoring::kSigmoid;
-    else if (scoring != "softmax") return r.Error("scoring_func", absl::StrCat("has unsupported value '", scoring, "'"));
+    if (scoring == "sigmoid")
+      c->router_scoring = RouterScoring::kSigmoid;
+    else if (scoring != "softmax")
+      return r.Error("scoring_func", absl::StrCat("has unsupported value '", scoring, "'"));
     ASSIGN_OR_RETURN(std::string method, r.String("topk_method", "greedy"));
     if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy") {
       return r.Error("topk_method", absl::StrCat("has unsupported value '", method, "'"));
@@ -221,11 +239,16 @@ absl::Status ParseMoe(const FieldReader& r, ModelConfig* c) {
 
 const char* ArchitectureName(Architecture arch) {
   switch (arch) {
-    case Architecture::kMixtral: return "MixtralForCausalLM";
-    case Architecture::kQwen2Moe: return "Qwen2MoeForCausalLM";
-    case Architecture::kQwen3Moe: return "Qwen3MoeForCausalLM";
-    case Architecture::kOlmoe: return "OlmoeForCausalLM";
-    case Architecture::kDeepseekV3: return "DeepseekV3ForCausalLM";
+    case Architecture::kMixtral:
+      return "MixtralForCausalLM";
+    case Architecture::kQwen2Moe:
+      return "Qwen2MoeForCausalLM";
+    case Architecture::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
+    case Architecture::kOlmoe:
+      return "OlmoeForCausalLM";
+    case Architecture::kDeepseekV3:
+      return "DeepseekV3ForCausalLM";
   }
   return "?";
 }
@@ -236,15 +259,20 @@ int64_t ModelConfig::num_moe_layers() const {
   return n;
 }
 
-int64_t ModelConfig::ExpertParamsPerExpert() const { return 3 * hidden_size * moe_intermediate_size; }
+int64_t ModelConfig::ExpertParamsPerExpert() const {
+  return 3 * hidden_size * moe_intermediate_size;
+}
 
-int64_t ModelConfig::TotalExpertParams() const { return num_moe_layers() * num_experts * ExpertParamsPerExpert(); }
+int64_t ModelConfig::TotalExpertParams() const {
+  return num_moe_layers() * num_experts * ExpertParamsPerExpert();
+}
 
 namespace {
 int64_t AttentionParams(const ModelConfig& c) {
   const int64_t h = c.hidden_size;
   if (c.uses_mla()) {
-    int64_t q = c.q_lora_rank > 0 ? h * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * c.num_attention_heads * c.head_dim
+    int64_t q = c.q_lora_rank > 0 ? h * c.q_lora_rank + c.q_lora_rank +
+                                        c.q_lora_rank * c.num_attention_heads * c.head_dim
                                   : h * c.num_attention_heads * c.head_dim;
     int64_t kv = h * (c.kv_lora_rank + c.qk_rope_head_dim) + c.kv_lora_rank +
                  c.kv_lora_rank * c.num_attention_heads * (c.qk_nope_head_dim + c.v_head_dim);
@@ -253,10 +281,12 @@ int64_t AttentionParams(const ModelConfig& c) {
   int64_t q = h * c.num_attention_heads * c.head_dim;
   int64_t kv = 2 * h * c.num_key_value_heads * c.head_dim;
   int64_t o = c.num_attention_heads * c.head_dim * h;
-  int64_t bias = c.attention_bias ? (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim : 0;
+  int64_t bias =
+      c.attention_bias ? (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim : 0;
   int64_t norms = c.qk_norm == QkNorm::kPerHead ? 2 * c.head_dim
-                  : c.qk_norm == QkNorm::kWholeProjection ? (c.num_attention_heads + c.num_key_value_heads) * c.head_dim
-                                                          : 0;
+                  : c.qk_norm == QkNorm::kWholeProjection
+                      ? (c.num_attention_heads + c.num_key_value_heads) * c.head_dim
+                      : 0;
   return q + kv + o + bias + norms;
 }
 
@@ -299,23 +329,27 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   ASSIGN_OR_RETURN(c.architecture, ParseArchitecture(r));
   ASSIGN_OR_RETURN(c.model_type, r.String("model_type", ""));
   ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", "silu"));
-  if (act != "silu") return r.Error("hidden_act", absl::StrCat("is '", act, "'; only 'silu' (SwiGLU) is supported"));
+  if (act != "silu")
+    return r.Error("hidden_act", absl::StrCat("is '", act, "'; only 'silu' (SwiGLU) is supported"));
 
   ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", 1, kMaxVocab));
   ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", 1, kMaxDim));
   ASSIGN_OR_RETURN(c.num_hidden_layers, r.Int("num_hidden_layers", 1, 4096));
   ASSIGN_OR_RETURN(c.num_attention_heads, r.Int("num_attention_heads", 1, 4096));
-  ASSIGN_OR_RETURN(c.num_key_value_heads, r.IntOr("num_key_value_heads", c.num_attention_heads, 1, c.num_attention_heads));
+  ASSIGN_OR_RETURN(c.num_key_value_heads,
+                   r.IntOr("num_key_value_heads", c.num_attention_heads, 1, c.num_attention_heads));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return r.Error("num_key_value_heads", absl::StrCat("(", c.num_key_value_heads, ") must divide num_attention_heads (",
-                                                       c.num_attention_heads, ")"));
+    return r.Error("num_key_value_heads",
+                   absl::StrCat("(", c.num_key_value_heads, ") must divide num_attention_heads (",
+                                c.num_attention_heads, ")"));
   }
   if (!r.Has("head_dim") && c.hidden_size % c.num_attention_heads != 0) {
     return r.Error("num_attention_heads", "must divide hidden_size when head_dim is not given");
   }
   ASSIGN_OR_RETURN(c.head_dim, r.IntOr("head_dim", c.hidden_size / c.num_attention_heads, 1, 4096));
   ASSIGN_OR_RETURN(c.intermediate_size, r.Int("intermediate_size", 1, kMaxDim));
-  ASSIGN_OR_RETURN(c.max_position_embeddings, r.IntOr("max_position_embeddings", 4096, 1, kMaxDim * 16));
+  ASSIGN_OR_RETURN(c.max_position_embeddings,
+                   r.IntOr("max_position_embeddings", 4096, 1, kMaxDim * 16));
   ASSIGN_OR_RETURN(c.rms_norm_eps, r.Double("rms_norm_eps", 1e-6, 0.0, 1.0));
   ASSIGN_OR_RETURN(c.rope_theta, r.Double("rope_theta", 10000.0, 1.0, 1e12));
   RETURN_IF_ERROR(ParseRopeScaling(r, &c));
@@ -323,7 +357,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
 
   // Sliding-window attention changes results; refuse rather than ignore it.
   ASSIGN_OR_RETURN(bool use_sliding, r.Bool("use_sliding_window", false));
-  if (use_sliding) return r.Error("use_sliding_window", "is true; sliding-window attention is not supported");
+  if (use_sliding)
+    return r.Error("use_sliding_window", "is true; sliding-window attention is not supported");
   if (c.architecture == Architecture::kMixtral && r.Has("sliding_window")) {
     return r.Error("sliding_window", "is set; sliding-window attention is not supported");
   }
@@ -359,10 +394,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   if (!pad.empty()) c.pad_token_id = pad[0];
 
   ASSIGN_OR_RETURN(std::string dtype, r.String("torch_dtype", "float32"));
-  if (dtype == "float32") c.torch_dtype = DType::kF32;
-  else if (dtype == "bfloat16") c.torch_dtype = DType::kBF16;
-  else if (dtype == "float16") c.torch_dtype = DType::kF16;
-  else return r.Error("torch_dtype", absl::StrCat("is '", dtype, "'; supported: float32, bfloat16, float16"));
+  if (dtype == "float32")
+    c.torch_dtype = DType::kF32;
+  else if (dtype == "bfloat16")
+    c.torch_dtype = DType::kBF16;
+  else if (dtype == "float16")
+    c.torch_dtype = DType::kF16;
+  else
+    return r.Error("torch_dtype",
+                   absl::StrCat("is '", dtype, "'; supported: float32, bfloat16, float16"));
   return c;
 }
 
@@ -382,7 +422,8 @@ absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config)
   return ApplyGenerationConfigJson(buf.str(), path, config);
 }
 
-absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source, ModelConfig* config) {
+absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source,
+                                       ModelConfig* config) {
   json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded() || !obj.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));

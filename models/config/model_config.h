@@ -43,7 +43,7 @@ enum class RopeScalingType { kNone, kLinear, kLlama3, kYarn };
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
   double factor = 1.0;
-  int64_t original_max_position_embeddings = 0;  // yarn, llama3
+  int64_t original_max_position_embeddings = 0;          // yarn, llama3
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double beta_fast = 32.0, beta_slow = 1.0;              // yarn
   double mscale = 1.0, mscale_all_dim = 0.0;             // yarn (DeepSeek)
@@ -62,31 +62,31 @@ struct ModelConfig {
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
-  int64_t head_dim = 0;                 // hidden_size / heads unless given
-  int64_t intermediate_size = 0;        // dense MLP width (dense layers)
+  int64_t head_dim = 0;           // hidden_size / heads unless given
+  int64_t intermediate_size = 0;  // dense MLP width (dense layers)
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;          // q/k/v projections carry a bias (Qwen2-MoE: always)
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2-MoE: always)
   QkNorm qk_norm = QkNorm::kNone;
-  double clip_qkv = 0.0;                // OLMoE: clamp q/k/v to [-c, c]; 0 = off
+  double clip_qkv = 0.0;  // OLMoE: clamp q/k/v to [-c, c]; 0 = off
 
   // Mixture of experts.
-  int64_t num_experts = 0;              // routed experts per MoE layer
-  int64_t num_experts_per_tok = 0;      // top-k
-  int64_t moe_intermediate_size = 0;    // routed expert width
-  bool norm_topk_prob = false;          // renormalise the top-k weights to sum to 1
+  int64_t num_experts = 0;            // routed experts per MoE layer
+  int64_t num_experts_per_tok = 0;    // top-k
+  int64_t moe_intermediate_size = 0;  // routed expert width
+  bool norm_topk_prob = false;        // renormalise the top-k weights to sum to 1
   RouterScoring router_scoring = RouterScoring::kSoftmax;
   int64_t shared_expert_intermediate_size = 0;  // 0 = no shared expert
-  bool shared_expert_gated = false;     // Qwen2-MoE: sigmoid(shared_expert_gate(x)) scales it
-  std::vector<bool> is_moe_layer;       // per layer: routed experts (true) or dense MLP
+  bool shared_expert_gated = false;  // Qwen2-MoE: sigmoid(shared_expert_gate(x)) scales it
+  std::vector<bool> is_moe_layer;    // per layer: routed experts (true) or dense MLP
   double router_aux_loss_coef = 0.0;
   // DeepSeek-V3 routing (router_scoring == kSigmoid).
   int64_t n_group = 1, topk_group = 1;
   double routed_scaling_factor = 1.0;
-  std::string topk_method;              // "noaux_tc" (V3), "greedy", "group_limited_greedy"
+  std::string topk_method;  // "noaux_tc" (V3), "greedy", "group_limited_greedy"
   // Multi-token-prediction layers stored after the decoder layers
   // (model.layers.{num_hidden_layers + i}.*); plain decoding does not use them.
   int64_t num_nextn_predict_layers = 0;
@@ -104,14 +104,15 @@ struct ModelConfig {
   bool uses_mla() const { return kv_lora_rank > 0; }
   int64_t num_moe_layers() const;
   // Parameter counts (elements), from the shapes above.
-  int64_t ExpertParamsPerExpert() const;    // gate+up+down of one routed expert
-  int64_t TotalExpertParams() const;        // all routed experts, all layers
-  int64_t TotalParams() const;              // everything
-  int64_t ActiveParamsPerToken() const;     // dense + top-k experts
+  int64_t ExpertParamsPerExpert() const;  // gate+up+down of one routed expert
+  int64_t TotalExpertParams() const;      // all routed experts, all layers
+  int64_t TotalParams() const;            // everything
+  int64_t ActiveParamsPerToken() const;   // dense + top-k experts
 };
 
 // Parses config.json text. `source` names the file in error messages.
-absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json, absl::string_view source = "config.json");
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
+                                             absl::string_view source = "config.json");
 
 // Reads and parses `path` (a config.json file).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
@@ -120,7 +121,8 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 // bos_token_id / pad_token_id override the config's. Missing file is OK.
 absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config);
 // The same from the file's text; `source` names it in errors.
-absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source, ModelConfig* config);
+absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source,
+                                       ModelConfig* config);
 
 }  // namespace expertd::models
 

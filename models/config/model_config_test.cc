@@ -9,7 +9,9 @@
 namespace expertd::models {
 namespace {
 
-std::string FixturePath(const std::string& arch) { return "tests/data/fixtures/" + arch + "/config.json"; }
+std::string FixturePath(const std::string& arch) {
+  return "tests/data/fixtures/" + arch + "/config.json";
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -119,7 +121,8 @@ TEST(ModelConfigTest, BadValuesNameTheField) {
     auto c = ParseModelConfig(j.dump());
     ASSERT_FALSE(c.ok()) << tc.field << " = " << tc.value.dump();
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-    const std::string field = tc.field == std::string("architectures") ? "GPT2LMHeadModel" : tc.field;
+    const std::string field =
+        tc.field == std::string("architectures") ? "GPT2LMHeadModel" : tc.field;
     EXPECT_NE(c.status().message().find(field), std::string::npos) << c.status();
   }
 }
@@ -132,7 +135,8 @@ TEST(ModelConfigTest, MissingRequiredAndGarbage) {
   EXPECT_NE(c.status().message().find("vocab_size"), std::string::npos);
   EXPECT_FALSE(ParseModelConfig("{not json").ok());
   EXPECT_FALSE(ParseModelConfig("[1,2]").ok());
-  EXPECT_EQ(LoadModelConfig("/nonexistent/config.json").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadModelConfig("/nonexistent/config.json").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(ModelConfigTest, GenerationConfigOverridesEos) {

@@ -33,8 +33,10 @@ inline float Bf16ToF32(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h)
 
 inline uint16_t F32ToBf16(float f) {
   uint32_t u = FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even; carries into the exponent (-> Inf) correctly
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  u += 0x7fffu +
+       ((u >> 16) & 1u);  // round to nearest even; carries into the exponent (-> Inf) correctly
   return static_cast<uint16_t>(u >> 16);
 }
 

@@ -14,9 +14,12 @@ namespace {
 
 // The F16C instructions (baseline flag -mf16c) are an exact oracle for IEEE half.
 uint16_t HardwareF32ToF16(float f) {
-  return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set1_ps(f), _MM_FROUND_TO_NEAREST_INT), 0));
+  return static_cast<uint16_t>(
+      _mm_extract_epi16(_mm_cvtps_ph(_mm_set1_ps(f), _MM_FROUND_TO_NEAREST_INT), 0));
 }
-float HardwareF16ToF32(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)))); }
+float HardwareF16ToF32(uint16_t h) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))));
+}
 
 bool IsNanBits16Half(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
 

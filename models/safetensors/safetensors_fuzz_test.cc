@@ -31,11 +31,13 @@ class Rng {
 
 std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
 }
 
 void SetLength(std::vector<uint8_t>* f, uint64_t n) {
-  for (int i = 0; i < 8 && i < static_cast<int>(f->size()); ++i) (*f)[i] = static_cast<uint8_t>(n >> (8 * i));
+  for (int i = 0; i < 8 && i < static_cast<int>(f->size()); ++i)
+    (*f)[i] = static_cast<uint8_t>(n >> (8 * i));
 }
 uint64_t GetLength(const std::vector<uint8_t>& f) {
   uint64_t n = 0;
@@ -53,7 +55,8 @@ void Mutate(Rng& rng, std::vector<uint8_t>* f) {
       if (pos < f->size()) (*f)[pos] ^= static_cast<uint8_t>(1u << rng.Below(8));
       break;
     case 1:  // overwrite with an interesting character
-      if (pos < f->size()) (*f)[pos] = static_cast<uint8_t>(kInteresting[rng.Below(sizeof(kInteresting) - 1)]);
+      if (pos < f->size())
+        (*f)[pos] = static_cast<uint8_t>(kInteresting[rng.Below(sizeof(kInteresting) - 1)]);
       break;
     case 2:  // truncate anywhere
       f->resize(rng.Below(f->size() + 1));

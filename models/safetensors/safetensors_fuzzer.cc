@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t touched = 0;
   for (const SafetensorsEntry& e : h->tensors) {
     Require(e.begin <= e.end && e.end <= h->data_bytes, "range inside the data section");
-    Require(static_cast<uint64_t>(e.numel()) * DTypeSize(e.dtype) == e.nbytes(), "size matches shape");
+    Require(static_cast<uint64_t>(e.numel()) * DTypeSize(e.dtype) == e.nbytes(),
+            "size matches shape");
     // Touch the first and last byte, as a reader of the tensor would.
     if (e.nbytes() > 0) touched += data[h->data_start + e.begin] + data[h->data_start + e.end - 1];
   }
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cannot read %s\n", argv[i]);
       return 1;
     }
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
     std::printf("%s: ok\n", argv[i]);
   }

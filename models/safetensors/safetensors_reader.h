@@ -47,9 +47,9 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  uint64_t json_bytes = 0;  // N
-  uint64_t data_start = 0;  // 8 + N: file offset of the data section
-  uint64_t data_bytes = 0;  // file size - data_start
+  uint64_t json_bytes = 0;                // N
+  uint64_t data_start = 0;                // 8 + N: file offset of the data section
+  uint64_t data_bytes = 0;                // file size - data_start
   std::vector<SafetensorsEntry> tensors;  // sorted by name
   std::map<std::string, std::string> metadata;
 
@@ -69,7 +69,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, s
 class SafetensorsFile {
  public:
   // `env` is only used during Open. NotFound if the file does not exist.
-  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path, Env* env = Env::Default());
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path,
+                                                               Env* env = Env::Default());
 
   const std::string& path() const { return path_; }
   uint64_t file_size() const { return file_->size(); }
@@ -79,7 +80,9 @@ class SafetensorsFile {
 
   // Pointer to the entry's first byte inside the mapping (valid while this
   // object lives). Not necessarily aligned to the dtype size.
-  const uint8_t* Data(const SafetensorsEntry& e) const { return file_->data() + header_.data_start + e.begin; }
+  const uint8_t* Data(const SafetensorsEntry& e) const {
+    return file_->data() + header_.data_start + e.begin;
+  }
   // Absolute file offset of the entry's first byte (for direct I/O readers).
   uint64_t FileOffset(const SafetensorsEntry& e) const { return header_.data_start + e.begin; }
 

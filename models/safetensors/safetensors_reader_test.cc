@@ -11,7 +11,8 @@
 namespace expertd::models {
 namespace {
 
-const char* const kFixtures[] = {"mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe", "deepseek_v3"};
+const char* const kFixtures[] = {"mixtral", "qwen2_moe", "qwen2_moe_mixed",
+                                 "olmoe",   "qwen3_moe", "deepseek_v3"};
 
 std::string FixturePath(const std::string& arch, const char* file) {
   return "tests/data/fixtures/" + arch + "/" + file;
@@ -19,7 +20,8 @@ std::string FixturePath(const std::string& arch, const char* file) {
 
 // A safetensors file in memory: 8-byte length, `header` verbatim, then
 // `data_bytes` zero bytes.
-std::vector<uint8_t> MakeFile(const std::string& header, size_t data_bytes, uint64_t length_override = ~0ull) {
+std::vector<uint8_t> MakeFile(const std::string& header, size_t data_bytes,
+                              uint64_t length_override = ~0ull) {
   uint64_t n = length_override == ~0ull ? header.size() : length_override;
   std::vector<uint8_t> out(8);
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
@@ -38,7 +40,8 @@ void ExpectError(const std::string& header, size_t data_bytes, std::vector<std::
   ASSERT_FALSE(s.ok()) << header;
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   fragments.push_back("test.safetensors");
-  for (const std::string& f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
+  for (const std::string& f : fragments)
+    EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
 }
 
 TEST(SafetensorsReaderTest, OpensEveryFixtureAndBf16IsRoundedFp32) {
@@ -63,7 +66,8 @@ TEST(SafetensorsReaderTest, OpensEveryFixtureAndBf16IsRoundedFp32) {
       ConvertToF32(DType::kF32, (*f32)->Data(e), full.data(), full.size());
       ConvertToF32(b->dtype, (*bf16)->Data(*b), rounded.data(), rounded.size());
       for (size_t i = 0; i < full.size(); ++i) {
-        ASSERT_EQ(F32ToBf16(full[i]), F32ToBf16(rounded[i])) << arch << " " << e.name << "[" << i << "]";
+        ASSERT_EQ(F32ToBf16(full[i]), F32ToBf16(rounded[i]))
+            << arch << " " << e.name << "[" << i << "]";
       }
     }
   }
@@ -102,10 +106,10 @@ TEST(SafetensorsReaderTest, AcceptsMinimalAndEdgeCaseHeaders) {
   EXPECT_TRUE(Parse(MakeFile("{}", 0)).ok());
   EXPECT_TRUE(Parse(MakeFile("{}      ", 0)).ok());  // HF pads with spaces
   // Zero-size tensor, a gap and a scalar.
-  std::vector<uint8_t> file =
-      MakeFile(R"({"__metadata__":{"k":"v"},"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},)"
-               R"("s":{"dtype":"BF16","shape":[],"data_offsets":[4,6]}})",
-               6);
+  std::vector<uint8_t> file = MakeFile(
+      R"({"__metadata__":{"k":"v"},"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},)"
+      R"("s":{"dtype":"BF16","shape":[],"data_offsets":[4,6]}})",
+      6);
   auto h = ParseSafetensorsHeader(file.data(), file.size(), "x");
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->tensors.size(), 2u);
@@ -117,8 +121,8 @@ TEST(SafetensorsReaderTest, AcceptsMinimalAndEdgeCaseHeaders) {
 TEST(SafetensorsReaderTest, RejectsBadLengthPrefix) {
   EXPECT_FALSE(Parse({1, 2, 3}).ok());
   EXPECT_FALSE(Parse(MakeFile("{}", 0, 0)).ok());
-  EXPECT_FALSE(Parse(MakeFile("{}", 0, 3)).ok());               // past the end
-  EXPECT_FALSE(Parse(MakeFile("{}", 0, ~0ull - 1)).ok());       // would overflow 8 + N
+  EXPECT_FALSE(Parse(MakeFile("{}", 0, 3)).ok());                  // past the end
+  EXPECT_FALSE(Parse(MakeFile("{}", 0, ~0ull - 1)).ok());          // would overflow 8 + N
   EXPECT_FALSE(Parse(MakeFile("{}", 0, uint64_t{1} << 40)).ok());  // over the limit
   absl::Status s = Parse(MakeFile("{}", 0, 200'000'000));
   EXPECT_NE(s.message().find("exceeds the limit"), std::string::npos) << s;
@@ -139,20 +143,31 @@ TEST(SafetensorsReaderTest, RejectsBadEntries) {
   ExpectError(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4, {"'w'", "lacks 'dtype'"});
   ExpectError(R"({"w":{"dtype":"F32","data_offsets":[0,4]}})", 4, {"'w'", "lacks 'shape'"});
   ExpectError(R"({"w":{"dtype":"F32","shape":[1]}})", 4, {"'w'", "lacks 'data_offsets'"});
-  ExpectError(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8, {"'w'", "unsupported dtype 'I64'"});
+  ExpectError(R"({"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8,
+              {"'w'", "unsupported dtype 'I64'"});
   ExpectError(R"({"w":{"dtype":7,"shape":[1],"data_offsets":[0,4]}})", 4, {"'w'", "dtype"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4, {"'w'", "non-negative"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4, {"'w'", "non-negative"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":"1","data_offsets":[0,4]}})", 4, {"'w'", "must be a list"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})", 4,
-              {"'w'", "rank 17"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,4]}})", 4,
-              {"'w'", "absurdly large"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 8, {"'w'", "needs 8 bytes", "hold 4"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 8, {"'w'", "begin <= end"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 8, {"'w'", "[begin, end]"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 8, {"'w'", "bad data_offsets"});
-  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 6, {"'w'", "past the end"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4,
+              {"'w'", "non-negative"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4,
+              {"'w'", "non-negative"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":"1","data_offsets":[0,4]}})", 4,
+              {"'w'", "must be a list"});
+  ExpectError(
+      R"({"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})",
+      4, {"'w'", "rank 17"});
+  ExpectError(
+      R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,4]}})", 4,
+      {"'w'", "absurdly large"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 8,
+              {"'w'", "needs 8 bytes", "hold 4"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 8,
+              {"'w'", "begin <= end"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 8,
+              {"'w'", "[begin, end]"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 8,
+              {"'w'", "bad data_offsets"});
+  ExpectError(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 6,
+              {"'w'", "past the end"});
   ExpectError(R"({"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4, {"empty name"});
   ExpectError(R"({"__metadata__":{"format":1}})", 0, {"__metadata__", "'format'"});
   ExpectError(R"({"__metadata__":[]})", 0, {"__metadata__"});

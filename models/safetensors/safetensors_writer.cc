@@ -24,10 +24,13 @@ absl::Status CheckSpecs(const std::string& path, const std::vector<TensorSpec>& 
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", s.name, "' given twice"));
     }
     if (s.shape.size() > kMaxSafetensorsRank) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", s.name, "' has too many dims"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor '", s.name, "' has too many dims"));
     }
     for (int64_t d : s.shape) {
-      if (d < 0) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", s.name, "' has a negative dim"));
+      if (d < 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": tensor '", s.name, "' has a negative dim"));
     }
   }
   return absl::OkStatus();
@@ -38,13 +41,15 @@ std::vector<const TensorSpec*> DataOrder(const std::vector<TensorSpec>& specs) {
   std::vector<const TensorSpec*> order;
   for (const TensorSpec& s : specs) order.push_back(&s);
   std::sort(order.begin(), order.end(), [](const TensorSpec* a, const TensorSpec* b) {
-    if (DTypeSize(a->dtype) != DTypeSize(b->dtype)) return DTypeSize(a->dtype) > DTypeSize(b->dtype);
+    if (DTypeSize(a->dtype) != DTypeSize(b->dtype))
+      return DTypeSize(a->dtype) > DTypeSize(b->dtype);
     return a->name < b->name;
   });
   return order;
 }
 
-std::string BuildHeader(const std::vector<const TensorSpec*>& order, const std::map<std::string, std::string>& metadata) {
+std::string BuildHeader(const std::vector<const TensorSpec*>& order,
+                        const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -71,7 +76,8 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
-absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs, const TensorFiller& fill,
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs,
+                              const TensorFiller& fill,
                               const std::map<std::string, std::string>& metadata, Env* env) {
   RETURN_IF_ERROR(CheckSpecs(path, specs));
   const std::vector<const TensorSpec*> order = DataOrder(specs);
@@ -86,8 +92,11 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorS
   for (const TensorSpec* s : order) {
     buf.assign(s->nbytes(), 0);
     absl::Status st = fill(*s, buf.data());
-    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(path, ": tensor '", s->name, "': ", st.message()));
-    RETURN_IF_ERROR(out->file()->Append(absl::string_view(reinterpret_cast<const char*>(buf.data()), buf.size())));
+    if (!st.ok())
+      return absl::Status(st.code(),
+                          absl::StrCat(path, ": tensor '", s->name, "': ", st.message()));
+    RETURN_IF_ERROR(out->file()->Append(
+        absl::string_view(reinterpret_cast<const char*>(buf.data()), buf.size())));
   }
   return out->Commit();
 }

@@ -38,8 +38,10 @@ struct TensorSpec {
 using TensorFiller = std::function<absl::Status(const TensorSpec& spec, uint8_t* dst)>;
 
 // Writes `specs` (unique, non-empty names; dims >= 0) to `path`.
-absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs, const TensorFiller& fill,
-                              const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorSpec>& specs,
+                              const TensorFiller& fill,
+                              const std::map<std::string, std::string>& metadata = {{"format",
+                                                                                     "pt"}},
                               Env* env = Env::Default());
 
 // Convenience form for tensors already in memory.
@@ -48,7 +50,8 @@ struct TensorToWrite {
   const void* data = nullptr;  // spec.nbytes() bytes; caller-owned, read during the call
 };
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                              const std::map<std::string, std::string>& metadata = {{"format",
+                                                                                     "pt"}},
                               Env* env = Env::Default());
 
 }  // namespace expertd::models

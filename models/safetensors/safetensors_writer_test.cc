@@ -19,7 +19,9 @@
 namespace expertd::models {
 namespace {
 
-std::string TmpPath(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
+std::string TmpPath(const std::string& name) {
+  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -84,16 +86,20 @@ TEST(SafetensorsWriterTest, FillerErrorLeavesNoFile) {
   EXPECT_FALSE(Exists(path));
   auto names = Env::Default()->ListDir(TmpPath(""));
   ASSERT_TRUE(names.ok());
-  for (const std::string& n : *names) EXPECT_NE(n.rfind("failed.safetensors", 0), 0u) << n;  // no temp file
+  for (const std::string& n : *names)
+    EXPECT_NE(n.rfind("failed.safetensors", 0), 0u) << n;  // no temp file
 }
 
 TEST(SafetensorsWriterTest, ReportsIoAndSpecErrors) {
   std::vector<float> a = {1};
-  absl::Status s = WriteSafetensors("/nonexistent-dir/x.safetensors", {{{"x", DType::kF32, {1}}, a.data()}});
+  absl::Status s =
+      WriteSafetensors("/nonexistent-dir/x.safetensors", {{{"x", DType::kF32, {1}}, a.data()}});
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   EXPECT_NE(s.message().find("/nonexistent-dir/x.safetensors"), std::string::npos);
   const std::string path = TmpPath("bad.safetensors");
-  EXPECT_FALSE(WriteSafetensors(path, {{{"x", DType::kF32, {1}}, a.data()}, {{"x", DType::kF32, {1}}, a.data()}}).ok());
+  EXPECT_FALSE(WriteSafetensors(
+                   path, {{{"x", DType::kF32, {1}}, a.data()}, {{"x", DType::kF32, {1}}, a.data()}})
+                   .ok());
   EXPECT_FALSE(WriteSafetensors(path, {{{"x", DType::kF32, {-1}}, a.data()}}).ok());
   EXPECT_FALSE(WriteSafetensors(path, {{{"__metadata__", DType::kF32, {1}}, a.data()}}).ok());
   EXPECT_FALSE(Exists(path));
@@ -102,23 +108,28 @@ TEST(SafetensorsWriterTest, ReportsIoAndSpecErrors) {
 TEST(SafetensorsWriterTest, WritesAndReadsThroughAnInMemoryEnv) {
   MemoryEnv env;
   std::vector<float> a = {1, 2, 3};
-  ASSERT_TRUE(WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, a.data()}}, {{"format", "pt"}}, &env).ok());
+  ASSERT_TRUE(WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, a.data()}},
+                               {{"format", "pt"}}, &env)
+                  .ok());
   env.SimulateCrash();  // committed files are durable
   auto f = SafetensorsFile::Open("/w.safetensors", &env);
   ASSERT_TRUE(f.ok()) << f.status();
   const SafetensorsEntry* e = (*f)->Find("x");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(std::memcmp((*f)->Data(*e), a.data(), sizeof(float) * 3), 0);
-  EXPECT_EQ(SafetensorsFile::Open("/none.safetensors", &env).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SafetensorsFile::Open("/none.safetensors", &env).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(SafetensorsWriterTest, DiskFullKeepsTheOldFileAndLeavesNoTemp) {
   MemoryEnv mem;
   FaultInjectionEnv env(&mem);
   std::vector<float> a = {1, 2, 3}, b = {4, 5, 6};
-  ASSERT_TRUE(WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, a.data()}}, {}, &env).ok());
+  ASSERT_TRUE(
+      WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, a.data()}}, {}, &env).ok());
   env.FailNth(FaultOp::kWrite, 2, ENOSPC);  // the header goes, the tensor does not
-  absl::Status s = WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, b.data()}}, {}, &env);
+  absl::Status s =
+      WriteSafetensors("/w.safetensors", {{{"x", DType::kF32, {3}}, b.data()}}, {}, &env);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find("/w.safetensors"), std::string::npos) << s;
   EXPECT_EQ(*mem.ListDir("/"), std::vector<std::string>{"w.safetensors"});

@@ -68,8 +68,8 @@ void AddedTokenMatcher::Split(absl::string_view text, std::vector<Segment>* out)
     if (e.token.single_word) {
       bool start_space = start == 0 || !IsWordChar(LastChar(text.substr(0, start)));
       size_t len;
-      bool stop_space = stop == text.size() ||
-                        !IsWordChar(unicode::DecodeUtf8(text.data() + stop, text.size() - stop, &len));
+      bool stop_space = stop == text.size() || !IsWordChar(unicode::DecodeUtf8(
+                                                   text.data() + stop, text.size() - stop, &len));
       if (!start_space || !stop_space) {
         pos = stop;  // HF iterates non-overlapping matches: skip the rejected one
         continue;
@@ -81,7 +81,8 @@ void AddedTokenMatcher::Split(absl::string_view text, std::vector<Segment>* out)
         size_t p = s - 1;
         while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
         size_t len;
-        if (!unicode::IsWhiteSpace(unicode::DecodeUtf8(text.data() + p, text.size() - p, &len))) break;
+        if (!unicode::IsWhiteSpace(unicode::DecodeUtf8(text.data() + p, text.size() - p, &len)))
+          break;
         s = p;
       }
       start = s;
@@ -89,7 +90,9 @@ void AddedTokenMatcher::Split(absl::string_view text, std::vector<Segment>* out)
     if (e.token.rstrip) {
       while (stop < text.size()) {
         size_t len;
-        if (!unicode::IsWhiteSpace(unicode::DecodeUtf8(text.data() + stop, text.size() - stop, &len))) break;
+        if (!unicode::IsWhiteSpace(
+                unicode::DecodeUtf8(text.data() + stop, text.size() - stop, &len)))
+          break;
         stop += len;
       }
     }

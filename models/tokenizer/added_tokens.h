@@ -25,7 +25,7 @@ struct AddedToken {
 
 // A piece of input: either a matched token (id >= 0) or text to tokenize.
 struct Segment {
-  int32_t id;  // -1 for text
+  int32_t id;         // -1 for text
   size_t begin, end;  // byte range in the matched string
 };
 

@@ -20,7 +20,8 @@ struct ByteTables {
   ByteTables() {
     int n = 0;
     for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_unicode[b] = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
     }
   }
@@ -36,7 +37,8 @@ char32_t ByteToUnicode(uint8_t b) { return Tables().to_unicode[b]; }
 
 int UnicodeToByte(char32_t cp) {
   if (cp < 0x100) {
-    bool printable = (cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF);
+    bool printable =
+        (cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF);
     return printable ? static_cast<int>(cp) : -1;
   }
   if (cp < 0x100 + 68) {
@@ -53,7 +55,8 @@ int UnicodeToByte(char32_t cp) {
   return -1;
 }
 
-absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& j, bool byte_level) {
+absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& j,
+                                                             bool byte_level) {
   static std::atomic<uint64_t> next_instance_id{1};
   std::unique_ptr<BpeModel> m(new BpeModel());
   m->instance_id_ = next_instance_id.fetch_add(1);
@@ -68,7 +71,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const int64_t id = JsonTokenId(it.value());
     if (id < 0 || id >= kMaxTokenId) {
-      return absl::InvalidArgumentError(absl::StrCat("vocab id ", it.value().dump(), " of \"", it.key(), "\" is out of range [0, ",
+      return absl::InvalidArgumentError(absl::StrCat("vocab id ", it.value().dump(), " of \"",
+                                                     it.key(), "\" is out of range [0, ",
                                                      kMaxTokenId, ")"));
     }
     m->vocab_[it.key()] = static_cast<int32_t>(id);
@@ -104,7 +108,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     if (e.is_string()) {
       const std::string& s = e.get_ref<const std::string&>();
       size_t sp = s.find(' ');
-      if (sp == std::string::npos) return absl::InvalidArgumentError(absl::StrCat("bad BPE merge \"", s, "\""));
+      if (sp == std::string::npos)
+        return absl::InvalidArgumentError(absl::StrCat("bad BPE merge \"", s, "\""));
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2) {
@@ -117,14 +122,16 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : std::string());
     int32_t inew = m->TokenToId(merged);
     if (ia < 0 || ib < 0 || inew < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("BPE merge \"", a, " ", b, "\" uses a token missing from the vocab"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("BPE merge \"", a, " ", b, "\" uses a token missing from the vocab"));
     }
     // Like HF, a later duplicate merge overwrites an earlier one.
-    m->merges_[(static_cast<uint64_t>(ia) << 32) | static_cast<uint32_t>(ib)] = {static_cast<int32_t>(rank), inew};
+    m->merges_[(static_cast<uint64_t>(ia) << 32) | static_cast<uint32_t>(ib)] = {
+        static_cast<int32_t>(rank), inew};
   }
 
-  m->split_at_metaspace_ = !byte_level && !m->has_prefix_ && !m->has_suffix_ && !m->ignore_merges_ &&
-                           m->TokenToId(kMetaspace) >= 0;
+  m->split_at_metaspace_ = !byte_level && !m->has_prefix_ && !m->has_suffix_ &&
+                           !m->ignore_merges_ && m->TokenToId(kMetaspace) >= 0;
   for (auto it = merges.begin(); m->split_at_metaspace_ && it != merges.end(); ++it) {
     std::string a, b;
     if (it->is_string()) {
@@ -136,7 +143,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
       a = (*it)[0].get<std::string>();
       b = (*it)[1].get<std::string>();
     }
-    if (absl::StartsWith(b, kMetaspace) && !absl::EndsWith(a, kMetaspace)) m->split_at_metaspace_ = false;
+    if (absl::StartsWith(b, kMetaspace) && !absl::EndsWith(a, kMetaspace))
+      m->split_at_metaspace_ = false;
   }
 
   m->byte_fast_ = byte_level && !m->has_prefix_ && !m->has_suffix_;
@@ -215,7 +223,8 @@ void BpeModel::EncodeCached(absl::string_view piece, std::vector<int32_t>* ids) 
     if (shard.map.size() < kMaxEntriesPerShard) shard.map.emplace(std::string(piece), out);
   }
   ids->insert(ids->end(), out.begin(), out.end());
-  if (local.map.size() < kMaxThreadLocalEntries) local.map.emplace(std::string(piece), std::move(out));
+  if (local.map.size() < kMaxThreadLocalEntries)
+    local.map.emplace(std::string(piece), std::move(out));
 }
 
 void BpeModel::EncodeWord(absl::string_view word, Ids* out) const {
@@ -293,7 +302,8 @@ void BpeModel::MergeAll(Ids* ids) const {
   absl::InlinedVector<Cand, 32> heap;
   for (int i = 0; i < n; ++i) syms[i] = {(*ids)[i], i - 1, i + 1 < n ? i + 1 : -1, true};
   for (int i = 0; i + 1 < n; ++i) {
-    if (const Merge* m = FindMerge(syms[i].id, syms[i + 1].id)) heap.push_back({m->rank, i, m->new_id});
+    if (const Merge* m = FindMerge(syms[i].id, syms[i + 1].id))
+      heap.push_back({m->rank, i, m->new_id});
   }
   std::make_heap(heap.begin(), heap.end());
   while (!heap.empty()) {

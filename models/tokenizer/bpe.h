@@ -17,7 +17,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "nlohmann/json.hpp"
 #include "models/tokenizer/tokenizer_model.h"
 #include "nlohmann/json.hpp"
 
@@ -36,7 +35,8 @@ constexpr int32_t kMaxTokenId = 1 << 22;
 // which every caller refuses as out of range. nlohmann's get<int>() on a
 // float out of range is undefined behaviour.
 inline int64_t JsonTokenId(const nlohmann::json& v) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>() < static_cast<uint64_t>(kMaxTokenId) ? v.get<int64_t>() : -1;
+  if (v.is_number_unsigned())
+    return v.get<uint64_t>() < static_cast<uint64_t>(kMaxTokenId) ? v.get<int64_t>() : -1;
   if (v.is_number_integer()) {
     const int64_t id = v.get<int64_t>();
     return id >= 0 && id < kMaxTokenId ? id : -1;
@@ -48,7 +48,8 @@ class BpeModel : public TokenizerModel {
  public:
   // `byte_level`: pieces are raw bytes to be mapped through the byte alphabet
   // before lookup (the ByteLevel pre-tokenizer ended the chain).
-  static absl::StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& model, bool byte_level);
+  static absl::StatusOr<std::unique_ptr<BpeModel>> FromJson(const nlohmann::json& model,
+                                                            bool byte_level);
 
   void Encode(absl::string_view piece, std::vector<int32_t>* ids) const override;
   int32_t TokenToId(absl::string_view token) const override;
@@ -68,7 +69,8 @@ class BpeModel : public TokenizerModel {
   void InitialSymbols(absl::string_view word, Ids* syms) const;
   void MergeAll(Ids* syms) const;
   const Merge* FindMerge(int32_t a, int32_t b) const {
-    auto it = merges_.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b));
+    auto it = merges_.find((static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) |
+                           static_cast<uint32_t>(b));
     return it == merges_.end() ? nullptr : &it->second;
   }
 

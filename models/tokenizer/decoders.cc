@@ -76,8 +76,10 @@ class ByteFallbackDecoder : public Decoder {
     int v = 0;
     for (int i = 3; i < 5; ++i) {
       char c = t[i];
-      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+      int d = (c >= '0' && c <= '9')   ? c - '0'
+              : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+              : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                       : -1;
       if (d < 0) return -1;
       v = v * 16 + d;
     }
@@ -104,11 +106,13 @@ class StripDecoder : public Decoder {
     if (content_.empty()) return;
     for (std::string& t : *tokens) {
       size_t b = 0, e = t.size();
-      for (int i = 0; i < start_ && absl::StartsWith(absl::string_view(t).substr(b, e - b), content_); ++i) {
+      for (int i = 0;
+           i < start_ && absl::StartsWith(absl::string_view(t).substr(b, e - b), content_); ++i) {
         b += content_.size();
       }
       for (int i = 0; i < stop_ && e - b >= content_.size() &&
-                      absl::EndsWith(absl::string_view(t).substr(b, e - b), content_); ++i) {
+                      absl::EndsWith(absl::string_view(t).substr(b, e - b), content_);
+           ++i) {
         e -= content_.size();
       }
       t = t.substr(b, e - b);
@@ -141,7 +145,8 @@ class MetaspaceDecoder : public Decoder {
       : rep_(std::move(replacement)), prepend_(prepend) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
-      (*tokens)[i] = SplitPattern::Literal(rep_).ReplaceAll((*tokens)[i], (i == 0 && prepend_) ? "" : " ");
+      (*tokens)[i] =
+          SplitPattern::Literal(rep_).ReplaceAll((*tokens)[i], (i == 0 && prepend_) ? "" : " ");
     }
   }
 
@@ -152,7 +157,8 @@ class MetaspaceDecoder : public Decoder {
 
 class WordPieceDecoder : public Decoder {
  public:
-  WordPieceDecoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+  WordPieceDecoder(std::string prefix, bool cleanup)
+      : prefix_(std::move(prefix)), cleanup_(cleanup) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
       std::string& t = (*tokens)[i];
@@ -169,9 +175,10 @@ class WordPieceDecoder : public Decoder {
 
  private:
   static std::string Cleanup(const std::string& s) {
-    static const char* kPairs[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","},
-                                      {" ' ", "'"}, {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"},
-                                      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    static const char* kPairs[][2] = {{" .", "."},     {" ?", "?"},           {" !", "!"},
+                                      {" ,", ","},     {" ' ", "'"},          {" n't", "n't"},
+                                      {" 'm", "'m"},   {" do not", " don't"}, {" 's", "'s"},
+                                      {" 've", "'ve"}, {" 're", "'re"}};
     std::string out = s;
     for (const auto& p : kPairs) out = SplitPattern::Literal(p[0]).ReplaceAll(out, p[1]);
     return out;
@@ -186,7 +193,8 @@ class BpeSuffixDecoder : public Decoder {
   bool HasLastTokenRule() const override { return true; }
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
-      (*tokens)[i] = SplitPattern::Literal(suffix_).ReplaceAll((*tokens)[i], i + 1 == tokens->size() ? "" : " ");
+      (*tokens)[i] = SplitPattern::Literal(suffix_).ReplaceAll((*tokens)[i],
+                                                               i + 1 == tokens->size() ? "" : " ");
     }
   }
 
@@ -196,7 +204,8 @@ class BpeSuffixDecoder : public Decoder {
 
 class SequenceDecoder : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts)
+      : parts_(std::move(parts)) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (const auto& p : parts_) p->DecodeChain(tokens);
   }
@@ -230,7 +239,8 @@ absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j) {
   if (type == "ByteFallback") return Ptr(new ByteFallbackDecoder());
   if (type == "Fuse") return Ptr(new FuseDecoder());
   if (type == "Strip") {
-    return Ptr(new StripDecoder(j.at("content").get<std::string>(), j.value("start", 0), j.value("stop", 0)));
+    return Ptr(new StripDecoder(j.at("content").get<std::string>(), j.value("start", 0),
+                                j.value("stop", 0)));
   }
   if (type == "Replace") {
     auto pattern = SplitPattern::FromJson(j.at("pattern"));
@@ -245,9 +255,11 @@ absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j) {
     return Ptr(new MetaspaceDecoder(j.value("replacement", std::string("\xE2\x96\x81")), prepend));
   }
   if (type == "WordPiece") {
-    return Ptr(new WordPieceDecoder(j.value("prefix", std::string("##")), j.value("cleanup", true)));
+    return Ptr(
+        new WordPieceDecoder(j.value("prefix", std::string("##")), j.value("cleanup", true)));
   }
-  if (type == "BPEDecoder") return Ptr(new BpeSuffixDecoder(j.value("suffix", std::string("</w>"))));
+  if (type == "BPEDecoder")
+    return Ptr(new BpeSuffixDecoder(j.value("suffix", std::string("</w>"))));
   if (type == "Sequence") {
     std::vector<Ptr> parts;
     for (const auto& sub : j.at("decoders")) {

@@ -9,7 +9,8 @@ namespace {
 
 constexpr unsigned char kL = 1, kN = 2, kWS = 4, kCRLF = 8;
 
-const char kGpt2[] = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char kGpt2[] =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 const char kLlama3[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char kQwen2[] =
@@ -50,7 +51,8 @@ std::unique_ptr<FastSplitter> FastSplitter::ForPattern(absl::string_view pattern
 
 // Returns the end of the match at i (i when nothing matches). The alternatives
 // are tried in the pattern's order, as a backtracking engine would.
-size_t FastSplitter::MatchAt(const char32_t* cp, const unsigned char* cls, size_t n, size_t i) const {
+size_t FastSplitter::MatchAt(const char32_t* cp, const unsigned char* cls, size_t n,
+                             size_t i) const {
   auto run = [&](size_t j, unsigned char mask) {
     while (j < n && (cls[j] & mask)) ++j;
     return j;
@@ -100,7 +102,8 @@ size_t FastSplitter::MatchAt(const char32_t* cp, const unsigned char* cls, size_
   return k - 1;
 }
 
-void FastSplitter::FindAll(absl::string_view text, std::vector<std::pair<size_t, size_t>>* out) const {
+void FastSplitter::FindAll(absl::string_view text,
+                           std::vector<std::pair<size_t, size_t>>* out) const {
   std::vector<char32_t> cps;
   std::vector<unsigned char> cls;
   std::vector<uint32_t> offs;

@@ -96,7 +96,10 @@ class StripAccentsNormalizer : public Normalizer {
 class BertNormalizer : public Normalizer {
  public:
   BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
-      : clean_text_(clean_text), chinese_(chinese), strip_accents_(strip_accents), lowercase_(lowercase) {}
+      : clean_text_(clean_text),
+        chinese_(chinese),
+        strip_accents_(strip_accents),
+        lowercase_(lowercase) {}
   void Normalize(std::string* text) const override {
     std::string out;
     out.reserve(text->size() + text->size() / 4);
@@ -130,8 +133,9 @@ class BertNormalizer : public Normalizer {
 
  private:
   static bool IsChinese(char32_t c) {
-    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
   }
   bool clean_text_, chinese_, strip_accents_, lowercase_;
@@ -139,7 +143,8 @@ class BertNormalizer : public Normalizer {
 
 class SequenceNormalizer : public Normalizer {
  public:
-  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
+      : parts_(std::move(parts)) {}
   void Normalize(std::string* text) const override {
     for (const auto& p : parts_) p->Normalize(text);
   }
@@ -156,10 +161,14 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json
     return absl::InvalidArgumentError("normalizer: expected an object with a \"type\"");
   }
   const std::string type = j["type"].get<std::string>();
-  if (type == "NFC") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFC));
-  if (type == "NFD") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFD));
-  if (type == "NFKC") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFKC));
-  if (type == "NFKD") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFKD));
+  if (type == "NFC")
+    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFC));
+  if (type == "NFD")
+    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFD));
+  if (type == "NFKC")
+    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFKC));
+  if (type == "NFKD")
+    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(unicode::NormalForm::kNFKD));
   if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
   if (type == "StripAccents") return std::unique_ptr<Normalizer>(new StripAccentsNormalizer());
   if (type == "Prepend") {
@@ -178,9 +187,10 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json
   if (type == "BertNormalizer") {
     bool lowercase = j.value("lowercase", true);
     bool strip = lowercase;
-    if (j.contains("strip_accents") && j["strip_accents"].is_boolean()) strip = j["strip_accents"].get<bool>();
-    return std::unique_ptr<Normalizer>(new BertNormalizer(j.value("clean_text", true),
-                                                          j.value("handle_chinese_chars", true), strip, lowercase));
+    if (j.contains("strip_accents") && j["strip_accents"].is_boolean())
+      strip = j["strip_accents"].get<bool>();
+    return std::unique_ptr<Normalizer>(new BertNormalizer(
+        j.value("clean_text", true), j.value("handle_chinese_chars", true), strip, lowercase));
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;

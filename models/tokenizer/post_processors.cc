@@ -36,16 +36,20 @@ absl::Status ParseTemplate(const nlohmann::json& j, PostProcessor::Step* step) {
       continue;
     }
     if (!piece.contains("SpecialToken")) {
-      return absl::InvalidArgumentError(absl::StrCat("TemplateProcessing: bad piece ", piece.dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TemplateProcessing: bad piece ", piece.dump()));
     }
     std::string name = piece["SpecialToken"].at("id").get<std::string>();
     if (!specials.contains(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("TemplateProcessing: missing special token \"", name, "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TemplateProcessing: missing special token \"", name, "\""));
     }
     std::vector<int32_t>& dst = seen_sequence ? step->after : step->before;
     for (const auto& id : specials[name].at("ids")) {
       const int64_t v = JsonTokenId(id);
-      if (v < 0) return absl::InvalidArgumentError(absl::StrCat("TemplateProcessing: bad token id ", id.dump()));
+      if (v < 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat("TemplateProcessing: bad token id ", id.dump()));
       dst.push_back(static_cast<int32_t>(v));
     }
   }
@@ -68,7 +72,8 @@ absl::Status ParseInto(const nlohmann::json& j, std::vector<PostProcessor::Step>
     PostProcessor::Step step;
     const int64_t cls = JsonTokenId(j.at("cls").at(1));
     const int64_t sep = JsonTokenId(j.at("sep").at(1));
-    if (cls < 0 || sep < 0) return absl::InvalidArgumentError(absl::StrCat(type, ": bad cls/sep token id"));
+    if (cls < 0 || sep < 0)
+      return absl::InvalidArgumentError(absl::StrCat(type, ": bad cls/sep token id"));
     step.before.push_back(static_cast<int32_t>(cls));
     step.after.push_back(static_cast<int32_t>(sep));
     steps->push_back(std::move(step));

@@ -15,13 +15,16 @@ void SplitPiece(const PreToken& piece, const std::vector<std::pair<size_t, size_
   if (behavior == SplitBehavior::kIsolated) {  // the common case: every span is a piece
     size_t prev = 0;
     for (const auto& m : matches) {
-      if (m.first > prev) out->push_back({piece.text.substr(prev, m.first - prev), piece.at_start && prev == 0});
+      if (m.first > prev)
+        out->push_back({piece.text.substr(prev, m.first - prev), piece.at_start && prev == 0});
       if (m.second > m.first) {
-        out->push_back({piece.text.substr(m.first, m.second - m.first), piece.at_start && m.first == 0});
+        out->push_back(
+            {piece.text.substr(m.first, m.second - m.first), piece.at_start && m.first == 0});
       }
       prev = m.second;
     }
-    if (prev < piece.text.size()) out->push_back({piece.text.substr(prev), piece.at_start && prev == 0});
+    if (prev < piece.text.size())
+      out->push_back({piece.text.substr(prev), piece.at_start && prev == 0});
     return;
   }
   struct Span {
@@ -92,7 +95,8 @@ using Matches = std::vector<std::pair<size_t, size_t>>;
 
 // Applies `find` (text -> matches) to every piece.
 template <typename Find>
-void SplitAll(std::vector<PreToken>* pieces, SplitBehavior behavior, bool invert, const Find& find) {
+void SplitAll(std::vector<PreToken>* pieces, SplitBehavior behavior, bool invert,
+              const Find& find) {
   std::vector<PreToken> out;
   out.reserve(pieces->size() * 2);
   Matches m;
@@ -173,7 +177,8 @@ class MetaspacePreTokenizer : public PreTokenizer {
     SplitPattern space = SplitPattern::Literal(" ");
     for (PreToken& p : *pieces) {
       std::string s = space.ReplaceAll(p.text, rep_);
-      bool prepend = scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_start);
+      bool prepend =
+          scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && p.at_start);
       if (prepend && !absl::StartsWith(s, rep_)) s.insert(0, rep_);
       arena->push_back(std::move(s));
       p.text = arena->back();
@@ -210,13 +215,15 @@ class CharClassPreTokenizer : public PreTokenizer {
 
 bool IsNumeric(char32_t c) { return (unicode::kMaskN >> unicode::GetCategory(c)) & 1; }
 bool IsPunct(char32_t c) {
-  return (c < 128 && ispunct(static_cast<int>(c))) || ((unicode::kMaskP >> unicode::GetCategory(c)) & 1);
+  return (c < 128 && ispunct(static_cast<int>(c))) ||
+         ((unicode::kMaskP >> unicode::GetCategory(c)) & 1);
 }
 bool IsSpace(char32_t c) { return unicode::IsWhiteSpace(c); }
 
 class SequencePreTokenizer : public PreTokenizer {
  public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts)
+      : parts_(std::move(parts)) {}
   void PreTokenize(std::vector<PreToken>* pieces, std::deque<std::string>* arena) const override {
     for (const auto& p : parts_) p->PreTokenize(pieces, arena);
   }
@@ -238,17 +245,21 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> Regexed(const char* pattern, Split
                                                       bool invert) {
   auto p = SplitPattern::FromJson(nlohmann::json{{"Regex", pattern}});
   if (!p.ok()) return p.status();
-  return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(std::move(p).value(), behavior, invert));
+  return std::unique_ptr<PreTokenizer>(
+      new SplitPreTokenizer(std::move(p).value(), behavior, invert));
 }
 
-absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseOne(const nlohmann::json& j, bool last, bool* byte_level) {
+absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseOne(const nlohmann::json& j, bool last,
+                                                       bool* byte_level) {
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return absl::InvalidArgumentError("pre_tokenizer: expected an object with a \"type\"");
   }
   const std::string type = j["type"].get<std::string>();
   using Ptr = std::unique_ptr<PreTokenizer>;
   if (type == "ByteLevel") {
-    if (!last) return absl::InvalidArgumentError("unsupported: ByteLevel pre_tokenizer before other pre-tokenizers");
+    if (!last)
+      return absl::InvalidArgumentError(
+          "unsupported: ByteLevel pre_tokenizer before other pre-tokenizers");
     *byte_level = true;
     std::shared_ptr<const Regex> re;
     if (j.value("use_regex", true)) {
@@ -263,31 +274,40 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseOne(const nlohmann::json& j, 
     if (!pattern.ok()) return pattern.status();
     auto behavior = ParseBehavior(j.at("behavior").get<std::string>());
     if (!behavior.ok()) return behavior.status();
-    return Ptr(new SplitPreTokenizer(std::move(pattern).value(), *behavior, j.value("invert", false)));
+    return Ptr(
+        new SplitPreTokenizer(std::move(pattern).value(), *behavior, j.value("invert", false)));
   }
   if (type == "Metaspace") {
-    PrependScheme scheme = j.value("add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
+    PrependScheme scheme =
+        j.value("add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
       std::string s = j["prepend_scheme"].get<std::string>();
-      if (s == "always") scheme = PrependScheme::kAlways;
-      else if (s == "first") scheme = PrependScheme::kFirst;
-      else if (s == "never") scheme = PrependScheme::kNever;
-      else return absl::InvalidArgumentError(absl::StrCat("unsupported Metaspace prepend_scheme \"", s, "\""));
+      if (s == "always")
+        scheme = PrependScheme::kAlways;
+      else if (s == "first")
+        scheme = PrependScheme::kFirst;
+      else if (s == "never")
+        scheme = PrependScheme::kNever;
+      else
+        return absl::InvalidArgumentError(
+            absl::StrCat("unsupported Metaspace prepend_scheme \"", s, "\""));
     }
-    return Ptr(new MetaspacePreTokenizer(j.value("replacement", std::string("\xE2\x96\x81")), scheme,
-                                         j.value("split", true)));
+    return Ptr(new MetaspacePreTokenizer(j.value("replacement", std::string("\xE2\x96\x81")),
+                                         scheme, j.value("split", true)));
   }
   if (type == "Digits") {
     bool individual = j.value("individual_digits", false);
-    return Ptr(new CharClassPreTokenizer(&IsNumeric, !individual,
-                                         individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous));
+    return Ptr(new CharClassPreTokenizer(
+        &IsNumeric, !individual,
+        individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous));
   }
   if (type == "Punctuation") {
     auto behavior = ParseBehavior(j.value("behavior", std::string("Isolated")));
     if (!behavior.ok()) return behavior.status();
     return Ptr(new CharClassPreTokenizer(&IsPunct, false, *behavior));
   }
-  if (type == "WhitespaceSplit") return Ptr(new CharClassPreTokenizer(&IsSpace, true, SplitBehavior::kRemoved));
+  if (type == "WhitespaceSplit")
+    return Ptr(new CharClassPreTokenizer(&IsSpace, true, SplitBehavior::kRemoved));
   if (type == "Whitespace") return Regexed(R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true);
   if (type == "BertPreTokenizer") {
     std::vector<Ptr> parts;
@@ -310,7 +330,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseOne(const nlohmann::json& j, 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, bool* byte_level) {
+absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
+                                                                bool* byte_level) {
   *byte_level = false;
   if (j.is_null()) return std::unique_ptr<PreTokenizer>();
   return ParseOne(j, true, byte_level);

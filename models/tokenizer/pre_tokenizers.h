@@ -45,7 +45,8 @@ void SplitPiece(const PreToken& piece, const std::vector<std::pair<size_t, size_
 
 // Null JSON yields nullptr. *byte_level is set when the chain ends with ByteLevel.
 // Unknown types are InvalidArgument errors naming the type.
-absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, bool* byte_level);
+absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
+                                                                bool* byte_level);
 
 }  // namespace expertd::models
 

@@ -37,15 +37,17 @@ struct CategoryName {
 uint32_t CategoryMask(absl::string_view name) {
   using namespace unicode;  // NOLINT
   static const CategoryName kNames[] = {
-      {"L", kMaskL}, {"Letter", kMaskL}, {"Lu", Bit(kLu)}, {"Ll", Bit(kLl)}, {"Lt", Bit(kLt)},
-      {"Lm", Bit(kLm)}, {"Lo", Bit(kLo)}, {"M", kMaskM}, {"Mark", kMaskM}, {"Mn", Bit(kMn)},
-      {"Mc", Bit(kMc)}, {"Me", Bit(kMe)}, {"N", kMaskN}, {"Number", kMaskN}, {"Nd", Bit(kNd)},
-      {"Nl", Bit(kNl)}, {"No", Bit(kNo)}, {"P", kMaskP}, {"Punctuation", kMaskP},
-      {"Pc", Bit(kPc)}, {"Pd", Bit(kPd)}, {"Ps", Bit(kPs)}, {"Pe", Bit(kPe)}, {"Pi", Bit(kPi)},
-      {"Pf", Bit(kPf)}, {"Po", Bit(kPo)}, {"S", kMaskS}, {"Symbol", kMaskS}, {"Sm", Bit(kSm)},
-      {"Sc", Bit(kSc)}, {"Sk", Bit(kSk)}, {"So", Bit(kSo)}, {"Z", kMaskZ}, {"Separator", kMaskZ},
-      {"Zs", Bit(kZs)}, {"Zl", Bit(kZl)}, {"Zp", Bit(kZp)}, {"C", kMaskC}, {"Other", kMaskC},
-      {"Cc", Bit(kCc)}, {"Cf", Bit(kCf)}, {"Cs", Bit(kCs)}, {"Co", Bit(kCo)}, {"Cn", Bit(kCn)},
+      {"L", kMaskL},    {"Letter", kMaskL},    {"Lu", Bit(kLu)},        {"Ll", Bit(kLl)},
+      {"Lt", Bit(kLt)}, {"Lm", Bit(kLm)},      {"Lo", Bit(kLo)},        {"M", kMaskM},
+      {"Mark", kMaskM}, {"Mn", Bit(kMn)},      {"Mc", Bit(kMc)},        {"Me", Bit(kMe)},
+      {"N", kMaskN},    {"Number", kMaskN},    {"Nd", Bit(kNd)},        {"Nl", Bit(kNl)},
+      {"No", Bit(kNo)}, {"P", kMaskP},         {"Punctuation", kMaskP}, {"Pc", Bit(kPc)},
+      {"Pd", Bit(kPd)}, {"Ps", Bit(kPs)},      {"Pe", Bit(kPe)},        {"Pi", Bit(kPi)},
+      {"Pf", Bit(kPf)}, {"Po", Bit(kPo)},      {"S", kMaskS},           {"Symbol", kMaskS},
+      {"Sm", Bit(kSm)}, {"Sc", Bit(kSc)},      {"Sk", Bit(kSk)},        {"So", Bit(kSo)},
+      {"Z", kMaskZ},    {"Separator", kMaskZ}, {"Zs", Bit(kZs)},        {"Zl", Bit(kZl)},
+      {"Zp", Bit(kZp)}, {"C", kMaskC},         {"Other", kMaskC},       {"Cc", Bit(kCc)},
+      {"Cf", Bit(kCf)}, {"Cs", Bit(kCs)},      {"Co", Bit(kCo)},        {"Cn", Bit(kCn)},
   };
   for (const auto& n : kNames) {
     if (name == n.name) return n.mask;
@@ -93,13 +95,11 @@ class RegexParser {
 
  private:
   absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("regex /", re_->pattern_, "/: ", what,
-                                                   " at code point ", pos_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex /", re_->pattern_, "/: ", what, " at code point ", pos_));
   }
   bool AtEnd() const { return pos_ >= p_.size(); }
-  char32_t Peek(size_t ahead = 0) const {
-    return pos_ + ahead < p_.size() ? p_[pos_ + ahead] : 0;
-  }
+  char32_t Peek(size_t ahead = 0) const { return pos_ + ahead < p_.size() ? p_[pos_ + ahead] : 0; }
 
   // Conservative first-character filter of a top-level alternative: the union
   // of the leading optional sets up to the first mandatory set. Anything else
@@ -228,11 +228,21 @@ class RegexParser {
     if (AtEnd()) return Error("trailing backslash");
     char32_t c = p_[pos_++];
     switch (c) {
-      case 's': set->props |= Regex::kSpace; return absl::OkStatus();
-      case 'S': set->props |= Regex::kNotSpace; return absl::OkStatus();
-      case 'w': set->props |= Regex::kWord; return absl::OkStatus();
-      case 'W': set->props |= Regex::kNotWord; return absl::OkStatus();
-      case 'd': set->cats |= unicode::Bit(unicode::kNd); return absl::OkStatus();
+      case 's':
+        set->props |= Regex::kSpace;
+        return absl::OkStatus();
+      case 'S':
+        set->props |= Regex::kNotSpace;
+        return absl::OkStatus();
+      case 'w':
+        set->props |= Regex::kWord;
+        return absl::OkStatus();
+      case 'W':
+        set->props |= Regex::kNotWord;
+        return absl::OkStatus();
+      case 'd':
+        set->cats |= unicode::Bit(unicode::kNd);
+        return absl::OkStatus();
       case 'D':
         set->cats |= ((1u << unicode::kNumCategories) - 1) & ~unicode::Bit(unicode::kNd);
         return absl::OkStatus();
@@ -272,8 +282,10 @@ class RegexParser {
     size_t n = 0;
     while (!AtEnd() && (braced ? Peek() != '}' : n < digits)) {
       char32_t h = p_[pos_++];
-      int d = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-              : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      int d = (h >= '0' && h <= '9')   ? h - '0'
+              : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+              : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                       : -1;
       if (d < 0) return Error("bad hex escape");
       v = v * 16 + d;
       ++n;
@@ -290,13 +302,27 @@ class RegexParser {
 
   absl::Status ParseEscapedLiteral(char32_t c, char32_t* lit) {
     switch (c) {
-      case 't': *lit = '\t'; return absl::OkStatus();
-      case 'n': *lit = '\n'; return absl::OkStatus();
-      case 'r': *lit = '\r'; return absl::OkStatus();
-      case 'f': *lit = '\f'; return absl::OkStatus();
-      case 'v': *lit = '\v'; return absl::OkStatus();
-      case 'a': *lit = 7; return absl::OkStatus();
-      case 'e': *lit = 27; return absl::OkStatus();
+      case 't':
+        *lit = '\t';
+        return absl::OkStatus();
+      case 'n':
+        *lit = '\n';
+        return absl::OkStatus();
+      case 'r':
+        *lit = '\r';
+        return absl::OkStatus();
+      case 'f':
+        *lit = '\f';
+        return absl::OkStatus();
+      case 'v':
+        *lit = '\v';
+        return absl::OkStatus();
+      case 'a':
+        *lit = 7;
+        return absl::OkStatus();
+      case 'e':
+        *lit = 27;
+        return absl::OkStatus();
       case 'x':
         if (Peek() == '{') {
           ++pos_;
@@ -330,7 +356,8 @@ class RegexParser {
       if (c == '\\') {
         if (AtEnd()) return Error("trailing backslash");
         char32_t e = Peek();
-        if (e == 's' || e == 'S' || e == 'w' || e == 'W' || e == 'd' || e == 'D' || e == 'p' || e == 'P') {
+        if (e == 's' || e == 'S' || e == 'w' || e == 'W' || e == 'd' || e == 'D' || e == 'p' ||
+            e == 'P') {
           absl::Status s = ParseEscape(&set, icase);
           if (!s.ok()) return s;
           continue;
@@ -412,7 +439,8 @@ class RegexParser {
 
   int ReadInt() {
     int v = 0;
-    while (!AtEnd() && Peek() >= '0' && Peek() <= '9' && v < 100000) v = v * 10 + (p_[pos_++] - '0');
+    while (!AtEnd() && Peek() >= '0' && Peek() <= '9' && v < 100000)
+      v = v * 10 + (p_[pos_++] - '0');
     return v;
   }
 

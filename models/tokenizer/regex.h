@@ -34,7 +34,8 @@ class Regex {
  public:
   // With allow_fast, the well-known HF pre-tokenizer patterns get a
   // hand-written matcher (fast_split.h) with identical results.
-  static absl::StatusOr<std::unique_ptr<Regex>> Compile(absl::string_view pattern, bool allow_fast = true);
+  static absl::StatusOr<std::unique_ptr<Regex>> Compile(absl::string_view pattern,
+                                                        bool allow_fast = true);
   ~Regex();
 
   // Appends the byte ranges [start, end) of all non-empty, non-overlapping
@@ -46,8 +47,8 @@ class Regex {
   // Implementation types, public only so the .cc helpers can name them.
   struct CharSet {
     std::vector<std::pair<char32_t, char32_t>> ranges;
-    uint32_t cats = 0;   // general-category mask (unicode::Bit)
-    uint8_t props = 0;   // kSpace | kNotSpace | kWord | kNotWord
+    uint32_t cats = 0;  // general-category mask (unicode::Bit)
+    uint8_t props = 0;  // kSpace | kNotSpace | kWord | kNotWord
     bool negated = false;
     uint64_t ascii[2] = {0, 0};  // precomputed membership for code points < 128
     bool MatchSlow(char32_t c) const;
@@ -58,7 +59,7 @@ class Regex {
   enum Prop : uint8_t { kSpace = 1, kNotSpace = 2, kWord = 4, kNotWord = 8 };
   struct Item {
     enum Kind { kSet, kGroup, kLookahead, kNegLookahead, kStart, kEnd } kind;
-    int index = 0;  // into sets_ (kSet) or alts_ (groups, lookaheads)
+    int index = 0;         // into sets_ (kSet) or alts_ (groups, lookaheads)
     int min = 1, max = 1;  // max < 0: unbounded
     bool greedy = true;
   };

@@ -52,7 +52,8 @@ class RegexMatcher {
             return false;
           }
           for (c = 0;; ++c) {
-            if (c >= static_cast<size_t>(it.min) && MatchSeq(seq, i + 1, pos + c, k, end)) return true;
+            if (c >= static_cast<size_t>(it.min) && MatchSeq(seq, i + 1, pos + c, k, end))
+              return true;
             if (c >= limit || !set.Match(cps_[pos + c])) return false;
           }
         }

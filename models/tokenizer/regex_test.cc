@@ -48,7 +48,8 @@ TEST(RegexTest, ClassesRangesAndQuantifiers) {
   EXPECT_EQ(Split("a{2,}", "a aaa"), (V{"aaa"}));
   EXPECT_EQ(Split("a+?", "aaa"), (V{"a", "a", "a"}));
   EXPECT_EQ(Split("\\p{N}", "x\xD9\xA3y"), (V{"\xD9\xA3"}));  // Arabic-Indic three
-  EXPECT_EQ(Split("[\\u4e00-\\u9fa5]+", "ab\xE4\xB8\xAD\xE6\x96\x87z"), (V{"\xE4\xB8\xAD\xE6\x96\x87"}));
+  EXPECT_EQ(Split("[\\u4e00-\\u9fa5]+", "ab\xE4\xB8\xAD\xE6\x96\x87z"),
+            (V{"\xE4\xB8\xAD\xE6\x96\x87"}));
   EXPECT_EQ(Split("\\s+(?!\\S)", "a  b"), (V{" "}));
   EXPECT_EQ(Split("b(?=c)", "bbc"), (V{"b"}));
   EXPECT_EQ(Split("^a|b$", "aab"), (V{"a", "b"}));
@@ -77,9 +78,22 @@ TEST(RegexTest, FastSplittersMatchGeneralEngine) {
       kLlama3,
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
   };
-  const char* kPool[] = {"a", "Z", "\xC3\xA9", "\xE4\xB8\xAD", "1", "\xD9\xA3", "\xC2\xBD", " ", " ", "  ", "\t",
-                         "\n", "\r", "\r\n", "\xC2\xA0", "\xE3\x80\x80", "'", "'s", "'S", "'re", "'LL", "'\xC5\xBF",
-                         ".", "(", ")", "-", "_", "\xF0\x9F\x98\x80", "\xCC\x81", "\xE2\x80\x8B", "\x0B", "\x1C"};
+  const char* kPool[] = {"a",        "Z",
+                         "\xC3\xA9", "\xE4\xB8\xAD",
+                         "1",        "\xD9\xA3",
+                         "\xC2\xBD", " ",
+                         " ",        "  ",
+                         "\t",       "\n",
+                         "\r",       "\r\n",
+                         "\xC2\xA0", "\xE3\x80\x80",
+                         "'",        "'s",
+                         "'S",       "'re",
+                         "'LL",      "'\xC5\xBF",
+                         ".",        "(",
+                         ")",        "-",
+                         "_",        "\xF0\x9F\x98\x80",
+                         "\xCC\x81", "\xE2\x80\x8B",
+                         "\x0B",     "\x1C"};
   std::mt19937 rng(7);
   for (const char* pattern : kPatterns) {
     auto fast = Regex::Compile(pattern, true);

@@ -25,7 +25,8 @@ SplitPattern SplitPattern::Literal(std::string s) {
   return p;
 }
 
-void SplitPattern::FindAll(absl::string_view text, std::vector<std::pair<size_t, size_t>>* out) const {
+void SplitPattern::FindAll(absl::string_view text,
+                           std::vector<std::pair<size_t, size_t>>* out) const {
   if (regex_ != nullptr) {
     regex_->FindAll(text, out);
     return;

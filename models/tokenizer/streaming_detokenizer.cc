@@ -61,7 +61,8 @@ void StreamingDetokenizer::Slide(const std::string& text) {
   std::vector<int32_t> tail(window_.end() - kContext, window_.end());
   std::string tail_text = tok_->DecodeUnchecked(tail, skip_special_);
   size_t held = text.size() - std::min(emitted_, text.size());
-  if (held > tail_text.size() || tail_text.compare(tail_text.size() - held, held, text, text.size() - held, held) != 0) {
+  if (held > tail_text.size() ||
+      tail_text.compare(tail_text.size() - held, held, text, text.size() - held, held) != 0) {
     return;
   }
   window_ = std::move(tail);
@@ -76,7 +77,8 @@ std::string StreamingDetokenizer::Advance(bool final) {
       size_t k = window_.size();
       while (k > 0 && IsByteToken(tok_->IdToToken(window_[k - 1]))) --k;
       if (k < window_.size()) {
-        std::string head = tok_->DecodeUnchecked(absl::MakeConstSpan(window_).subspan(0, k), skip_special_);
+        std::string head =
+            tok_->DecodeUnchecked(absl::MakeConstSpan(window_).subspan(0, k), skip_special_);
         stable = CommonPrefix(head, text);
       }
     }
@@ -89,7 +91,8 @@ std::string StreamingDetokenizer::Advance(bool final) {
     while (stable >= 3 && text.compare(stable - 3, 3, kReplacement) == 0) stable -= 3;
   }
   // Never return a partial character (the window's text is valid UTF-8).
-  while (stable > 0 && stable < text.size() && (static_cast<unsigned char>(text[stable]) & 0xC0) == 0x80) {
+  while (stable > 0 && stable < text.size() &&
+         (static_cast<unsigned char>(text[stable]) & 0xC0) == 0x80) {
     --stable;
   }
   std::string delta;

@@ -27,7 +27,8 @@ bool ValidUtf8(const std::string& s) {
 }
 
 // Streams `ids` and checks the properties; returns the number of deltas.
-void CheckStream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip, const std::string& what) {
+void CheckStream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip,
+                 const std::string& what) {
   std::string full = tok.Decode(ids, skip).value();
   StreamingDetokenizer stream(&tok, skip);
   std::string so_far;
@@ -103,8 +104,11 @@ TEST(StreamingDetokenizerTest, HoldsBackIncompleteCharacters) {
   EXPECT_EQ(stream.Push(-5).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTokenizers, StreamingTest, ::testing::ValuesIn(testdata::TokenizerNames()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(AllTokenizers, StreamingTest,
+                         ::testing::ValuesIn(testdata::TokenizerNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace expertd::models

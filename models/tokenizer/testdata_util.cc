@@ -10,10 +10,22 @@
 namespace expertd::models::testdata {
 
 std::vector<std::string> TokenizerNames() {
-  return {"gpt2", "llama2", "llama3", "qwen2_5", "qwen3", "deepseek_v3",
-          "llama2_metaspace", "llama2_metaspace_always", "llama3_added_options", "gpt2_digits_nfd",
-          "gpt2_misc_a", "gpt2_misc_b", "llama2_unk", "tiny_affixes",
-          "tiny_wordpiece", "tiny_wordpiece_cased"};
+  return {"gpt2",
+          "llama2",
+          "llama3",
+          "qwen2_5",
+          "qwen3",
+          "deepseek_v3",
+          "llama2_metaspace",
+          "llama2_metaspace_always",
+          "llama3_added_options",
+          "gpt2_digits_nfd",
+          "gpt2_misc_a",
+          "gpt2_misc_b",
+          "llama2_unk",
+          "tiny_affixes",
+          "tiny_wordpiece",
+          "tiny_wordpiece_cased"};
 }
 
 std::string Dir() {
@@ -74,7 +86,8 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonl(const std::string& path) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat("bad JSON line in ", path));
+    if (j.is_discarded())
+      return absl::InvalidArgumentError(absl::StrCat("bad JSON line in ", path));
     out.push_back(std::move(j));
   }
   return out;
@@ -95,7 +108,8 @@ absl::StatusOr<std::string> BenchmarkText(size_t bytes) {
   std::string base;
   for (const auto& e : *corpus) {
     const std::string name = e["name"].get<std::string>();
-    if (!e.contains("text") || absl::StartsWith(name, "long_") || absl::StartsWith(name, "random")) continue;
+    if (!e.contains("text") || absl::StartsWith(name, "long_") || absl::StartsWith(name, "random"))
+      continue;
     absl::StrAppend(&base, e["text"].get<std::string>(), "\n");
   }
   std::string out;

@@ -31,20 +31,25 @@ struct Options {
   bool jsonl = false;
 };
 
-absl::StatusOr<std::string> EncodeOne(const Tokenizer& tok, const std::string& text, const Options& o) {
+absl::StatusOr<std::string> EncodeOne(const Tokenizer& tok, const std::string& text,
+                                      const Options& o) {
   auto ids = tok.Encode(text, o.add_special_tokens);
   if (!ids.ok()) return ids.status();
   return nlohmann::json(*ids).dump();
 }
 
-absl::StatusOr<std::string> DecodeOne(const Tokenizer& tok, const std::string& json_ids, const Options& o) {
+absl::StatusOr<std::string> DecodeOne(const Tokenizer& tok, const std::string& json_ids,
+                                      const Options& o) {
   nlohmann::json j = nlohmann::json::parse(json_ids, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) return absl::InvalidArgumentError("expected a JSON array of ids");
+  if (j.is_discarded() || !j.is_array())
+    return absl::InvalidArgumentError("expected a JSON array of ids");
   std::vector<int32_t> ids;
   for (const auto& v : j) {
-    if (!v.is_number_integer()) return absl::InvalidArgumentError(absl::StrCat("not an integer id: ", v.dump()));
+    if (!v.is_number_integer())
+      return absl::InvalidArgumentError(absl::StrCat("not an integer id: ", v.dump()));
     int64_t id = v.get<int64_t>();
-    if (id < 0 || id > INT32_MAX) return absl::InvalidArgumentError(absl::StrCat("token id out of range: ", id));
+    if (id < 0 || id > INT32_MAX)
+      return absl::InvalidArgumentError(absl::StrCat("token id out of range: ", id));
     ids.push_back(static_cast<int32_t>(id));
   }
   auto text = tok.Decode(ids, o.skip_special_tokens);
@@ -52,9 +57,11 @@ absl::StatusOr<std::string> DecodeOne(const Tokenizer& tok, const std::string& j
   return nlohmann::json(*text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-absl::StatusOr<std::string> JsonlEncodeLine(const Tokenizer& tok, const std::string& line, const Options& o) {
+absl::StatusOr<std::string> JsonlEncodeLine(const Tokenizer& tok, const std::string& line,
+                                            const Options& o) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_string()) return absl::InvalidArgumentError("expected a JSON string");
+  if (j.is_discarded() || !j.is_string())
+    return absl::InvalidArgumentError("expected a JSON string");
   return EncodeOne(tok, j.get<std::string>(), o);
 }
 
@@ -98,7 +105,8 @@ int main(int argc, char** argv) {
       "       tokenize --tokenizer=PATH --decode [--skip_special_tokens] < ids.json\n"
       "       add --jsonl for one JSON string / array per line");
   flags.String("tokenizer", &o.tokenizer, "path to a Hugging Face tokenizer.json");
-  flags.Bool("add_special_tokens", &o.add_special_tokens, "encode: apply the post-processor (e.g. BOS)");
+  flags.Bool("add_special_tokens", &o.add_special_tokens,
+             "encode: apply the post-processor (e.g. BOS)");
   flags.Bool("decode", &o.decode, "decode a JSON array of ids instead of encoding text");
   flags.Bool("skip_special_tokens", &o.skip_special_tokens, "decode: drop special tokens");
   flags.Bool("jsonl", &o.jsonl, "one JSON value per input line, one answer per output line");

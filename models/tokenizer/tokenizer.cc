@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromFile(const std::st
   std::stringstream buf;
   buf << in.rdbuf();
   auto tok = LoadFromJson(buf.str());
-  if (!tok.ok()) return absl::Status(tok.status().code(), absl::StrCat(path, ": ", tok.status().message()));
+  if (!tok.ok())
+    return absl::Status(tok.status().code(), absl::StrCat(path, ": ", tok.status().message()));
   return tok;
 }
 
@@ -46,8 +47,8 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j
     AddedToken a;
     a.id = static_cast<int32_t>(JsonTokenId(t.at("id")));
     if (a.id < 0 || a.id >= kMaxTokenId) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("added token id ", t.at("id").dump(), " is out of range [0, ", kMaxTokenId, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("added token id ", t.at("id").dump(),
+                                                     " is out of range [0, ", kMaxTokenId, ")"));
     }
     a.content = t.at("content").get<std::string>();
     a.special = t.value("special", false);
@@ -63,12 +64,15 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& j
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromJson(absl::string_view json) {
-  nlohmann::json j = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("tokenizer.json is not a JSON object");
+  nlohmann::json j =
+      nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return absl::InvalidArgumentError("tokenizer.json is not a JSON object");
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
   try {
     RETURN_IF_ERROR(tok->ParseComponents(j));
-    ASSIGN_OR_RETURN(std::vector<AddedToken> added, ParseAddedTokens(j.value("added_tokens", nlohmann::json())));
+    ASSIGN_OR_RETURN(std::vector<AddedToken> added,
+                     ParseAddedTokens(j.value("added_tokens", nlohmann::json())));
     tok->SetAddedTokens(added);
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: ", e.what()));
@@ -88,14 +92,18 @@ absl::Status Tokenizer::ParseComponents(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(normalizer_, ParseNormalizer(j.value("normalizer", nlohmann::json())));
   bool byte_level = false;
-  ASSIGN_OR_RETURN(pre_tokenizer_, ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), &byte_level));
+  ASSIGN_OR_RETURN(pre_tokenizer_,
+                   ParsePreTokenizer(j.value("pre_tokenizer", nlohmann::json()), &byte_level));
   if (model_type == "WordPiece") {
-    if (byte_level) return absl::InvalidArgumentError("unsupported: ByteLevel pre_tokenizer with a WordPiece model");
+    if (byte_level)
+      return absl::InvalidArgumentError(
+          "unsupported: ByteLevel pre_tokenizer with a WordPiece model");
     ASSIGN_OR_RETURN(model_, WordPieceModel::FromJson(model));
   } else {
     ASSIGN_OR_RETURN(model_, BpeModel::FromJson(model, byte_level));
   }
-  ASSIGN_OR_RETURN(post_processor_, ParsePostProcessor(j.value("post_processor", nlohmann::json())));
+  ASSIGN_OR_RETURN(post_processor_,
+                   ParsePostProcessor(j.value("post_processor", nlohmann::json())));
   ASSIGN_OR_RETURN(decoder_, ParseDecoder(j.value("decoder", nlohmann::json())));
   return absl::OkStatus();
 }
@@ -141,12 +149,17 @@ void Tokenizer::DeriveWellKnownIds() {
   };
   if (post_processor_ != nullptr) bos_ = post_processor_->FirstPrefixId();
   if (!bos_) {
-    bos_ = first_of({"<s>", "<|begin_of_text|>", "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    bos_ = first_of({"<s>", "<|begin_of_text|>",
+                     "<\xEF\xBD\x9C"
+                     "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                      "<bos>", "[CLS]"});
   }
   eos_ = first_of({"</s>", "<|end_of_text|>", "<|endoftext|>",
-                   "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "<eos>", "[SEP]"});
-  pad_ = first_of({"<pad>", "<|pad|>", "<\xEF\xBD\x9C\xE2\x96\x81pad\xE2\x96\x81\xEF\xBD\x9C>", "[PAD]"});
+                   "<\xEF\xBD\x9C"
+                   "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                   "<eos>", "[SEP]"});
+  pad_ = first_of(
+      {"<pad>", "<|pad|>", "<\xEF\xBD\x9C\xE2\x96\x81pad\xE2\x96\x81\xEF\xBD\x9C>", "[PAD]"});
   if (model_->unk_id() >= 0) unk_ = model_->unk_id();
 }
 
@@ -155,7 +168,9 @@ bool Tokenizer::IsValidId(int32_t id) const {
   return is_added_[id] || model_->IdToToken(id) != nullptr;
 }
 
-bool Tokenizer::IsSpecial(int32_t id) const { return id >= 0 && id < vocab_size_ && is_special_[id]; }
+bool Tokenizer::IsSpecial(int32_t id) const {
+  return id >= 0 && id < vocab_size_ && is_special_[id];
+}
 
 const std::string* Tokenizer::IdToToken(int32_t id) const {
   if (id < 0 || id >= vocab_size_) return nullptr;
@@ -177,12 +192,15 @@ std::vector<SpecialToken> Tokenizer::special_tokens() const {
   return out;
 }
 
-bool Tokenizer::decoder_has_byte_fallback() const { return decoder_ != nullptr && decoder_->HasByteFallback(); }
+bool Tokenizer::decoder_has_byte_fallback() const {
+  return decoder_ != nullptr && decoder_->HasByteFallback();
+}
 bool Tokenizer::decoder_has_last_token_rule() const {
   return decoder_ != nullptr && decoder_->HasLastTokenRule();
 }
 
-absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start, std::vector<int32_t>* ids) const {
+absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start,
+                                   std::vector<int32_t>* ids) const {
   std::string normalized;
   absl::string_view s = text;
   if (normalizer_ != nullptr) {
@@ -211,9 +229,11 @@ absl::Status Tokenizer::EncodeText(absl::string_view text, bool at_start, std::v
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, bool add_special_tokens) const {
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
+                                                       bool add_special_tokens) const {
   if (text.size() >= kMaxInputBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("input of ", text.size(), " bytes is too large to tokenize"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input of ", text.size(), " bytes is too large to tokenize"));
   }
   std::string clean;
   if (unicode::ValidUtf8Prefix(text) != text.size()) {
@@ -240,7 +260,8 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, b
   return ids;
 }
 
-std::string Tokenizer::DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_special_tokens) const {
+std::string Tokenizer::DecodeUnchecked(absl::Span<const int32_t> ids,
+                                       bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -259,11 +280,13 @@ std::string Tokenizer::DecodeUnchecked(absl::Span<const int32_t> ids, bool skip_
   return out;
 }
 
-absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const {
+absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
+                                              bool skip_special_tokens) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!IsValidId(ids[i])) {
       return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
-                                                     " is not in the vocabulary (size ", vocab_size_, ")"));
+                                                     " is not in the vocabulary (size ",
+                                                     vocab_size_, ")"));
     }
   }
   return DecodeUnchecked(ids, skip_special_tokens);

@@ -52,7 +52,8 @@ class Tokenizer {
   // JavaScript's TextDecoder do), then the text is encoded as HF would encode
   // that string. add_special_tokens applies the post-processor (e.g. BOS).
   // Errors: InvalidArgument for inputs of 2 GiB or more.
-  absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_special_tokens) const;
+  absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
+                                              bool add_special_tokens) const;
 
   // Decodes ids to UTF-8 text (HF decode). An id that is neither in the vocab
   // nor an added token is InvalidArgument (HF silently drops it).
@@ -102,7 +103,7 @@ class Tokenizer {
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<AddedTokenMatcher> raw_matcher_;         // non-normalized added tokens
   std::unique_ptr<AddedTokenMatcher> normalized_matcher_;  // normalized added tokens
-  std::vector<std::string> added_content_;  // by id; empty if not an added token
+  std::vector<std::string> added_content_;                 // by id; empty if not an added token
   absl::flat_hash_map<std::string, int32_t> added_by_content_;
   std::vector<bool> is_added_;
   std::vector<bool> is_special_;

@@ -98,11 +98,16 @@ BENCHMARK(BM_Llama3Regex)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Encode, deepseek_v3, std::string("deepseek_v3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Encode, deepseek_v3, std::string("deepseek_v3"))
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EncodeChunks, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EncodeChunks, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_EncodeCold, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK_CAPTURE(BM_EncodeCold, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(BM_EncodeCold, llama3, std::string("llama3"))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK_CAPTURE(BM_EncodeCold, llama2, std::string("llama2"))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK_CAPTURE(BM_Decode, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decode, llama2, std::string("llama2"))->Unit(benchmark::kMillisecond);
 

@@ -59,8 +59,9 @@ TEST_P(OracleTest, MatchesHuggingFace) {
       ++encode_cases;
       if (*got != ids) {
         ++failures;
-        ADD_FAILURE() << name << " encode mismatch, case " << i << " (" << label << ") add_special=" << add
-                      << "\n input: " << Show(input) << "\n want: " << ::testing::PrintToString(ids)
+        ADD_FAILURE() << name << " encode mismatch, case " << i << " (" << label
+                      << ") add_special=" << add << "\n input: " << Show(input)
+                      << "\n want: " << ::testing::PrintToString(ids)
                       << "\n  got: " << ::testing::PrintToString(*got);
       }
     } else {
@@ -85,7 +86,9 @@ TEST_P(OracleTest, MatchesHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTokenizers, OracleTest, ::testing::ValuesIn(testdata::TokenizerNames()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace expertd::models

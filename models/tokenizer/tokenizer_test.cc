@@ -32,31 +32,42 @@ void ExpectLoadErrorNaming(nlohmann::json j, const std::string& key, nlohmann::j
 
 TEST(TokenizerTest, UnknownComponentsAreClearLoadErrors) {
   nlohmann::json base = Llama2Json();
-  ExpectLoadErrorNaming(base, "normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", "x"}},
+  ExpectLoadErrorNaming(base, "normalizer",
+                        {{"type", "Precompiled"}, {"precompiled_charsmap", "x"}},
                         "unsupported normalizer type \"Precompiled\"");
-  ExpectLoadErrorNaming(base, "pre_tokenizer", {{"type", "FancySplit"}}, "unsupported pre_tokenizer type \"FancySplit\"");
+  ExpectLoadErrorNaming(base, "pre_tokenizer", {{"type", "FancySplit"}},
+                        "unsupported pre_tokenizer type \"FancySplit\"");
   ExpectLoadErrorNaming(base, "decoder", {{"type", "CTC"}}, "unsupported decoder type \"CTC\"");
-  ExpectLoadErrorNaming(base, "post_processor", {{"type", "Bogus"}}, "unsupported post_processor type \"Bogus\"");
-  nlohmann::json seq = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Nope"}}}}};
+  ExpectLoadErrorNaming(base, "post_processor", {{"type", "Bogus"}},
+                        "unsupported post_processor type \"Bogus\"");
+  nlohmann::json seq = {{"type", "Sequence"},
+                        {"normalizers", {{{"type", "NFC"}}, {{"type", "Nope"}}}}};
   ExpectLoadErrorNaming(base, "normalizer", seq, "\"Nope\"");
   nlohmann::json model = base["model"];
   model["type"] = "Unigram";
   ExpectLoadErrorNaming(base, "model", model, "unsupported model type \"Unigram\"");
-  nlohmann::json split = {{"type", "Split"}, {"pattern", {{"Regex", "(?<=x)y"}}}, {"behavior", "Isolated"},
+  nlohmann::json split = {{"type", "Split"},
+                          {"pattern", {{"Regex", "(?<=x)y"}}},
+                          {"behavior", "Isolated"},
                           {"invert", false}};
   ExpectLoadErrorNaming(base, "pre_tokenizer", split, "lookbehind");
 }
 
 TEST(TokenizerTest, BadFilesAndJson) {
-  EXPECT_EQ(Tokenizer::LoadFromFile("/nonexistent/tokenizer.json").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(Tokenizer::LoadFromJson("{not json").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tokenizer::LoadFromFile("/nonexistent/tokenizer.json").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Tokenizer::LoadFromJson("{not json").status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Tokenizer::LoadFromJson("{}").status().code(), absl::StatusCode::kInvalidArgument);
-  auto bad_vocab = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": [], "merges": []}})");
+  auto bad_vocab =
+      Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": [], "merges": []}})");
   EXPECT_FALSE(bad_vocab.ok());
-  auto huge_id = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})");
+  auto huge_id = Tokenizer::LoadFromJson(
+      R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})");
   ASSERT_FALSE(huge_id.ok());
   EXPECT_NE(huge_id.status().message().find("out of range"), std::string::npos) << huge_id.status();
-  auto bad_merge = Tokenizer::LoadFromJson(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
+  auto bad_merge = Tokenizer::LoadFromJson(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
   ASSERT_FALSE(bad_merge.ok());
   EXPECT_NE(bad_merge.status().message().find("a b"), std::string::npos) << bad_merge.status();
   auto tiny = Tokenizer::LoadFromJson(
@@ -114,7 +125,8 @@ TEST(TokenizerTest, SpecialTokensAndWellKnownIds) {
 TEST(TokenizerTest, DecodeRejectsUnknownIds) {
   auto tok = testdata::Load("gpt2");
   ASSERT_TRUE(tok.ok());
-  EXPECT_EQ((*tok)->Decode({15496, 50257}, false).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*tok)->Decode({15496, 50257}, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*tok)->Decode({-1}, false).status().code(), absl::StatusCode::kInvalidArgument);
   auto ok = (*tok)->Decode({15496, 50256}, true);
   ASSERT_TRUE(ok.ok());
@@ -134,14 +146,33 @@ TEST(TokenizerTest, RoundTripsValidText) {
 // Decode(Encode(bytes)) must give back the input with invalid sequences replaced.
 TEST(TokenizerTest, RandomBytesRoundTripThroughReplacement) {
   std::mt19937 rng(3);
-  const char* pieces[] = {"a", " ", "  ", "\n", "\t", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80", "1", "'s", "<|",
-                          "|>", "\xFF", "\xC3", "\xE4\xB8", "\x80", "\xED\xA0\x80", "<|endoftext|>", "\r\n", "."};
+  const char* pieces[] = {"a",
+                          " ",
+                          "  ",
+                          "\n",
+                          "\t",
+                          "\xC3\xA9",
+                          "\xE4\xB8\xAD",
+                          "\xF0\x9F\x98\x80",
+                          "1",
+                          "'s",
+                          "<|",
+                          "|>",
+                          "\xFF",
+                          "\xC3",
+                          "\xE4\xB8",
+                          "\x80",
+                          "\xED\xA0\x80",
+                          "<|endoftext|>",
+                          "\r\n",
+                          "."};
   for (const std::string name : {"llama3", "gpt2", "deepseek_v3"}) {
     auto tok = testdata::Load(name);
     ASSERT_TRUE(tok.ok()) << tok.status();
     for (int trial = 0; trial < 300; ++trial) {
       std::string in;
-      for (int i = rng() % 30; i > 0; --i) in += pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))];
+      for (int i = rng() % 30; i > 0; --i)
+        in += pieces[rng() % (sizeof(pieces) / sizeof(pieces[0]))];
       auto ids = (*tok)->Encode(in, false);
       ASSERT_TRUE(ids.ok());
       auto out = (*tok)->Decode(*ids, false);

@@ -1,9 +1,9 @@
 #include "models/tokenizer/unicode.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/base/call_once.h"
-#include <vector>
 
 namespace expertd::models::unicode {
 namespace {
@@ -79,10 +79,11 @@ bool ComposePair(char32_t a, char32_t b, char32_t* out) {
     return true;
   }
   const t::CompositionPair* end = t::kCompose + t::kComposeCount;
-  const t::CompositionPair* it = std::lower_bound(
-      t::kCompose, end, std::make_pair(a, b), [](const t::CompositionPair& p, std::pair<char32_t, char32_t> k) {
-        return p.first < k.first || (p.first == k.first && p.second < k.second);
-      });
+  const t::CompositionPair* it =
+      std::lower_bound(t::kCompose, end, std::make_pair(a, b),
+                       [](const t::CompositionPair& p, std::pair<char32_t, char32_t> k) {
+                         return p.first < k.first || (p.first == k.first && p.second < k.second);
+                       });
   if (it == end || it->first != a || it->second != b) return false;
   *out = it->composite;
   return true;
@@ -273,7 +274,7 @@ std::string Normalize(absl::string_view s, NormalForm form) {
   const InertTable& inert = Inert(form);
   std::string out;
   out.reserve(s.size() + s.size() / 8);
-  size_t copied = 0;                          // s[0, copied) is in out
+  size_t copied = 0;                              // s[0, copied) is in out
   size_t last_inert = first > 0 ? first - 1 : 0;  // start of the last inert code point
   size_t i = first;
   while (i < s.size()) {

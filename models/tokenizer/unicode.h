@@ -17,8 +17,36 @@ namespace expertd::models::unicode {
 
 // General categories, in the order of the generated table.
 enum Category : uint8_t {
-  kLu, kLl, kLt, kLm, kLo, kMn, kMc, kMe, kNd, kNl, kNo, kPc, kPd, kPs, kPe,
-  kPi, kPf, kPo, kSm, kSc, kSk, kSo, kZs, kZl, kZp, kCc, kCf, kCs, kCo, kCn,
+  kLu,
+  kLl,
+  kLt,
+  kLm,
+  kLo,
+  kMn,
+  kMc,
+  kMe,
+  kNd,
+  kNl,
+  kNo,
+  kPc,
+  kPd,
+  kPs,
+  kPe,
+  kPi,
+  kPf,
+  kPo,
+  kSm,
+  kSc,
+  kSk,
+  kSo,
+  kZs,
+  kZl,
+  kZp,
+  kCc,
+  kCf,
+  kCs,
+  kCo,
+  kCn,
   kNumCategories
 };
 
@@ -27,7 +55,8 @@ constexpr uint32_t Bit(Category c) { return 1u << c; }
 constexpr uint32_t kMaskL = Bit(kLu) | Bit(kLl) | Bit(kLt) | Bit(kLm) | Bit(kLo);
 constexpr uint32_t kMaskM = Bit(kMn) | Bit(kMc) | Bit(kMe);
 constexpr uint32_t kMaskN = Bit(kNd) | Bit(kNl) | Bit(kNo);
-constexpr uint32_t kMaskP = Bit(kPc) | Bit(kPd) | Bit(kPs) | Bit(kPe) | Bit(kPi) | Bit(kPf) | Bit(kPo);
+constexpr uint32_t kMaskP =
+    Bit(kPc) | Bit(kPd) | Bit(kPs) | Bit(kPe) | Bit(kPi) | Bit(kPf) | Bit(kPo);
 constexpr uint32_t kMaskS = Bit(kSm) | Bit(kSc) | Bit(kSk) | Bit(kSo);
 constexpr uint32_t kMaskZ = Bit(kZs) | Bit(kZl) | Bit(kZp);
 constexpr uint32_t kMaskC = Bit(kCc) | Bit(kCf) | Bit(kCs) | Bit(kCo) | Bit(kCn);
@@ -68,8 +97,14 @@ bool IsWhiteSpace(char32_t cp);
 inline char32_t DecodeUtf8(const char* p, size_t n, size_t* len) {
   const auto* s = reinterpret_cast<const unsigned char*>(p);
   unsigned char c = s[0];
-  if (c < 0x80) { *len = 1; return c; }
-  if (c < 0xE0 && n >= 2) { *len = 2; return ((c & 0x1Fu) << 6) | (s[1] & 0x3Fu); }
+  if (c < 0x80) {
+    *len = 1;
+    return c;
+  }
+  if (c < 0xE0 && n >= 2) {
+    *len = 2;
+    return ((c & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+  }
   if (c < 0xF0 && n >= 3) {
     *len = 3;
     return ((c & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
@@ -86,9 +121,7 @@ inline char32_t DecodeUtf8(const char* p, size_t n, size_t* len) {
 void AppendUtf8(char32_t cp, std::string* out);
 
 // Length of the UTF-8 sequence that starts with byte c (1 for invalid leads).
-inline size_t Utf8SeqLen(unsigned char c) {
-  return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-}
+inline size_t Utf8SeqLen(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
 // Length of the longest prefix of s that is well-formed UTF-8.
 size_t ValidUtf8Prefix(absl::string_view s);

@@ -15,7 +15,7 @@ namespace expertd::models::unicode_tables {
 extern const uint16_t kCategoryStage1[];
 extern const uint8_t kCategoryStage2[];  // index into the Category enum in unicode.h
 extern const uint16_t kCccStage1[];
-extern const uint8_t kCccStage2[];        // canonical combining class
+extern const uint8_t kCccStage2[];  // canonical combining class
 extern const uint16_t kFlagsStage1[];
 // Bit 0: Oniguruma's \w (Alphabetic, M, Nd, Pc, Join_Control). Bit 1: a mark
 // (M) that HF's StripAccents removes (assigned by Unicode 9.0). Bit 2: category

@@ -32,7 +32,8 @@ TEST(UnicodeTest, WhiteSpace) {
   for (char32_t c : {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x2000, 0x2028, 0x3000}) {
     EXPECT_TRUE(IsWhiteSpace(c)) << std::hex << c;
   }
-  for (char32_t c : {0x08, 0x1C, 0x61, 0x200B, 0xFEFF}) EXPECT_FALSE(IsWhiteSpace(c)) << std::hex << c;
+  for (char32_t c : {0x08, 0x1C, 0x61, 0x200B, 0xFEFF})
+    EXPECT_FALSE(IsWhiteSpace(c)) << std::hex << c;
 }
 
 TEST(UnicodeTest, SanitizeReplacesMaximalInvalidSubparts) {
@@ -40,9 +41,9 @@ TEST(UnicodeTest, SanitizeReplacesMaximalInvalidSubparts) {
   EXPECT_EQ(SanitizeUtf8("plain"), "plain");
   EXPECT_EQ(SanitizeUtf8("\xFF"), r);
   EXPECT_EQ(SanitizeUtf8("abc\xC3(def"), "abc" + r + "(def");
-  EXPECT_EQ(SanitizeUtf8("\xE4\xB8"), r);                    // truncated: one subpart
-  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), r + r + r);        // surrogate: each byte
-  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), r + r);                // overlong
+  EXPECT_EQ(SanitizeUtf8("\xE4\xB8"), r);                      // truncated: one subpart
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), r + r + r);          // surrogate: each byte
+  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), r + r);                  // overlong
   EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80"), r + r + r + r);  // > U+10FFFF
   EXPECT_EQ(SanitizeUtf8("\xF0\x9F\x98!"), r + "!");
   EXPECT_EQ(ValidUtf8Prefix("ok\xE4\xB8"), 2u);
@@ -65,11 +66,13 @@ TEST(UnicodeTest, NormalForms) {
 // Only runs around non-inert code points are renormalized; the result must be
 // the same as normalizing everything.
 TEST(UnicodeTest, NormalizesRunsInsideLongerText) {
-  std::u32string in = U"x e\u0301 \u4E2D\u6587 A\u030A\u0301 \u1100\u1161\u11A8 \uD55C\u11A8 q\u0307\u0323 \u212B";
+  std::u32string in =
+      U"x e\u0301 \u4E2D\u6587 A\u030A\u0301 \u1100\u1161\u11A8 \uD55C\u11A8 q\u0307\u0323 \u212B";
   std::u32string nfc = U"x \u00E9 \u4E2D\u6587 \u01FA \uAC01 \uD55C\u11A8 q\u0323\u0307 \u00C5";
   EXPECT_EQ(Normalize(U8(in), NormalForm::kNFC), U8(nfc));
   EXPECT_EQ(Normalize(U8(U"\u0301a\u0301"), NormalForm::kNFC), U8(U"\u0301\u00E1"));
-  EXPECT_EQ(Normalize(U8(U"\u00E9\u4E2D\uAC01"), NormalForm::kNFD), U8(U"e\u0301\u4E2D\u1100\u1161\u11A8"));
+  EXPECT_EQ(Normalize(U8(U"\u00E9\u4E2D\uAC01"), NormalForm::kNFD),
+            U8(U"e\u0301\u4E2D\u1100\u1161\u11A8"));
 }
 
 TEST(UnicodeTest, Lowercase) {

@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<WordPieceModel>> WordPieceModel::FromJson(const n
   std::string unk = j.value("unk_token", std::string("[UNK]"));
   m->unk_id_ = m->TokenToId(unk);
   if (m->unk_id_ < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("WordPiece unk_token \"", unk, "\" is not in the vocab"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("WordPiece unk_token \"", unk, "\" is not in the vocab"));
   }
   return m;
 }

@@ -15,7 +15,9 @@ struct Word {
   int64_t count;
 };
 
-uint64_t PairKey(int a, int b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b); }
+uint64_t PairKey(int a, int b) {
+  return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
+}
 
 std::vector<Word> CountWords(absl::string_view text) {
   std::map<std::string, int64_t> freq;  // ordered: deterministic word order
@@ -31,10 +33,12 @@ std::vector<Word> CountWords(absl::string_view text) {
 
 // The most frequent adjacent pair; ties go to the smallest (left, right)
 // strings. Returns false when no pair remains.
-bool BestPair(const std::vector<Word>& words, const std::vector<std::string>& tokens, int* left, int* right) {
+bool BestPair(const std::vector<Word>& words, const std::vector<std::string>& tokens, int* left,
+              int* right) {
   std::unordered_map<uint64_t, int64_t> counts;
   for (const Word& w : words) {
-    for (size_t i = 0; i + 1 < w.symbols.size(); ++i) counts[PairKey(w.symbols[i], w.symbols[i + 1])] += w.count;
+    for (size_t i = 0; i + 1 < w.symbols.size(); ++i)
+      counts[PairKey(w.symbols[i], w.symbols[i + 1])] += w.count;
   }
   int64_t best = 0;
   for (const auto& [key, count] : counts) {
@@ -70,7 +74,8 @@ void ApplyMerge(int left, int right, int merged, std::vector<Word>* words) {
 }  // namespace
 
 absl::StatusOr<BpeVocab> TrainByteLevelBpe(absl::string_view text, size_t vocab_size) {
-  if (vocab_size < 256) return absl::InvalidArgumentError("a byte-level vocabulary needs at least 256 tokens");
+  if (vocab_size < 256)
+    return absl::InvalidArgumentError("a byte-level vocabulary needs at least 256 tokens");
   BpeVocab v;
   // Symbols are byte-level strings; `tokens` doubles as the symbol table.
   std::map<std::string, int> id_of;
@@ -82,8 +87,9 @@ absl::StatusOr<BpeVocab> TrainByteLevelBpe(absl::string_view text, size_t vocab_
   while (v.tokens.size() < vocab_size) {
     int left = 0, right = 0;
     if (!BestPair(words, v.tokens, &left, &right)) {
-      return absl::FailedPreconditionError(absl::StrCat("the training text supports only ", v.tokens.size(),
-                                                        " BPE tokens, fewer than the ", vocab_size, " requested"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the training text supports only ", v.tokens.size(),
+                       " BPE tokens, fewer than the ", vocab_size, " requested"));
     }
     std::string merged = v.tokens[left] + v.tokens[right];
     auto [it, added] = id_of.emplace(merged, static_cast<int>(v.tokens.size()));

@@ -24,7 +24,9 @@ TEST(ByteLevelTest, MapsBytesLikeGpt2) {
   EXPECT_EQ(ByteToUnicode(0xe9), "\xc3\xa9");  // printable Latin-1 maps to itself
   std::map<std::string, int> seen;
   for (int b = 0; b < 256; ++b) EXPECT_EQ(seen[ByteToUnicode(static_cast<uint8_t>(b))]++, 0) << b;
-  EXPECT_EQ(ToByteLevel("a b"), "a\xc4\xa0" "b");
+  EXPECT_EQ(ToByteLevel("a b"),
+            "a\xc4\xa0"
+            "b");
 }
 
 TEST(ByteLevelTest, SplitsLikeTheGpt2Regex) {
@@ -50,7 +52,9 @@ TEST(BpeTrainerTest, LearnsTheMostFrequentPairsFirst) {
   EXPECT_EQ(v->merges[0], std::make_pair(std::string("a"), std::string("b")));
   EXPECT_EQ(v->tokens[256], "ab");
   EXPECT_EQ(v->merges[1], std::make_pair(std::string("\xc4\xa0"), std::string("ab")));
-  EXPECT_EQ(v->tokens[257], "\xc4\xa0" "ab");
+  EXPECT_EQ(v->tokens[257],
+            "\xc4\xa0"
+            "ab");
 }
 
 TEST(BpeTrainerTest, IsDeterministicAndReportsExhaustion) {
@@ -100,7 +104,8 @@ TEST(ZooTokenizerTest, CommonEnglishWordsAreSingleTokens) {
   }
   // The corpus compresses to well over 3 bytes per token.
   size_t tokens = 0;
-  for (const std::string& piece : SplitGpt2(TrainingCorpus())) tokens += Encode(ranks, piece).size();
+  for (const std::string& piece : SplitGpt2(TrainingCorpus()))
+    tokens += Encode(ranks, piece).size();
   EXPECT_GT(static_cast<double>(TrainingCorpus().size()) / tokens, 3.0);
 }
 

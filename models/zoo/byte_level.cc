@@ -24,7 +24,8 @@ std::array<std::string, 256> BuildTable() {
   std::array<std::string, 256> table;
   uint32_t next = 256;
   for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    const bool printable =
+        (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
     table[b] = Utf8(printable ? b : next++);
   }
   return table;

@@ -6,7 +6,7 @@ namespace expertd::models::zoo {
 
 absl::string_view TrainingCorpus() {
   static constexpr char kText[] =
-R"corpus(The morning was cold and clear. A thin layer of frost covered the fields, and the river moved slowly under a pale blue sky. In the small town at the edge of the valley, people were beginning their day. The baker had been awake since four o'clock, shaping loaves of bread and setting them in the oven. The smell of fresh bread drifted down the main street, past the post office, the library and the old stone church.
+      R"corpus(The morning was cold and clear. A thin layer of frost covered the fields, and the river moved slowly under a pale blue sky. In the small town at the edge of the valley, people were beginning their day. The baker had been awake since four o'clock, shaping loaves of bread and setting them in the oven. The smell of fresh bread drifted down the main street, past the post office, the library and the old stone church.
 
 Maria opened the door of her shop at eight. She sold books, maps and a few newspapers, and she knew most of her customers by name. "Good morning," she said to the first visitor, a tall man with a grey beard who came in every Tuesday. "Your order arrived yesterday." He smiled and thanked her. They talked for a while about the weather, about the new bridge the council wanted to build, and about a novel they had both read last winter.
 
@@ -34,7 +34,7 @@ Mathematics is the study of numbers, shapes, patterns and change. Some of its id
 
 The train left the station at twenty past nine. It was nearly full: students with heavy bags, workers reading the news on their phones, a family with two small children and a dog. Outside the window, the city gave way to suburbs, then to farms and open country. The conductor walked through the carriages checking tickets. After two hours the train reached the coast, and the passengers could see the sea shining in the distance.
 )corpus"
-R"corpus(Good software is written for people as much as for machines. A clear program has short functions, meaningful names and comments that explain why something is done, not only what is done. Tests check that the code behaves as expected and protect it against future mistakes. When a bug appears, a careful engineer first reproduces it, then finds the smallest example that shows the problem, and only then changes the code. Reading other people's code is one of the best ways to learn.
+      R"corpus(Good software is written for people as much as for machines. A clear program has short functions, meaningful names and comments that explain why something is done, not only what is done. Tests check that the code behaves as expected and protect it against future mistakes. When a bug appears, a careful engineer first reproduces it, then finds the smallest example that shows the problem, and only then changes the code. Reading other people's code is one of the best ways to learn.
 
 A server is a program that waits for requests and sends back responses. When many clients connect at the same time, the server must share its resources fairly. It may place incoming requests in a queue, process several of them together in a batch, and stream results back as soon as they are ready. Engineers measure the latency of each request, the throughput of the whole system, and the memory it uses. They watch these numbers closely, because users notice when a service becomes slow.
 
@@ -58,7 +58,7 @@ Numbers appear everywhere in daily life. A loaf of bread costs 3 dollars, a bus 
 
 Science advances through observation, experiment and argument. A scientist proposes a hypothesis, designs an experiment to test it, and carefully records the results. If the results do not agree with the prediction, the hypothesis must be changed or rejected. Other scientists repeat the experiment to check whether they obtain the same results. Over time, ideas that survive many tests become part of our shared understanding, although they may still be revised when new evidence appears.
 )corpus"
-R"corpus(Once upon a time there was a king who had three daughters. The youngest was the cleverest, but nobody listened to her, because she was the smallest. One day a giant came down from the mountains and demanded half of the kingdom. The king did not know what to do. His generals wanted to fight, and his ministers wanted to pay. The youngest daughter said, "Let me speak to him." She walked alone to the giant's camp, asked him three riddles, and he could not answer any of them. Ashamed, the giant went back to the mountains and never returned.
+      R"corpus(Once upon a time there was a king who had three daughters. The youngest was the cleverest, but nobody listened to her, because she was the smallest. One day a giant came down from the mountains and demanded half of the kingdom. The king did not know what to do. His generals wanted to fight, and his ministers wanted to pay. The youngest daughter said, "Let me speak to him." She walked alone to the giant's camp, asked him three riddles, and he could not answer any of them. Ashamed, the giant went back to the mountains and never returned.
 
 Travel teaches us about other people and about ourselves. In a foreign country, even simple things, like buying a ticket or ordering dinner, can become small adventures. We learn a few words of a new language, taste unfamiliar dishes, and see how others live, work and celebrate. Sometimes we feel lost or tired, but we also find kindness from strangers. When we return home, we often see our own town with new eyes.
 
@@ -82,7 +82,7 @@ Friendship is one of the great pleasures of life. Good friends share our joys an
 
 The village market is held every Saturday in the square. Farmers bring vegetables, fruit, honey and flowers; a fisherman sells the morning's catch; and an old woman offers jars of jam made from her own berries. People come not only to shop but also to meet their neighbours, exchange news and drink coffee at the small cafe on the corner. By one o'clock the stalls are packed away and the square is quiet again.
 )corpus"
-R"corpus(Questions and answers.
+      R"corpus(Questions and answers.
 What is the capital of France? The capital of France is Paris.
 How many legs does a spider have? A spider has eight legs.
 Why is the sky blue? Sunlight is scattered by the air, and blue light is scattered more than red light.

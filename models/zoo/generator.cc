@@ -27,7 +27,8 @@ absl::Status MakeDirs(const std::string& dir) {
     if (i == dir.size() || (dir[i] == '/' && i > 0)) {
       path = dir.substr(0, i);
       if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-        return absl::InternalError(absl::StrCat(path, ": cannot create directory: ", strerror(errno)));
+        return absl::InternalError(
+            absl::StrCat(path, ": cannot create directory: ", strerror(errno)));
       }
     }
   }
@@ -47,15 +48,15 @@ absl::Status RemoveIfPresent(const std::string& path) {
 
 std::string ShardName(int64_t i, int64_t n) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "model-%05lld-of-%05lld.safetensors", static_cast<long long>(i + 1),
-                static_cast<long long>(n));
+  std::snprintf(buf, sizeof(buf), "model-%05lld-of-%05lld.safetensors",
+                static_cast<long long>(i + 1), static_cast<long long>(n));
   return buf;
 }
 
 // Splits the tensors (in model order) into `shards` contiguous groups of
 // roughly equal bytes; every group is non-empty.
-std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(const std::vector<ExpectedTensor>& tensors,
-                                                                int64_t shards, DType dtype) {
+std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(
+    const std::vector<ExpectedTensor>& tensors, int64_t shards, DType dtype) {
   uint64_t total = 0;
   for (const ExpectedTensor& t : tensors) total += TensorSpec{t.name, dtype, t.shape}.nbytes();
   std::vector<std::vector<const ExpectedTensor*>> groups(shards);
@@ -64,7 +65,8 @@ std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(const std::vecto
   for (int64_t g = 0; g < shards; ++g) {
     const uint64_t target = total * (g + 1) / shards;
     const size_t must_leave = static_cast<size_t>(shards - g - 1);  // one tensor per later shard
-    while (next < tensors.size() - must_leave && (groups[g].empty() || done < target || g == shards - 1)) {
+    while (next < tensors.size() - must_leave &&
+           (groups[g].empty() || done < target || g == shards - 1)) {
       done += TensorSpec{tensors[next].name, dtype, tensors[next].shape}.nbytes();
       groups[g].push_back(&tensors[next++]);
     }
@@ -72,7 +74,8 @@ std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(const std::vecto
   return groups;
 }
 
-absl::Status WriteShard(const ZooSpec& spec, const std::string& path, const std::vector<const ExpectedTensor*>& group) {
+absl::Status WriteShard(const ZooSpec& spec, const std::string& path,
+                        const std::vector<const ExpectedTensor*>& group) {
   std::vector<TensorSpec> specs;
   std::map<std::string, const ExpectedTensor*> by_name;
   for (const ExpectedTensor* t : group) {
@@ -104,7 +107,8 @@ absl::Status WriteWeights(const ZooSpec& spec, const ModelConfig& config, const 
       total += TensorSpec{t->name, spec.dtype, t->shape}.nbytes();
     }
   }
-  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
+                                  {"weight_map", weight_map}};
   return WriteFileAtomically(Env::Default(), dir + "/" + kShardIndexFile, index.dump(2) + "\n");
 }
 
@@ -120,11 +124,15 @@ absl::Status GenerateModel(const ZooSpec& spec, const std::string& dir) {
   // Regenerating over an old model: config.json goes first (so the directory
   // reads as incomplete until done), and the other layout's weights go too.
   RETURN_IF_ERROR(RemoveIfPresent(dir + "/config.json"));
-  RETURN_IF_ERROR(RemoveIfPresent(dir + (spec.shards == 1 ? "/" + std::string(kShardIndexFile) : "/model.safetensors")));
-  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/tokenizer.json", TokenizerJson(tokenizer)));
-  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/tokenizer_config.json", TokenizerConfigJson(tokenizer, spec.max_position)));
+  RETURN_IF_ERROR(RemoveIfPresent(
+      dir + (spec.shards == 1 ? "/" + std::string(kShardIndexFile) : "/model.safetensors")));
+  RETURN_IF_ERROR(
+      WriteFileAtomically(Env::Default(), dir + "/tokenizer.json", TokenizerJson(tokenizer)));
+  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/tokenizer_config.json",
+                                      TokenizerConfigJson(tokenizer, spec.max_position)));
   RETURN_IF_ERROR(WriteWeights(spec, config, dir));
-  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/generation_config.json", GenerationConfigJson(spec)));
+  RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/generation_config.json",
+                                      GenerationConfigJson(spec)));
   return WriteFileAtomically(Env::Default(), dir + "/config.json", config_json);
 }
 

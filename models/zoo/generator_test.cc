@@ -17,7 +17,9 @@
 namespace expertd::models::zoo {
 namespace {
 
-std::string TmpDir(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
+std::string TmpDir(const std::string& name) {
+  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -45,8 +47,8 @@ std::unique_ptr<Checkpoint> OpenValid(const std::string& dir) {
 }
 
 TEST(GeneratorTest, EveryArchitectureOpensAndValidates) {
-  for (Architecture arch : {Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe,
-                            Architecture::kOlmoe}) {
+  for (Architecture arch : {Architecture::kMixtral, Architecture::kQwen2Moe,
+                            Architecture::kQwen3Moe, Architecture::kOlmoe}) {
     const std::string dir = TmpDir(std::string("arch_") + ZooArchName(arch));
     ASSERT_TRUE(GenerateModel(Tiny(arch), dir).ok());
     auto ckpt = OpenValid(dir);
@@ -76,8 +78,8 @@ TEST(GeneratorTest, SameSeedIsByteIdenticalDifferentSeedIsNot) {
   ASSERT_TRUE(GenerateModel(Tiny(Architecture::kQwen2Moe, 5), a).ok());
   ASSERT_TRUE(GenerateModel(Tiny(Architecture::kQwen2Moe, 5), b).ok());
   ASSERT_TRUE(GenerateModel(Tiny(Architecture::kQwen2Moe, 6), c).ok());
-  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                        "model.safetensors"}) {
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json",
+                        "tokenizer_config.json", "model.safetensors"}) {
     EXPECT_EQ(ReadAll(a + "/" + f), ReadAll(b + "/" + f)) << f;
   }
   EXPECT_NE(ReadAll(a + "/model.safetensors"), ReadAll(c + "/model.safetensors"));
@@ -132,7 +134,8 @@ TEST(GeneratorTest, VariantsValidate) {
   ASSERT_NE(ckpt, nullptr);
   EXPECT_EQ(ckpt->config().is_moe_layer, (std::vector<bool>{true, false, true}));
   EXPECT_FALSE(ckpt->Has("lm_head.weight"));
-  EXPECT_EQ(ckpt->Get(AttentionName(0, AttnTensor::kQProj))->shape, (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(ckpt->Get(AttentionName(0, AttnTensor::kQProj))->shape,
+            (std::vector<int64_t>{128, 64}));
 }
 
 TEST(GeneratorTest, DefaultPresetIsTheServingModel) {

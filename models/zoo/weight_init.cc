@@ -25,7 +25,8 @@ int64_t Numel(const std::vector<int64_t>& shape) {
 }
 
 // Fills elements [first, first + n) of the tensor as float32, then converts.
-void FillRange(uint64_t key, float scale, bool constant, DType dtype, int64_t first, int64_t n, uint8_t* dst) {
+void FillRange(uint64_t key, float scale, bool constant, DType dtype, int64_t first, int64_t n,
+               uint8_t* dst) {
   std::vector<float> buf(static_cast<size_t>(n));
   if (constant) {
     std::fill(buf.begin(), buf.end(), scale);
@@ -60,14 +61,22 @@ void StandardNormals(uint64_t key, int64_t first, int64_t n, float* out) {
 float InitScale(const ExpectedTensor& t) {
   const double fan_in = t.shape.size() >= 2 ? static_cast<double>(t.shape.back()) : 1.0;
   switch (t.role) {
-    case TensorRole::kEmbedding: return 1.0f;
-    case TensorRole::kLmHead: return static_cast<float>(2.0 / std::sqrt(fan_in));
-    case TensorRole::kNorm: return 1.0f;
-    case TensorRole::kLinear: return static_cast<float>(1.0 / std::sqrt(fan_in));
-    case TensorRole::kBias: return 0.1f;
-    case TensorRole::kRouter: return static_cast<float>(2.0 / std::sqrt(fan_in));
-    case TensorRole::kRouterBias: return 0.0f;
-    case TensorRole::kSharedGate: return static_cast<float>(1.0 / std::sqrt(fan_in));
+    case TensorRole::kEmbedding:
+      return 1.0f;
+    case TensorRole::kLmHead:
+      return static_cast<float>(2.0 / std::sqrt(fan_in));
+    case TensorRole::kNorm:
+      return 1.0f;
+    case TensorRole::kLinear:
+      return static_cast<float>(1.0 / std::sqrt(fan_in));
+    case TensorRole::kBias:
+      return 0.1f;
+    case TensorRole::kRouter:
+      return static_cast<float>(2.0 / std::sqrt(fan_in));
+    case TensorRole::kRouterBias:
+      return 0.0f;
+    case TensorRole::kSharedGate:
+      return static_cast<float>(1.0 / std::sqrt(fan_in));
   }
   return 0.0f;
 }
@@ -78,7 +87,8 @@ void FillTensor(uint64_t seed, const ExpectedTensor& t, DType dtype, uint8_t* ds
   const bool constant = t.role == TensorRole::kNorm || t.role == TensorRole::kRouterBias;
   const int64_t n = Numel(t.shape);
   constexpr int64_t kChunk = int64_t{1} << 18;
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), (n + kChunk - 1) / kChunk);
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                            (n + kChunk - 1) / kChunk);
   if (threads <= 1) {
     FillRange(key, scale, constant, dtype, 0, n, dst);
     return;

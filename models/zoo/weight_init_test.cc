@@ -44,7 +44,8 @@ TEST(WeightInitTest, ScalesFollowTheRecipe) {
 
 TEST(WeightInitTest, FillTensorIsThreadInvariantAndRounded) {
   // Large enough to use several threads.
-  ExpectedTensor big{"model.layers.3.mlp.experts.1.up_proj.weight", {1024, 1024}, TensorRole::kLinear};
+  ExpectedTensor big{
+      "model.layers.3.mlp.experts.1.up_proj.weight", {1024, 1024}, TensorRole::kLinear};
   std::vector<uint8_t> bf16(1024 * 1024 * 2), f32(1024 * 1024 * 4);
   FillTensor(42, big, DType::kBF16, bf16.data());
   FillTensor(42, big, DType::kF32, f32.data());

@@ -37,10 +37,12 @@ uint64_t Fnv1a64(const std::string& bytes) {
 TEST(ZooGoldenTest, DefaultModelMatchesItsSnapshot) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/default";
   ASSERT_TRUE(GenerateModel(*PresetSpec("default", Architecture::kQwen3Moe), dir).ok());
-  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
+  for (const char* f :
+       {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
     EXPECT_EQ(ReadAll(dir + "/" + f), ReadAll(std::string(kGolden) + "/" + f)) << f << " changed";
   }
-  const nlohmann::json golden = nlohmann::json::parse(ReadAll(std::string(kGolden) + "/golden.json"));
+  const nlohmann::json golden =
+      nlohmann::json::parse(ReadAll(std::string(kGolden) + "/golden.json"));
   const std::string weights = ReadAll(dir + "/model.safetensors");
   EXPECT_EQ(weights.size(), golden["model_safetensors_bytes"].get<size_t>());
   char hex[17];
@@ -53,7 +55,8 @@ TEST(ZooGoldenTest, DefaultModelMatchesItsSnapshot) {
 TEST(ZooGoldenTest, TokenizerEncodesLikeHuggingFace) {
   auto tokenizer = Tokenizer::LoadFromFile(std::string(kGolden) + "/tokenizer.json");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  const nlohmann::json golden = nlohmann::json::parse(ReadAll(std::string(kGolden) + "/golden.json"));
+  const nlohmann::json golden =
+      nlohmann::json::parse(ReadAll(std::string(kGolden) + "/golden.json"));
   const nlohmann::json& cases = golden["tokenizer_hf_encodings"]["cases"];
   ASSERT_GE(cases.size(), 5u);
   for (const nlohmann::json& c : cases) {

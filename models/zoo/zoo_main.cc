@@ -35,7 +35,8 @@ struct Options {
   std::string out;
   std::string dtype;
   std::string mlp_only_layers;
-  int64_t hidden = 0, layers = 0, experts = 0, top_k = 0, moe_intermediate = 0, heads = 0, kv_heads = 0;
+  int64_t hidden = 0, layers = 0, experts = 0, top_k = 0, moe_intermediate = 0, heads = 0,
+          kv_heads = 0;
   int64_t head_dim = 0, vocab = 0, seed = 0, shards = 1, intermediate = 0, shared_intermediate = 0;
   bool tie_word_embeddings = false;
   bool if_missing = false;
@@ -46,7 +47,8 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-void Override(const std::vector<std::string>& set, const char* flag, int64_t value, int64_t* field) {
+void Override(const std::vector<std::string>& set, const char* flag, int64_t value,
+              int64_t* field) {
   for (const std::string& s : set) {
     if (s == flag) *field = value;
   }
@@ -70,15 +72,21 @@ absl::StatusOr<ZooSpec> BuildSpec(const Options& o, const std::vector<std::strin
   s.seed = static_cast<uint64_t>(o.seed);
   s.tie_word_embeddings = o.tie_word_embeddings;
   if (!o.dtype.empty()) {
-    if (o.dtype == "bf16") s.dtype = DType::kBF16;
-    else if (o.dtype == "f32") s.dtype = DType::kF32;
-    else if (o.dtype == "f16") s.dtype = DType::kF16;
-    else return absl::InvalidArgumentError("flag --dtype: expected bf16, f32 or f16, got '" + o.dtype + "'");
+    if (o.dtype == "bf16")
+      s.dtype = DType::kBF16;
+    else if (o.dtype == "f32")
+      s.dtype = DType::kF32;
+    else if (o.dtype == "f16")
+      s.dtype = DType::kF16;
+    else
+      return absl::InvalidArgumentError("flag --dtype: expected bf16, f32 or f16, got '" + o.dtype +
+                                        "'");
   }
   for (absl::string_view part : absl::StrSplit(o.mlp_only_layers, ',', absl::SkipEmpty())) {
     int64_t layer;
     if (!absl::SimpleAtoi(part, &layer)) {
-      return absl::InvalidArgumentError("flag --mlp_only_layers: expected comma-separated layer indices");
+      return absl::InvalidArgumentError(
+          "flag --mlp_only_layers: expected comma-separated layer indices");
     }
     s.mlp_only_layers.push_back(layer);
   }
@@ -87,8 +95,10 @@ absl::StatusOr<ZooSpec> BuildSpec(const Options& o, const std::vector<std::strin
 
 int Run(int argc, char** argv) {
   Options o;
-  FlagSet flags("expertd-zoo --out=DIR [--arch=qwen3_moe] [--preset=default] [size flags]: writes a deterministic "
-                "random Hugging Face MoE checkpoint (config.json, tokenizer.json, safetensors)");
+  FlagSet flags(
+      "expertd-zoo --out=DIR [--arch=qwen3_moe] [--preset=default] [size flags]: writes a "
+      "deterministic "
+      "random Hugging Face MoE checkpoint (config.json, tokenizer.json, safetensors)");
   flags.String("out", &o.out, "output directory (created if missing)");
   flags.String("arch", &o.arch, "mixtral | qwen2_moe | qwen3_moe | olmoe");
   flags.String("preset", &o.preset, "tiny | default | olmoe_1b7b_4l (sizes; flags below override)");
@@ -97,7 +107,8 @@ int Run(int argc, char** argv) {
   flags.Int("experts", &o.experts, 1, 4096, "routed experts per layer");
   flags.Int("top_k", &o.top_k, 1, 4096, "experts per token");
   flags.Int("moe_intermediate", &o.moe_intermediate, 1, 65536, "routed expert width");
-  flags.Int("intermediate", &o.intermediate, 1, 262144, "dense MLP width (qwen; default 2 x moe_intermediate)");
+  flags.Int("intermediate", &o.intermediate, 1, 262144,
+            "dense MLP width (qwen; default 2 x moe_intermediate)");
   flags.Int("shared_intermediate", &o.shared_intermediate, 1, 262144,
             "qwen2_moe shared expert width (default 2 x moe_intermediate)");
   flags.String("mlp_only_layers", &o.mlp_only_layers, "qwen: comma-separated dense layer indices");
@@ -109,16 +120,20 @@ int Run(int argc, char** argv) {
   flags.Int("seed", &o.seed, 0, INT64_MAX, "weights seed");
   flags.Int("shards", &o.shards, 1, 1024, "number of safetensors shards");
   flags.Bool("tie_word_embeddings", &o.tie_word_embeddings, "share embeddings and lm_head");
-  flags.Bool("if_missing", &o.if_missing, "do nothing if OUT/config.json exists (a complete model is there)");
+  flags.Bool("if_missing", &o.if_missing,
+             "do nothing if OUT/config.json exists (a complete model is there)");
   absl::Status st = flags.Parse(argc, argv, nullptr);
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
   }
   if (st.ok() && o.out.empty()) st = absl::InvalidArgumentError("flag --out is required");
-  absl::StatusOr<ZooSpec> spec = st.ok() ? BuildSpec(o, flags.set_flags()) : absl::StatusOr<ZooSpec>(st);
-  if (!spec.ok()) st = spec.status();
-  else if (!(o.if_missing && FileExists(o.out + "/config.json"))) st = GenerateModel(*spec, o.out);
+  absl::StatusOr<ZooSpec> spec =
+      st.ok() ? BuildSpec(o, flags.set_flags()) : absl::StatusOr<ZooSpec>(st);
+  if (!spec.ok())
+    st = spec.status();
+  else if (!(o.if_missing && FileExists(o.out + "/config.json")))
+    st = GenerateModel(*spec, o.out);
   // Read back what was written, as a user of the checkpoint would.
   std::unique_ptr<Checkpoint> ckpt;
   if (st.ok()) {

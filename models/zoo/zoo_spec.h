@@ -32,19 +32,19 @@ struct ZooSpec {
   int64_t layers = 4;
   int64_t experts = 16;
   int64_t top_k = 4;
-  int64_t moe_intermediate = 256;     // routed expert width
-  int64_t intermediate = 0;           // Qwen dense-layer MLP width; 0 = 2 * moe_intermediate
-  int64_t shared_intermediate = 0;    // Qwen2-MoE shared expert width; 0 = 2 * moe_intermediate
+  int64_t moe_intermediate = 256;   // routed expert width
+  int64_t intermediate = 0;         // Qwen dense-layer MLP width; 0 = 2 * moe_intermediate
+  int64_t shared_intermediate = 0;  // Qwen2-MoE shared expert width; 0 = 2 * moe_intermediate
   int64_t heads = 8;
   int64_t kv_heads = 2;
-  int64_t head_dim = 0;               // 0 = hidden / heads (only Qwen3-MoE may differ)
-  int64_t vocab = 2048;               // == the generated tokenizer's size
+  int64_t head_dim = 0;  // 0 = hidden / heads (only Qwen3-MoE may differ)
+  int64_t vocab = 2048;  // == the generated tokenizer's size
   int64_t max_position = 4096;
   std::vector<int64_t> mlp_only_layers;  // Qwen2/Qwen3-MoE dense layers
   bool tie_word_embeddings = false;
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
-  int64_t shards = 1;                 // > 1: model-0000i-of-0000N.safetensors + index
+  int64_t shards = 1;  // > 1: model-0000i-of-0000N.safetensors + index
 
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden / heads; }
 };

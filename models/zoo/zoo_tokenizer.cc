@@ -15,14 +15,18 @@ using ojson = nlohmann::ordered_json;
 const char* const kSpecials[kZooNumSpecial] = {"<|endoftext|>", "<s>", "</s>"};
 
 ojson ByteLevelComponent(bool add_prefix_space) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"trim_offsets", true}, {"use_regex", true}};
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", add_prefix_space},
+          {"trim_offsets", true},
+          {"use_regex", true}};
 }
 
 }  // namespace
 
 absl::StatusOr<ZooTokenizer> BuildZooTokenizer(int64_t vocab_size) {
   if (vocab_size < kZooMinVocab) {
-    return absl::InvalidArgumentError(absl::StrCat("vocab size ", vocab_size, " is below the minimum of ", kZooMinVocab,
+    return absl::InvalidArgumentError(absl::StrCat("vocab size ", vocab_size,
+                                                   " is below the minimum of ", kZooMinVocab,
                                                    " (3 special tokens + 256 bytes)"));
   }
   static std::mutex mu;
@@ -39,7 +43,8 @@ absl::StatusOr<ZooTokenizer> BuildZooTokenizer(int64_t vocab_size) {
   t.bpe = it->second;
   for (const std::string& token : t.bpe.tokens) {
     for (const std::string& special : t.specials) {
-      if (token == special) return absl::InternalError(absl::StrCat("BPE learned the special token ", special));
+      if (token == special)
+        return absl::InternalError(absl::StrCat("BPE learned the special token ", special));
     }
   }
   return t;

@@ -26,7 +26,8 @@ bool IsToken(absl::string_view s) {
 bool IsTarget(absl::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
-    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) return false;
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+      return false;
   }
   return true;
 }
@@ -90,7 +91,8 @@ HttpParse ParseHttpRequestHead(absl::string_view data, size_t max_head_bytes, Ht
   if (end == absl::string_view::npos) {
     // A client may send blank lines before the request line (RFC 9112 2.2):
     // not supported; a leading blank line is simply a bad request.
-    if (!window.empty() && (window[0] == '\n' || absl::StartsWith(window, "\r\n"))) return HttpParse::kBad;
+    if (!window.empty() && (window[0] == '\n' || absl::StartsWith(window, "\r\n")))
+      return HttpParse::kBad;
     return data.size() >= max_head_bytes ? HttpParse::kTooLarge : HttpParse::kIncomplete;
   }
   *head = HttpRequestHead();

@@ -15,13 +15,13 @@
 namespace expertd::server::metrics {
 
 struct HttpRequestHead {
-  std::string method;   // "GET"
-  std::string target;   // "/metrics?x=1" as sent
-  std::string path;     // target without the query: "/metrics"
-  int minor_version = 1;  // HTTP/1.<minor_version>
+  std::string method;                                        // "GET"
+  std::string target;                                        // "/metrics?x=1" as sent
+  std::string path;                                          // target without the query: "/metrics"
+  int minor_version = 1;                                     // HTTP/1.<minor_version>
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  bool keep_alive = true;     // HTTP/1.1 unless "Connection: close"; 1.0 only with keep-alive
-  bool has_body = false;      // Content-Length > 0 or Transfer-Encoding (not supported here)
+  bool keep_alive = true;  // HTTP/1.1 unless "Connection: close"; 1.0 only with keep-alive
+  bool has_body = false;   // Content-Length > 0 or Transfer-Encoding (not supported here)
 
   // The first header named `name` (lower case); empty when absent.
   absl::string_view Header(absl::string_view name) const;

@@ -24,12 +24,14 @@ namespace {
 absl::Status SplitHostPort(const std::string& listen, std::string* host, int* port) {
   const size_t colon = listen.rfind(':');
   int p = -1;
-  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(listen.substr(colon + 1), &p) || p < 0 ||
-      p > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics address '", listen, "' is not host:port"));
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(listen.substr(colon + 1), &p) ||
+      p < 0 || p > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address '", listen, "' is not host:port"));
   }
   *host = listen.substr(0, colon);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
   *port = p;
   return absl::OkStatus();
 }
@@ -40,7 +42,8 @@ bool SetNonBlocking(int fd) {
 }
 
 // A listening, non-blocking socket on host:port, or why not.
-absl::StatusOr<int> Listen(const std::string& listen, const std::string& host, int port, int* bound_port) {
+absl::StatusOr<int> Listen(const std::string& listen, const std::string& host, int port,
+                           int* bound_port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -62,30 +65,40 @@ absl::StatusOr<int> Listen(const std::string& listen, const std::string& host, i
     }
     int yes = 1;  // quick restarts; never SO_REUSEPORT (two daemons on one port)
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0 || !SetNonBlocking(fd)) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0 ||
+        !SetNonBlocking(fd)) {
       error = std::strerror(errno);
       close(fd);
       fd = -1;
     }
   }
   freeaddrinfo(res);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot listen on '", listen, "' for metrics: ", error));
+  if (fd < 0)
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on '", listen, "' for metrics: ", error));
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                           : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  *bound_port = addr.ss_family == AF_INET6
+                    ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   return fd;
 }
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
   }
   return "Error";
 }
@@ -126,7 +139,8 @@ class MetricsHttpServer::Loop {
   bool OnReadable(Conn& c, absl::Time now);
   bool OnWritable(Conn& c, absl::Time now);
   void HandleRequests(Conn& c, absl::Time now);
-  void Respond(Conn& c, const HttpRequestHead* head, int status, const std::string& type, const std::string& body);
+  void Respond(Conn& c, const HttpRequestHead* head, int status, const std::string& type,
+               const std::string& body);
   void CloseOldestIdle();
 
   const int listen_fd_;
@@ -256,26 +270,29 @@ void MetricsHttpServer::Loop::HandleRequests(Conn& c, absl::Time now) {
   }
   c.in.erase(0, consumed);
   c.has_request_bytes = !c.in.empty();
-  c.close_after_write = !head.keep_alive || head.has_body;  // bodies are not read: close after answering
+  c.close_after_write =
+      !head.keep_alive || head.has_body;  // bodies are not read: close after answering
   if (head.method != "GET" && head.method != "HEAD") {
     Respond(c, &head, 405, "text/plain; charset=utf-8", "only GET and HEAD\n");
   } else if (head.path == "/metrics") {
     Respond(c, &head, 200, kTextContentType, owner_->registry_->Render());
   } else if (head.path == "/health") {
     const bool ok = owner_->serving_();
-    Respond(c, &head, ok ? 200 : 503, "text/plain; charset=utf-8", ok ? "SERVING\n" : "NOT_SERVING\n");
+    Respond(c, &head, ok ? 200 : 503, "text/plain; charset=utf-8",
+            ok ? "SERVING\n" : "NOT_SERVING\n");
   } else {
     Respond(c, &head, 404, "text/plain; charset=utf-8", "not found\n");
   }
   c.deadline = now + o.write_timeout;
 }
 
-void MetricsHttpServer::Loop::Respond(Conn& c, const HttpRequestHead* head, int status, const std::string& type,
-                                      const std::string& body) {
+void MetricsHttpServer::Loop::Respond(Conn& c, const HttpRequestHead* head, int status,
+                                      const std::string& type, const std::string& body) {
   const bool head_only = head != nullptr && head->method == "HEAD";
   c.out = absl::StrCat("HTTP/1.1 ", status, " ", Reason(status), "\r\nContent-Type: ", type,
                        "\r\nContent-Length: ", body.size(), "\r\n",
-                       c.close_after_write ? "Connection: close\r\n" : "", "\r\n", head_only ? "" : body);
+                       c.close_after_write ? "Connection: close\r\n" : "", "\r\n",
+                       head_only ? "" : body);
   c.out_sent = 0;
   if (status == 405) c.out.insert(c.out.find("\r\n\r\n") + 2, "Allow: GET, HEAD\r\n");
   c.deadline = absl::Now() + owner_->options_.write_timeout;

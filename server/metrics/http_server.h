@@ -45,7 +45,8 @@ class MetricsHttpServer {
  public:
   // `registry` is not owned and must outlive the server; so must whatever
   // `serving` reads.
-  MetricsHttpServer(const Registry* registry, std::function<bool()> serving, HttpServerOptions options = {});
+  MetricsHttpServer(const Registry* registry, std::function<bool()> serving,
+                    HttpServerOptions options = {});
   ~MetricsHttpServer();  // Stop()
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

@@ -60,7 +60,8 @@ TEST(MetricsHttpServerTest, PortInUseIsAClearError) {
   MetricsHttpServer second(&registry, [] { return true; });
   absl::Status s = second.Start("127.0.0.1:" + std::to_string(first.port()));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  EXPECT_NE(s.message().find("cannot listen on '127.0.0.1:" + std::to_string(first.port()) + "' for metrics"),
+  EXPECT_NE(s.message().find("cannot listen on '127.0.0.1:" + std::to_string(first.port()) +
+                             "' for metrics"),
             std::string::npos)
       << s;
 }
@@ -120,7 +121,8 @@ bool ClosedByServer(int fd, int timeout_ms) {
 }
 
 std::string RoundTrip(int fd, const std::string& request) {
-  EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
   std::string out;
   pollfd p{fd, POLLIN, 0};
   char buf[4096];
@@ -142,7 +144,8 @@ TEST(MetricsHttpServerTest, IdleAndHalfOpenConnectionsNeverDelayHealth) {
   for (int i = 0; i < 8; ++i) {  // keep-alive connections left idle after a scrape
     const int fd = Connect(server.port());
     ASSERT_GE(fd, 0);
-    EXPECT_NE(RoundTrip(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").find("200 OK"), std::string::npos);
+    EXPECT_NE(RoundTrip(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").find("200 OK"),
+              std::string::npos);
     held.push_back(fd);
   }
   for (int i = 0; i < 8; ++i) {  // half-open: part of a request head, then silence
@@ -172,7 +175,8 @@ TEST(MetricsHttpServerTest, SlowAndIdleConnectionsAreClosedAfterTheirTimeouts) {
   HttpServerOptions o;
   o.request_timeout = absl::Milliseconds(100);
   o.idle_timeout = absl::Milliseconds(100);
-  MetricsHttpServer server(&registry, [] { return true; }, o);
+  MetricsHttpServer server(
+      &registry, [] { return true; }, o);
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
   const int half = Connect(server.port());
   ASSERT_EQ(send(half, "GET /hea", 8, MSG_NOSIGNAL), 8);
@@ -188,7 +192,8 @@ TEST(MetricsHttpServerTest, MoreConnectionsThanTheLimitEvictTheIdleOnes) {
   Registry registry;
   HttpServerOptions o;
   o.max_connections = 4;
-  MetricsHttpServer server(&registry, [] { return true; }, o);
+  MetricsHttpServer server(
+      &registry, [] { return true; }, o);
   ASSERT_TRUE(server.Start("127.0.0.1:0").ok());
   std::vector<int> held;
   for (int i = 0; i < 10; ++i) held.push_back(Connect(server.port()));
@@ -215,7 +220,8 @@ TEST(MetricsHttpServerTest, BadRequestsAndMethodsAndPipelining) {
   const std::string h = RoundTrip(fd, "HEAD /health HTTP/1.1\r\n\r\n");
   EXPECT_NE(h.find("HTTP/1.1 503"), std::string::npos) << h;
   EXPECT_EQ(h.find("NOT_SERVING"), std::string::npos) << h;
-  std::string both = RoundTrip(fd, "GET /health HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\nConnection: close\r\n\r\n");
+  std::string both =
+      RoundTrip(fd, "GET /health HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\nConnection: close\r\n\r\n");
   pollfd p{fd, POLLIN, 0};
   char buf[4096];
   while (both.find("HTTP/1.1 404") == std::string::npos && poll(&p, 1, 5000) == 1) {

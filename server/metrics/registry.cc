@@ -39,11 +39,13 @@ std::string LabelSet(const std::vector<Label>& const_labels, const std::vector<s
   return out;
 }
 
-void RenderChild(const std::string& name, const std::string& labels, const Counter& c, std::string* out) {
+void RenderChild(const std::string& name, const std::string& labels, const Counter& c,
+                 std::string* out) {
   absl::StrAppend(out, name, labels, " ", FormatValue(c.value()), "\n");
 }
 
-void RenderChild(const std::string& name, const std::string& labels, const Gauge& g, std::string* out) {
+void RenderChild(const std::string& name, const std::string& labels, const Gauge& g,
+                 std::string* out) {
   absl::StrAppend(out, name, labels, " ", FormatValue(g.value()), "\n");
 }
 
@@ -102,31 +104,38 @@ Histogram::Snapshot Histogram::snapshot() const {
 
 // ---------------------------------------------------------------- families
 
-FamilyBase::FamilyBase(std::string name, std::string help, MetricType type, std::vector<std::string> label_names)
-    : name_(std::move(name)), help_(std::move(help)), type_(type), label_names_(std::move(label_names)) {
+FamilyBase::FamilyBase(std::string name, std::string help, MetricType type,
+                       std::vector<std::string> label_names)
+    : name_(std::move(name)),
+      help_(std::move(help)),
+      type_(type),
+      label_names_(std::move(label_names)) {
   Check(IsValidMetricName(name_), "invalid metric name '" + name_ + "'");
   std::set<std::string> seen;
   for (const std::string& l : label_names_) {
     Check(IsValidLabelName(l), "metric '" + name_ + "': invalid label name '" + l + "'");
-    Check(!(type_ == MetricType::kHistogram && l == "le"), "metric '" + name_ + "': 'le' is reserved");
+    Check(!(type_ == MetricType::kHistogram && l == "le"),
+          "metric '" + name_ + "': 'le' is reserved");
     Check(seen.insert(l).second, "metric '" + name_ + "': duplicate label '" + l + "'");
   }
 }
 
 void FamilyBase::RenderHeader(std::string* out) const {
-  absl::StrAppend(out, "# HELP ", name_, " ", EscapeHelp(help_), "\n", "# TYPE ", name_, " ", TypeName(type_), "\n");
+  absl::StrAppend(out, "# HELP ", name_, " ", EscapeHelp(help_), "\n", "# TYPE ", name_, " ",
+                  TypeName(type_), "\n");
 }
 
 template <typename T>
-Family<T>::Family(std::string name, std::string help, MetricType type, std::vector<std::string> label_names,
-                  std::vector<double> upper_bounds)
+Family<T>::Family(std::string name, std::string help, MetricType type,
+                  std::vector<std::string> label_names, std::vector<double> upper_bounds)
     : FamilyBase(std::move(name), std::move(help), type, std::move(label_names)),
       upper_bounds_(std::move(upper_bounds)) {}
 
 template <typename T>
 T* Family<T>::WithLabels(const std::vector<std::string>& values) {
   Check(values.size() == label_names().size(),
-        absl::StrCat("metric '", name(), "': ", values.size(), " label values for ", label_names().size(), " labels"));
+        absl::StrCat("metric '", name(), "': ", values.size(), " label values for ",
+                     label_names().size(), " labels"));
   absl::MutexLock lock(&mu_);
   std::unique_ptr<T>& child = children_[values];
   if (child == nullptr) {
@@ -149,8 +158,8 @@ void Family<T>::Render(const std::vector<Label>& const_labels, std::string* out)
       const std::vector<double>& bounds = child->upper_bounds();
       for (size_t i = 0; i <= bounds.size(); ++i) {
         Label le{"le", i < bounds.size() ? FormatValue(bounds[i]) : "+Inf"};
-        absl::StrAppend(out, name(), "_bucket", LabelSet(const_labels, label_names(), values, &le), " ",
-                        s.cumulative[i], "\n");
+        absl::StrAppend(out, name(), "_bucket", LabelSet(const_labels, label_names(), values, &le),
+                        " ", s.cumulative[i], "\n");
       }
       const std::string labels = LabelSet(const_labels, label_names(), values);
       absl::StrAppend(out, name(), "_sum", labels, " ", FormatValue(s.sum), "\n");
@@ -168,15 +177,18 @@ template class Family<Histogram>;
 // ---------------------------------------------------------------- registry
 
 Registry::Registry(std::vector<Label> const_labels) : const_labels_(std::move(const_labels)) {
-  for (const Label& l : const_labels_) Check(IsValidLabelName(l.name), "invalid constant label '" + l.name + "'");
+  for (const Label& l : const_labels_)
+    Check(IsValidLabelName(l.name), "invalid constant label '" + l.name + "'");
 }
 
 void Registry::AddFamily(std::unique_ptr<FamilyBase> family) {
   absl::MutexLock lock(&mu_);
-  for (const auto& f : families_) Check(f->name() != family->name(), "duplicate metric '" + family->name() + "'");
+  for (const auto& f : families_)
+    Check(f->name() != family->name(), "duplicate metric '" + family->name() + "'");
   for (const std::string& l : family->label_names()) {
     for (const Label& c : const_labels_) {
-      Check(c.name != l, "metric '" + family->name() + "': label '" + l + "' is also a constant label");
+      Check(c.name != l,
+            "metric '" + family->name() + "': label '" + l + "' is also a constant label");
     }
   }
   families_.push_back(std::move(family));
@@ -184,7 +196,8 @@ void Registry::AddFamily(std::unique_ptr<FamilyBase> family) {
 
 Family<Counter>* Registry::AddCounter(const std::string& name, const std::string& help,
                                       std::vector<std::string> label_names) {
-  auto family = std::make_unique<Family<Counter>>(name, help, MetricType::kCounter, std::move(label_names));
+  auto family =
+      std::make_unique<Family<Counter>>(name, help, MetricType::kCounter, std::move(label_names));
   Family<Counter>* f = family.get();
   AddFamily(std::move(family));
   if (f->label_names().empty()) f->Get();
@@ -193,7 +206,8 @@ Family<Counter>* Registry::AddCounter(const std::string& name, const std::string
 
 Family<Gauge>* Registry::AddGauge(const std::string& name, const std::string& help,
                                   std::vector<std::string> label_names) {
-  auto family = std::make_unique<Family<Gauge>>(name, help, MetricType::kGauge, std::move(label_names));
+  auto family =
+      std::make_unique<Family<Gauge>>(name, help, MetricType::kGauge, std::move(label_names));
   Family<Gauge>* f = family.get();
   AddFamily(std::move(family));
   if (f->label_names().empty()) f->Get();
@@ -201,10 +215,11 @@ Family<Gauge>* Registry::AddGauge(const std::string& name, const std::string& he
 }
 
 Family<Histogram>* Registry::AddHistogram(const std::string& name, const std::string& help,
-                                          std::vector<double> upper_bounds, std::vector<std::string> label_names) {
+                                          std::vector<double> upper_bounds,
+                                          std::vector<std::string> label_names) {
   Histogram validate(upper_bounds);  // checks the bounds now, at registration
-  auto family = std::make_unique<Family<Histogram>>(name, help, MetricType::kHistogram, std::move(label_names),
-                                                    std::move(upper_bounds));
+  auto family = std::make_unique<Family<Histogram>>(
+      name, help, MetricType::kHistogram, std::move(label_names), std::move(upper_bounds));
   Family<Histogram>* f = family.get();
   AddFamily(std::move(family));
   if (f->label_names().empty()) f->Get();
@@ -279,7 +294,8 @@ bool NameChars(const std::string& name, bool allow_colon) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     const char c = name[i];
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (allow_colon && c == ':');
+    const bool letter =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (allow_colon && c == ':');
     const bool digit = c >= '0' && c <= '9';
     if (!(letter || (i > 0 && digit))) return false;
   }

@@ -88,7 +88,8 @@ enum class MetricType { kCounter, kGauge, kHistogram };
 
 class FamilyBase {
  public:
-  FamilyBase(std::string name, std::string help, MetricType type, std::vector<std::string> label_names);
+  FamilyBase(std::string name, std::string help, MetricType type,
+             std::vector<std::string> label_names);
   virtual ~FamilyBase() = default;
 
   const std::string& name() const { return name_; }
@@ -142,7 +143,8 @@ class Registry {
   Family<Gauge>* AddGauge(const std::string& name, const std::string& help,
                           std::vector<std::string> label_names = {});
   Family<Histogram>* AddHistogram(const std::string& name, const std::string& help,
-                                  std::vector<double> upper_bounds, std::vector<std::string> label_names = {});
+                                  std::vector<double> upper_bounds,
+                                  std::vector<std::string> label_names = {});
 
   // Runs before every Render(), e.g. to copy engine statistics into gauges.
   // Hooks run one Render at a time, in the order added, with the registry

@@ -42,9 +42,9 @@ TEST(RegistryTest, NoLabelsAtAllHasNoBraces) {
 TEST(RegistryTest, HistogramExactText) {
   Registry r({Label{"model_name", "m"}});
   Histogram* h = r.AddHistogram("expertd:ttft_seconds", "TTFT.", {0.1, 0.5, 2.5}, {})->Get();
-  h->Observe(0.1);      // on a bound: counts in that bucket (le is inclusive)
+  h->Observe(0.1);  // on a bound: counts in that bucket (le is inclusive)
   h->Observe(0.3);
-  h->Observe(100, 2);   // above every bound: only +Inf
+  h->Observe(100, 2);  // above every bound: only +Inf
   EXPECT_EQ(r.Render(),
             "# HELP expertd:ttft_seconds TTFT.\n"
             "# TYPE expertd:ttft_seconds histogram\n"

@@ -46,33 +46,33 @@ struct FinishedRequest {
   FinishedReason reason = FinishedReason::kStop;
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
-  int64_t max_tokens = 0;        // the request's max_new_tokens; 0 = not set (not observed)
-  absl::Duration queue_time;     // arrival -> first scheduled in an engine step
-  absl::Duration prefill_time;   // first scheduled -> first generated token
-  absl::Duration decode_time;    // first generated token -> last generated token
-  absl::Duration e2e_time;       // arrival -> finished
+  int64_t max_tokens = 0;       // the request's max_new_tokens; 0 = not set (not observed)
+  absl::Duration queue_time;    // arrival -> first scheduled in an engine step
+  absl::Duration prefill_time;  // first scheduled -> first generated token
+  absl::Duration decode_time;   // first generated token -> last generated token
+  absl::Duration e2e_time;      // arrival -> finished
 };
 
 // The scheduler's state after a step (gauges).
 struct SchedulerSnapshot {
-  int64_t num_running = 0;       // sequences in the running batch
-  int64_t num_waiting = 0;       // admitted requests waiting for a batch slot
-  double kv_cache_usage = 0;     // fraction of KV-cache blocks in use, 0..1
+  int64_t num_running = 0;    // sequences in the running batch
+  int64_t num_waiting = 0;    // admitted requests waiting for a batch slot
+  double kv_cache_usage = 0;  // fraction of KV-cache blocks in use, 0..1
 };
 
 // Expert-cache counters of one MoE layer, cumulative since the engine started
 // (the same quantities as expertd.v1.ExpertCounters).
 struct ExpertLayerCounters {
   int layer = 0;
-  uint64_t hits = 0;             // expert already on the device
-  uint64_t misses = 0;           // fetched on demand
+  uint64_t hits = 0;    // expert already on the device
+  uint64_t misses = 0;  // fetched on demand
   uint64_t prefetch_issued = 0;
   uint64_t prefetch_used = 0;    // prefetched, then used
   uint64_t prefetch_wasted = 0;  // prefetched, evicted unused
   uint64_t bytes_host_to_device = 0;
   uint64_t bytes_disk_to_host = 0;
-  double stall_seconds = 0;      // compute waiting for this layer's experts
-  int64_t experts_on_device = 0; // current (gauge)
+  double stall_seconds = 0;       // compute waiting for this layer's experts
+  int64_t experts_on_device = 0;  // current (gauge)
 };
 
 struct ExpertCacheSnapshot {
@@ -156,8 +156,8 @@ class ServingMetrics {
   Histogram* iteration_tokens_;
   Counter* num_preemptions_total_;
   // Requests.
-  metrics::Family<Counter>* request_success_total_;   // {finished_reason}
-  metrics::Family<Counter>* requests_total_;          // {rpc, code}
+  metrics::Family<Counter>* request_success_total_;  // {finished_reason}
+  metrics::Family<Counter>* requests_total_;         // {rpc, code}
   Histogram* time_to_first_token_;
   Histogram* inter_token_latency_;
   Histogram* request_time_per_output_token_;
@@ -170,16 +170,16 @@ class ServingMetrics {
   Histogram* request_generation_tokens_;
   Histogram* request_params_max_tokens_;
   // Expert cache.
-  metrics::Family<Counter>* expert_cache_hits_total_;        // {layer}
-  metrics::Family<Counter>* expert_cache_misses_total_;      // {layer}
-  metrics::Family<Counter>* expert_prefetch_issued_total_;   // {layer}
-  metrics::Family<Counter>* expert_prefetch_used_total_;     // {layer}
-  metrics::Family<Counter>* expert_prefetch_wasted_total_;   // {layer}
-  metrics::Family<Counter>* expert_stall_seconds_total_;     // {layer}
-  metrics::Family<Counter>* expert_bytes_moved_total_;       // {path}
-  metrics::Family<Gauge>* experts_on_device_;                // {layer}
-  metrics::Family<Gauge>* expert_cache_used_bytes_;          // {tier}
-  metrics::Family<Gauge>* expert_cache_capacity_bytes_;      // {tier}
+  metrics::Family<Counter>* expert_cache_hits_total_;       // {layer}
+  metrics::Family<Counter>* expert_cache_misses_total_;     // {layer}
+  metrics::Family<Counter>* expert_prefetch_issued_total_;  // {layer}
+  metrics::Family<Counter>* expert_prefetch_used_total_;    // {layer}
+  metrics::Family<Counter>* expert_prefetch_wasted_total_;  // {layer}
+  metrics::Family<Counter>* expert_stall_seconds_total_;    // {layer}
+  metrics::Family<Counter>* expert_bytes_moved_total_;      // {path}
+  metrics::Family<Gauge>* experts_on_device_;               // {layer}
+  metrics::Family<Gauge>* expert_cache_used_bytes_;         // {tier}
+  metrics::Family<Gauge>* expert_cache_capacity_bytes_;     // {tier}
 
   absl::Mutex expert_mu_;  // serialises UpdateExpertCache
   std::map<int, ExpertLayerCounters> last_expert_ ABSL_GUARDED_BY(expert_mu_);

@@ -20,33 +20,50 @@ bool Has(const std::string& text, const std::string& line) {
 TEST(ServingMetricsTest, ExportsEveryFamilyWithVllmStyleNames) {
   ServingMetrics m(Info());
   const std::string text = m.Render();
-  for (const char* family :
-       {"expertd:num_requests_running gauge", "expertd:num_requests_waiting gauge",
-        "expertd:kv_cache_usage_perc gauge", "expertd:prompt_tokens_total counter",
-        "expertd:generation_tokens_total counter", "expertd:request_success_total counter",
-        "expertd:requests_total counter", "expertd:num_preemptions_total counter",
-        "expertd:iteration_tokens_total histogram", "expertd:time_to_first_token_seconds histogram",
-        "expertd:inter_token_latency_seconds histogram", "expertd:request_time_per_output_token_seconds histogram",
-        "expertd:e2e_request_latency_seconds histogram", "expertd:request_queue_time_seconds histogram",
-        "expertd:request_prefill_time_seconds histogram", "expertd:request_decode_time_seconds histogram",
-        "expertd:request_inference_time_seconds histogram", "expertd:request_prompt_tokens histogram",
-        "expertd:request_generation_tokens histogram", "expertd:request_params_max_tokens histogram",
-        "expertd:expert_cache_hits_total counter", "expertd:expert_cache_misses_total counter",
-        "expertd:expert_prefetch_issued_total counter", "expertd:expert_prefetch_used_total counter",
-        "expertd:expert_prefetch_wasted_total counter", "expertd:expert_stall_seconds_total counter",
-        "expertd:expert_bytes_moved_total counter", "expertd:experts_on_device gauge",
-        "expertd:expert_cache_used_bytes gauge", "expertd:expert_cache_capacity_bytes gauge",
-        "expertd:build_info gauge", "expertd:cache_config_info gauge"}) {
+  for (const char* family : {"expertd:num_requests_running gauge",
+                             "expertd:num_requests_waiting gauge",
+                             "expertd:kv_cache_usage_perc gauge",
+                             "expertd:prompt_tokens_total counter",
+                             "expertd:generation_tokens_total counter",
+                             "expertd:request_success_total counter",
+                             "expertd:requests_total counter",
+                             "expertd:num_preemptions_total counter",
+                             "expertd:iteration_tokens_total histogram",
+                             "expertd:time_to_first_token_seconds histogram",
+                             "expertd:inter_token_latency_seconds histogram",
+                             "expertd:request_time_per_output_token_seconds histogram",
+                             "expertd:e2e_request_latency_seconds histogram",
+                             "expertd:request_queue_time_seconds histogram",
+                             "expertd:request_prefill_time_seconds histogram",
+                             "expertd:request_decode_time_seconds histogram",
+                             "expertd:request_inference_time_seconds histogram",
+                             "expertd:request_prompt_tokens histogram",
+                             "expertd:request_generation_tokens histogram",
+                             "expertd:request_params_max_tokens histogram",
+                             "expertd:expert_cache_hits_total counter",
+                             "expertd:expert_cache_misses_total counter",
+                             "expertd:expert_prefetch_issued_total counter",
+                             "expertd:expert_prefetch_used_total counter",
+                             "expertd:expert_prefetch_wasted_total counter",
+                             "expertd:expert_stall_seconds_total counter",
+                             "expertd:expert_bytes_moved_total counter",
+                             "expertd:experts_on_device gauge",
+                             "expertd:expert_cache_used_bytes gauge",
+                             "expertd:expert_cache_capacity_bytes gauge",
+                             "expertd:build_info gauge",
+                             "expertd:cache_config_info gauge"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
   EXPECT_TRUE(Has(text, "expertd:build_info{model_name=\"tiny\",version=\"1.2.3\"} 1")) << text;
-  EXPECT_TRUE(Has(text, "expertd:cache_config_info{model_name=\"tiny\",expert_policy=\"lru\","
-                        "kv_cache_bytes=\"1048576\"} 1"))
+  EXPECT_TRUE(Has(text,
+                  "expertd:cache_config_info{model_name=\"tiny\",expert_policy=\"lru\","
+                  "kv_cache_bytes=\"1048576\"} 1"))
       << text;
   // Every finished_reason series exists before the first request (rate() works from the start).
   for (const char* reason : {"stop", "length", "abort", "error"}) {
-    EXPECT_TRUE(Has(text, std::string("expertd:request_success_total{model_name=\"tiny\",finished_reason=\"") +
-                              reason + "\"} 0"))
+    EXPECT_TRUE(Has(
+        text, std::string("expertd:request_success_total{model_name=\"tiny\",finished_reason=\"") +
+                  reason + "\"} 0"))
         << reason;
   }
   EXPECT_TRUE(Has(text, "expertd:num_requests_waiting{model_name=\"tiny\"} 0"));
@@ -90,9 +107,12 @@ TEST(ServingMetricsTest, FinishedRequestFeedsTheRequestHistograms) {
 
   const std::string t = m.Render();
   const std::string L = "{model_name=\"tiny\"}";
-  EXPECT_TRUE(Has(t, "expertd:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 1"));
-  EXPECT_TRUE(Has(t, "expertd:request_success_total{model_name=\"tiny\",finished_reason=\"abort\"} 1"));
-  EXPECT_TRUE(Has(t, "expertd:request_success_total{model_name=\"tiny\",finished_reason=\"stop\"} 0"));
+  EXPECT_TRUE(
+      Has(t, "expertd:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 1"));
+  EXPECT_TRUE(
+      Has(t, "expertd:request_success_total{model_name=\"tiny\",finished_reason=\"abort\"} 1"));
+  EXPECT_TRUE(
+      Has(t, "expertd:request_success_total{model_name=\"tiny\",finished_reason=\"stop\"} 0"));
   EXPECT_TRUE(Has(t, "expertd:e2e_request_latency_seconds_sum" + L + " 2.75"));
   EXPECT_TRUE(Has(t, "expertd:e2e_request_latency_seconds_count" + L + " 2"));
   EXPECT_TRUE(Has(t, "expertd:request_queue_time_seconds_sum" + L + " 0.25"));
@@ -110,8 +130,10 @@ TEST(ServingMetricsTest, FinishedRequestFeedsTheRequestHistograms) {
   EXPECT_TRUE(Has(t, "expertd:time_to_first_token_seconds_sum" + L + " 0.75"));
   EXPECT_TRUE(Has(t, "expertd:inter_token_latency_seconds_count" + L + " 4"));
   EXPECT_TRUE(Has(t, "expertd:inter_token_latency_seconds_sum" + L + " 2"));
-  EXPECT_TRUE(Has(t, "expertd:inter_token_latency_seconds_bucket{model_name=\"tiny\",le=\"0.4\"} 0"));
-  EXPECT_TRUE(Has(t, "expertd:inter_token_latency_seconds_bucket{model_name=\"tiny\",le=\"0.5\"} 4"));
+  EXPECT_TRUE(
+      Has(t, "expertd:inter_token_latency_seconds_bucket{model_name=\"tiny\",le=\"0.4\"} 0"));
+  EXPECT_TRUE(
+      Has(t, "expertd:inter_token_latency_seconds_bucket{model_name=\"tiny\",le=\"0.5\"} 4"));
   EXPECT_TRUE(Has(t, "expertd:num_preemptions_total" + L + " 1"));
 }
 
@@ -123,17 +145,23 @@ TEST(ServingMetricsTest, RpcOutcomesByCode) {
   m.OnRpcFinished("GenerateUnary", absl::StatusCode::kInvalidArgument);
   const std::string t = m.Render();
   EXPECT_TRUE(Has(t, "expertd:requests_total{model_name=\"tiny\",rpc=\"Generate\",code=\"OK\"} 2"));
-  EXPECT_TRUE(Has(t, "expertd:requests_total{model_name=\"tiny\",rpc=\"Generate\",code=\"RESOURCE_EXHAUSTED\"} 1"));
-  EXPECT_TRUE(Has(t, "expertd:requests_total{model_name=\"tiny\",rpc=\"GenerateUnary\",code=\"INVALID_ARGUMENT\"} 1"));
+  EXPECT_TRUE(Has(t,
+                  "expertd:requests_total{model_name=\"tiny\",rpc=\"Generate\",code=\"RESOURCE_"
+                  "EXHAUSTED\"} 1"));
+  EXPECT_TRUE(Has(t,
+                  "expertd:requests_total{model_name=\"tiny\",rpc=\"GenerateUnary\",code=\"INVALID_"
+                  "ARGUMENT\"} 1"));
 }
 
 TEST(ServingMetricsTest, ExpertCacheSnapshotsAdvanceCountersByDifference) {
   ServingMetrics m(Info());
   ExpertCacheSnapshot s;
   s.layers.resize(2);
-  s.layers[0] = {/*layer=*/1, /*hits=*/10, /*misses=*/3, /*issued=*/4, /*used=*/2, /*wasted=*/1,
-                 /*h2d=*/1000, /*d2h=*/500, /*stall=*/0.5, /*on_device=*/6};
-  s.layers[1] = {/*layer=*/3, /*hits=*/5, /*misses=*/1, 0, 0, 0, /*h2d=*/24, /*d2h=*/0, 0, 2};
+  s.layers[0] = {/*layer=*/1,  /*hits=*/10,  /*misses=*/3,  /*issued=*/4,
+                 /*used=*/2,   /*wasted=*/1,
+                 /*h2d=*/1000, /*d2h=*/500,  /*stall=*/0.5, /*on_device=*/6};
+  s.layers[1] = {/*layer=*/3, /*hits=*/5, /*misses=*/1, 0, 0,
+                 0,           /*h2d=*/24, /*d2h=*/0,    0, 2};
   s.device_capacity_bytes = 4096;
   s.device_used_bytes = 2048;
   m.UpdateExpertCache(s);
@@ -154,11 +182,14 @@ TEST(ServingMetricsTest, ExpertCacheSnapshotsAdvanceCountersByDifference) {
   EXPECT_TRUE(Has(t, "expertd:expert_prefetch_used_total{model_name=\"tiny\",layer=\"1\"} 2"));
   EXPECT_TRUE(Has(t, "expertd:expert_prefetch_wasted_total{model_name=\"tiny\",layer=\"1\"} 1"));
   EXPECT_TRUE(Has(t, "expertd:expert_stall_seconds_total{model_name=\"tiny\",layer=\"1\"} 0.75"));
-  EXPECT_TRUE(Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"host_to_device\"} 1524"));
-  EXPECT_TRUE(Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\"} 500"));
+  EXPECT_TRUE(
+      Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"host_to_device\"} 1524"));
+  EXPECT_TRUE(
+      Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\"} 500"));
   EXPECT_TRUE(Has(t, "expertd:experts_on_device{model_name=\"tiny\",layer=\"1\"} 6"));
   EXPECT_TRUE(Has(t, "expertd:expert_cache_used_bytes{model_name=\"tiny\",tier=\"device\"} 2048"));
-  EXPECT_TRUE(Has(t, "expertd:expert_cache_capacity_bytes{model_name=\"tiny\",tier=\"device\"} 4096"));
+  EXPECT_TRUE(
+      Has(t, "expertd:expert_cache_capacity_bytes{model_name=\"tiny\",tier=\"device\"} 4096"));
 }
 
 TEST(ServingMetricsTest, CollectHookPullsSnapshotsOnScrape) {

@@ -41,7 +41,8 @@ absl::StatusOr<std::optional<int64_t>> Integer(const json& body, const char* nam
   if (v == nullptr) return std::optional<int64_t>();
   if (!v->is_number_integer()) return ParamError(name, "must be an integer");
   const int64_t i = v->get<int64_t>();
-  if (i < lo || i > hi) return ParamError(name, absl::StrCat("must be in [", lo, ", ", hi, "], got ", i));
+  if (i < lo || i > hi)
+    return ParamError(name, absl::StrCat("must be in [", lo, ", ", hi, "], got ", i));
   return std::optional<int64_t>(i);
 }
 
@@ -80,7 +81,8 @@ absl::Status ParseSampling(const json& body, v1::SamplingParams* s) {
                                            : static_cast<uint64_t>(seed->get<int64_t>()));
   }
   if (const json* bias = Field(body, "logit_bias")) {
-    if (!bias->is_object()) return ParamError("logit_bias", "must be an object of token id -> bias");
+    if (!bias->is_object())
+      return ParamError("logit_bias", "must be an object of token id -> bias");
     if (!bias->empty()) return ParamError("logit_bias", "is not supported by this server");
   }
   return absl::OkStatus();
@@ -89,7 +91,8 @@ absl::Status ParseSampling(const json& body, v1::SamplingParams* s) {
 absl::Status ParseStopping(const json& body, Endpoint endpoint, ApiRequest* r) {
   v1::StoppingCriteria* st = r->generate.mutable_stopping();
   // max_completion_tokens is the chat API's newer name; either works.
-  const char* max_name = Field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const char* max_name =
+      Field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   ASSIGN_OR_RETURN(auto max_tokens, Integer(body, max_name, 1, int64_t{1} << 31));
   if (max_tokens) {
     st->set_max_new_tokens(static_cast<uint32_t>(*max_tokens));
@@ -112,7 +115,8 @@ absl::Status ParseStopping(const json& body, Endpoint endpoint, ApiRequest* r) {
   if (const json* ids = Field(body, "stop_token_ids")) {
     if (!ids->is_array()) return ParamError("stop_token_ids", "must be an array of token ids");
     for (const json& id : *ids) {
-      if (!id.is_number_unsigned()) return ParamError("stop_token_ids", "must be an array of token ids");
+      if (!id.is_number_unsigned())
+        return ParamError("stop_token_ids", "must be an array of token ids");
       st->add_stop_token_ids(id.get<uint32_t>());
     }
   }
@@ -157,7 +161,8 @@ absl::Status ParsePrompt(const json& body, ApiRequest* r) {
     r->prompts.push_back({prompt->get<std::string>(), {}, false});
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
     PromptInput p;
-    if (!token_list(*prompt, &p)) return ParamError("prompt", "token ids must be non-negative integers");
+    if (!token_list(*prompt, &p))
+      return ParamError("prompt", "token ids must be non-negative integers");
     r->prompts.push_back(std::move(p));
   } else if (prompt->is_array() && !prompt->empty()) {
     for (const json& item : *prompt) {
@@ -166,7 +171,8 @@ absl::Status ParsePrompt(const json& body, ApiRequest* r) {
         p.text = item.get<std::string>();
       } else if (item.is_array() && token_list(item, &p)) {
       } else {
-        return ParamError("prompt", "must be a string, an array of strings, token ids, or arrays of token ids");
+        return ParamError(
+            "prompt", "must be a string, an array of strings, token ids, or arrays of token ids");
       }
       r->prompts.push_back(std::move(p));
     }
@@ -189,7 +195,9 @@ absl::StatusOr<json> NormalizeMessage(const json& m, size_t index) {
   }
   const std::string r = role->get<std::string>();
   if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
-    return ParamError("messages", absl::StrCat(where, ".role '", r, "' is not one of system, user, assistant, tool, developer"));
+    return ParamError("messages",
+                      absl::StrCat(where, ".role '", r,
+                                   "' is not one of system, user, assistant, tool, developer"));
   }
   json out = m;
   if (const json* content = Field(m, "content"); content && content->is_array()) {
@@ -197,18 +205,21 @@ absl::StatusOr<json> NormalizeMessage(const json& m, size_t index) {
     for (const json& part : *content) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
           !part["text"].is_string()) {
-        return ParamError("messages", absl::StrCat(where, ".content: only text parts are supported"));
+        return ParamError("messages",
+                          absl::StrCat(where, ".content: only text parts are supported"));
       }
       if (!text.empty()) text += "\n";
       text += part["text"].get<std::string>();
     }
     out["content"] = text;
   } else if (content && !content->is_string()) {
-    return ParamError("messages", absl::StrCat(where, ".content must be a string, an array of parts, or null"));
+    return ParamError("messages",
+                      absl::StrCat(where, ".content must be a string, an array of parts, or null"));
   }
   if (const json* calls = Field(m, "tool_calls"); calls && calls->is_array()) {
     for (json& call : out["tool_calls"]) {
-      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+        continue;
       json& fn = call["function"];
       if (fn.contains("arguments") && fn["arguments"].is_string()) {
         json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);

@@ -29,12 +29,12 @@ struct PromptInput {
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  std::vector<PromptInput> prompts;    // completions: one or more
-  chat_template::ChatRequest chat;     // chat: messages, tools, kwargs
+  std::vector<PromptInput> prompts;  // completions: one or more
+  chat_template::ChatRequest chat;   // chat: messages, tools, kwargs
   int32_t n = 1;
   bool stream = false;
-  bool include_usage = false;          // stream_options.include_usage
-  bool echo = false;                   // completions: prompt text before the completion
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: prompt text before the completion
   // Log-probabilities: completions `logprobs: k` sets logprobs and top_logprobs = k;
   // chat `logprobs: true` + `top_logprobs: k`.
   bool logprobs = false;

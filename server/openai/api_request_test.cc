@@ -58,7 +58,8 @@ TEST(ApiRequestTest, PromptForms) {
   ASSERT_TRUE(batch.ok());
   EXPECT_EQ(batch->prompts.size(), 2u);
   EXPECT_FALSE(batch->max_tokens_given);
-  EXPECT_EQ(ErrorOf(Endpoint::kCompletions, R"({"model": "m", "prompt": [-1]})").substr(0, 7), "prompt:");
+  EXPECT_EQ(ErrorOf(Endpoint::kCompletions, R"({"model": "m", "prompt": [-1]})").substr(0, 7),
+            "prompt:");
   EXPECT_EQ(ErrorOf(Endpoint::kCompletions, R"({"model": "m"})"), "prompt: is required");
 }
 
@@ -98,27 +99,33 @@ TEST(ApiRequestTest, ErrorsNameTheParameter) {
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "seed": 1.5})"},
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "presence_penalty": 3})"},
       {Endpoint::kChatCompletions, R"({"model": "m", "messages": []})"},
-      {Endpoint::kChatCompletions, R"({"model": "m", "messages": [{"role": "x", "content": "y"}]})"},
+      {Endpoint::kChatCompletions,
+       R"({"model": "m", "messages": [{"role": "x", "content": "y"}]})"},
       {Endpoint::kChatCompletions,
        R"({"model": "m", "messages": [{"role": "user", "content": "y"}], "top_logprobs": 2})"},
       {Endpoint::kChatCompletions,
        R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"},
   };
-  const char* params[] = {"model", "temperature", "temperature", "top_p", "n", "max_tokens",
-                          "stop", "logprobs", "stream_options", "logit_bias", "seed",
-                          "presence_penalty", "messages", "messages", "top_logprobs", "messages"};
+  const char* params[] = {
+      "model",    "temperature", "temperature",    "top_p",      "n",    "max_tokens",
+      "stop",     "logprobs",    "stream_options", "logit_bias", "seed", "presence_penalty",
+      "messages", "messages",    "top_logprobs",   "messages"};
   for (size_t i = 0; i < std::size(cases); ++i) {
     const std::string message = ErrorOf(cases[i].first, cases[i].second);
-    EXPECT_EQ(OpenAiParamOf(cases[i].first, message), params[i]) << cases[i].second << " -> " << message;
+    EXPECT_EQ(OpenAiParamOf(cases[i].first, message), params[i])
+        << cases[i].second << " -> " << message;
   }
 }
 
 TEST(ApiRequestTest, GrpcValidationFieldsMapToOpenAiParams) {
   EXPECT_EQ(OpenAiParamOf(Endpoint::kCompletions, "stopping.max_new_tokens: is 5"), "max_tokens");
-  EXPECT_EQ(OpenAiParamOf(Endpoint::kChatCompletions, "token_ids: the prompt has 9 tokens"), "messages");
+  EXPECT_EQ(OpenAiParamOf(Endpoint::kChatCompletions, "token_ids: the prompt has 9 tokens"),
+            "messages");
   EXPECT_EQ(OpenAiParamOf(Endpoint::kCompletions, "token_ids: ids[0] = 99"), "prompt");
-  EXPECT_EQ(OpenAiParamOf(Endpoint::kChatCompletions, "logprobs.top_n: must be at most 20"), "top_logprobs");
-  EXPECT_EQ(OpenAiParamOf(Endpoint::kCompletions, "stopping.stop: stop strings must not be empty"), "stop");
+  EXPECT_EQ(OpenAiParamOf(Endpoint::kChatCompletions, "logprobs.top_n: must be at most 20"),
+            "top_logprobs");
+  EXPECT_EQ(OpenAiParamOf(Endpoint::kCompletions, "stopping.stop: stop strings must not be empty"),
+            "stop");
   EXPECT_EQ(OpenAiParamOf(Endpoint::kCompletions, "the model has no chat template: x"), "");
 }
 

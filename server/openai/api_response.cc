@@ -47,9 +47,7 @@ std::string Valid(const std::string& s) {
   return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string Sanitize(const std::string& s) {
-  return json::parse(Valid(s)).get<std::string>();
-}
+std::string Sanitize(const std::string& s) { return json::parse(Valid(s)).get<std::string>(); }
 
 }  // namespace
 

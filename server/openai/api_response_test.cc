@@ -10,8 +10,9 @@ TokenText Pieces() {
 }
 
 TEST(ApiResponseTest, ErrorBodyHasOpenAiShape) {
-  EXPECT_EQ(ErrorBody("invalid_request_error", "bad", "temperature", "").dump(),
-            R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");
+  EXPECT_EQ(
+      ErrorBody("invalid_request_error", "bad", "temperature", "").dump(),
+      R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");
 }
 
 TEST(ApiResponseTest, FinishReasons) {
@@ -45,7 +46,8 @@ TEST(ApiResponseTest, StreamChunksAndSse) {
   EXPECT_EQ(last["delta"], json::object());
   EXPECT_EQ(last["finish_reason"], "length");
   EXPECT_EQ(SseEvent({{"a", 1}}), "data: {\"a\":1}\n\n");
-  EXPECT_EQ(Envelope(Endpoint::kChatCompletions, true, "id", 5, "m")["object"], "chat.completion.chunk");
+  EXPECT_EQ(Envelope(Endpoint::kChatCompletions, true, "id", 5, "m")["object"],
+            "chat.completion.chunk");
   EXPECT_EQ(Envelope(Endpoint::kChatCompletions, false, "id", 5, "m")["object"], "chat.completion");
   EXPECT_EQ(BodyChoice(Endpoint::kCompletions, 0, "x", FinishReason::kStop, json())["text"], "x");
 }

@@ -25,7 +25,8 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.http_status;
-  if (e.retry_after_seconds > 0) res.set_header("Retry-After", std::to_string(e.retry_after_seconds));
+  if (e.retry_after_seconds > 0)
+    res.set_header("Retry-After", std::to_string(e.retry_after_seconds));
   res.set_content(Dump(ErrorBody(e.type, e.message, e.param, e.code)), "application/json");
 }
 
@@ -48,13 +49,20 @@ std::string NewId(absl::string_view prefix) {
 
 absl::StatusCode CodeOf(int http_status) {
   switch (http_status) {
-    case 200: return absl::StatusCode::kOk;
-    case 400: return absl::StatusCode::kInvalidArgument;
-    case 401: return absl::StatusCode::kUnauthenticated;
-    case 404: return absl::StatusCode::kNotFound;
-    case 429: return absl::StatusCode::kResourceExhausted;
-    case 503: return absl::StatusCode::kUnavailable;
-    default: return absl::StatusCode::kInternal;
+    case 200:
+      return absl::StatusCode::kOk;
+    case 400:
+      return absl::StatusCode::kInvalidArgument;
+    case 401:
+      return absl::StatusCode::kUnauthenticated;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 429:
+      return absl::StatusCode::kResourceExhausted;
+    case 503:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 
@@ -118,8 +126,8 @@ struct StreamState {
     if (!g.status.ok() || g.finish_reason == FinishReason::kError) {
       failed = true;
       const std::string message = g.status.ok() ? g.error_message : std::string(g.status.message());
-      out += SseEvent(ErrorBody(absl::IsCancelled(g.status) ? "service_unavailable" : "server_error",
-                                message, "", ""));
+      out += SseEvent(ErrorBody(
+          absl::IsCancelled(g.status) ? "service_unavailable" : "server_error", message, "", ""));
       return out;
     }
     out += Chunk(StreamChoice(endpoint, u.choice, "", false, g.finish_reason, json()));
@@ -150,12 +158,13 @@ OpenAiServer::~OpenAiServer() { Stop(); }
 absl::Status OpenAiServer::Start(const std::string& listen) {
   const size_t colon = listen.rfind(':');
   int port = -1;
-  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("http_listen: '", listen, "' is not host:port"));
   }
   std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   http_ = std::make_unique<httplib::Server>();
   http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http_->set_payload_max_length(32 << 20);
@@ -181,8 +190,8 @@ absl::Status OpenAiServer::Start(const std::string& listen) {
   if (port_ <= 0) {
     port_ = 0;
     http_.reset();
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on '", listen, "' for the HTTP API (address in use or invalid?)"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", listen,
+                                               "' for the HTTP API (address in use or invalid?)"));
   }
   thread_ = std::thread([server = http_.get()] { server->listen_after_bind(); });
   // Serve before returning, so a client that learns the port can connect.
@@ -268,11 +277,12 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
     return fail(error);
   }
   const std::string id = NewId(endpoint == Endpoint::kCompletions ? "cmpl" : "chatcmpl");
-  absl::StatusOr<std::shared_ptr<Session>> session = Session::Start(
-      *request, model->runtime.get(), state_->options().kv_block_size, id, &error);
+  absl::StatusOr<std::shared_ptr<Session>> session =
+      Session::Start(*request, model->runtime.get(), state_->options().kv_block_size, id, &error);
   if (!session.ok()) return fail(error);
 
-  json envelope = Envelope(endpoint, request->stream, id, absl::ToUnixSeconds(absl::Now()), model->name);
+  json envelope =
+      Envelope(endpoint, request->stream, id, absl::ToUnixSeconds(absl::Now()), model->name);
   TokenText token_text = TokenTextOf(model->runtime.get());
   int64_t prompt_tokens = 0;
   for (int c = 0; c < (*session)->choices(); c += (*session)->n()) {
@@ -300,7 +310,8 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
             st->started = true;
             if (st->endpoint == Endpoint::kChatCompletions) {
               for (int c = 0; c < st->session->choices(); ++c) {
-                out += st->Chunk(StreamChoice(st->endpoint, c, "", true, FinishReason::kNone, json()));
+                out +=
+                    st->Chunk(StreamChoice(st->endpoint, c, "", true, FinishReason::kNone, json()));
               }
             }
           }
@@ -314,7 +325,7 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
         [st](bool success) {
           // Not success: the client went away mid-stream; free its sequences.
           if (!success) st->session->Cancel();
-          st->record(!success   ? absl::StatusCode::kCancelled
+          st->record(!success     ? absl::StatusCode::kCancelled
                      : st->failed ? absl::StatusCode::kUnavailable
                                   : absl::StatusCode::kOk);
         });
@@ -348,9 +359,9 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
                       : ApiError{500, "server_error", std::string(r.status.message()), "", "", 0});
     }
     const std::string prefix = request->echo ? (*session)->prompt_text(c) : "";
-    json lp = request->logprobs
-                  ? LogprobsJson(endpoint, r.logprobs, token_text, static_cast<int64_t>(prefix.size()))
-                  : json();
+    json lp = request->logprobs ? LogprobsJson(endpoint, r.logprobs, token_text,
+                                               static_cast<int64_t>(prefix.size()))
+                                : json();
     choices.push_back(BodyChoice(endpoint, c, prefix + r.text, r.finish, lp));
     completion_tokens += r.completion_tokens;
   }

@@ -38,11 +38,13 @@ ApiError BadRequest(std::string message, std::string param) {
 }
 
 // The prompt as token ids: the rendered chat, a text prompt, or given ids.
-absl::StatusOr<std::vector<uint32_t>> PromptIds(const ApiRequest& request, const PromptInput& prompt,
+absl::StatusOr<std::vector<uint32_t>> PromptIds(const ApiRequest& request,
+                                                const PromptInput& prompt,
                                                 const std::string& chat_text, ModelRuntime* runtime,
                                                 ApiError* error) {
   if (prompt.is_tokens) return prompt.token_ids;
-  const std::string& text = request.endpoint == Endpoint::kChatCompletions ? chat_text : prompt.text;
+  const std::string& text =
+      request.endpoint == Endpoint::kChatCompletions ? chat_text : prompt.text;
   const char* param = request.endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
   TextTokenizer tokenize = runtime->text_tokenizer();
   if (!tokenize) {
@@ -69,7 +71,8 @@ uint32_t DefaultMaxTokens(Endpoint endpoint, size_t prompt_tokens, ModelRuntime*
   const int64_t prompt = static_cast<int64_t>(prompt_tokens);
   int64_t room = runtime->limits().max_context - prompt;
   const SchedulerStats stats = runtime->scheduler()->stats();
-  if (stats.kv_blocks_total > 0) room = std::min(room, stats.kv_blocks_total * kv_block_size - prompt);
+  if (stats.kv_blocks_total > 0)
+    room = std::min(room, stats.kv_blocks_total * kv_block_size - prompt);
   return static_cast<uint32_t>(std::max<int64_t>(1, room));
 }
 
@@ -104,9 +107,10 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Start(const ApiRequest& reques
   if (request.endpoint == Endpoint::kChatCompletions) {
     const chat_template::ChatFormatter& formatter = runtime->chat_formatter();
     if (!formatter.has_template()) {
-      *error = BadRequest("the model has no chat template (tokenizer_config.json chat_template); "
-                          "start expertd with --chat_template=FILE or use /v1/completions",
-                          "messages");
+      *error = BadRequest(
+          "the model has no chat template (tokenizer_config.json chat_template); "
+          "start expertd with --chat_template=FILE or use /v1/completions",
+          "messages");
       return absl::FailedPreconditionError(error->message);
     }
     absl::StatusOr<std::string> rendered = formatter.Render(request.chat);
@@ -122,12 +126,14 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Start(const ApiRequest& reques
   session->n_ = request.n;
   std::vector<GenerationRequest> validated;
   for (const PromptInput& prompt : prompts) {
-    ASSIGN_OR_RETURN(std::vector<uint32_t> ids, PromptIds(request, prompt, chat_text, runtime, error));
+    ASSIGN_OR_RETURN(std::vector<uint32_t> ids,
+                     PromptIds(request, prompt, chat_text, runtime, error));
     v1::GenerateRequest g = request.generate;
     g.clear_text();
     for (uint32_t tok : ids) g.mutable_token_ids()->add_ids(tok);
     if (!request.max_tokens_given) {
-      g.mutable_stopping()->set_max_new_tokens(DefaultMaxTokens(request.endpoint, ids.size(), runtime, kv_block_size));
+      g.mutable_stopping()->set_max_new_tokens(
+          DefaultMaxTokens(request.endpoint, ids.size(), runtime, kv_block_size));
     }
     absl::StatusOr<GenerationRequest> r =
         ValidateGenerateRequest(g, runtime->limits(), nullptr, RandomSeed(), id);

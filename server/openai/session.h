@@ -44,8 +44,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static absl::StatusOr<std::shared_ptr<Session>> Start(const ApiRequest& request,
                                                         ModelRuntime* runtime,
                                                         int64_t kv_block_size,
-                                                        const std::string& id,
-                                                        ApiError* error);
+                                                        const std::string& id, ApiError* error);
   ~Session();  // cancels choices still running
 
   int choices() const { return static_cast<int>(prompt_tokens_.size()); }
@@ -67,7 +66,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Scheduler* scheduler_ = nullptr;
   int n_ = 1;
-  std::vector<int32_t> prompt_tokens_;  // per choice
+  std::vector<int32_t> prompt_tokens_;     // per choice
   std::vector<std::string> prompt_texts_;  // per prompt
   std::vector<std::shared_ptr<RequestHandle>> handles_;
 

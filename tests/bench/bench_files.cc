@@ -49,7 +49,9 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
 }
 
 void ExpectOrdered(const nlohmann::json& j, const std::string& metric) {
-  auto at = [&](const std::string& stat) { return j.at(stat + "_" + metric + "_ms").get<double>(); };
+  auto at = [&](const std::string& stat) {
+    return j.at(stat + "_" + metric + "_ms").get<double>();
+  };
   const double min = at("min"), max = at("max");
   double previous = min;
   for (const char* p : {"p50", "p90", "p95", "p99"}) {
@@ -122,7 +124,8 @@ void ExpectConsistent(const nlohmann::json& j, const std::vector<CsvRow>& rows) 
     out_tokens += static_cast<int64_t>(Num(row, "output_tokens"));
     in_tokens += static_cast<int64_t>(Num(row, "input_tokens"));
     itl_samples += static_cast<int64_t>(Num(row, "messages")) - 1;
-    EXPECT_EQ(Num(row, "output_tokens"), Num(row, "server_output_tokens")) << "request " << row.at("index");
+    EXPECT_EQ(Num(row, "output_tokens"), Num(row, "server_output_tokens"))
+        << "request " << row.at("index");
   }
   EXPECT_EQ(measured, issued);
   EXPECT_EQ(warmup, j.at("warmup_requests").get<int64_t>());
@@ -136,8 +139,10 @@ void ExpectConsistent(const nlohmann::json& j, const std::vector<CsvRow>& rows) 
   if (completed > 0) {
     const double duration = j.at("duration");
     EXPECT_GT(duration, 0);
-    EXPECT_NEAR(j.at("request_throughput").get<double>(), completed / duration, 1e-9 * completed / duration);
-    EXPECT_NEAR(j.at("output_throughput").get<double>(), out_tokens / duration, 1e-9 * (1 + out_tokens / duration));
+    EXPECT_NEAR(j.at("request_throughput").get<double>(), completed / duration,
+                1e-9 * completed / duration);
+    EXPECT_NEAR(j.at("output_throughput").get<double>(), out_tokens / duration,
+                1e-9 * (1 + out_tokens / duration));
     for (const char* metric : {"ttft", "tpot", "itl", "e2el"}) ExpectOrdered(j, metric);
     EXPECT_LE(j.at("max_concurrent_requests").get<int64_t>(), issued);
   }

@@ -42,7 +42,8 @@ struct BenchRun {
 class ExpertBenchTest : public ::testing::Test {
  protected:
   void StartDaemon(std::vector<std::string> flags) {
-    flags.insert(flags.end(), {"--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"});
+    flags.insert(flags.end(),
+                 {"--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"});
     absl::Status s = daemon_.Start(kModel, flags, ::testing::TempDir());
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.Output();
@@ -56,12 +57,15 @@ class ExpertBenchTest : public ::testing::Test {
 
   // Starts expert-bench against the daemon with `flags`, writing into a
   // fresh directory; `label` names the files.
-  void StartBench(Subprocess* bench, const std::string& label, const std::vector<std::string>& flags,
-                  BenchRun* run) {
+  void StartBench(Subprocess* bench, const std::string& label,
+                  const std::vector<std::string>& flags, BenchRun* run) {
     const std::string dir = absl::StrCat(::testing::TempDir(), "/bench_", label);
     run->base = dir + "/" + label;
-    std::vector<std::string> argv = {RunfilePath("client/expert-bench"), "--server=" + daemon_.address(),
-                                     "--out_dir=" + dir, "--label=" + label, "--progress_interval_s=0",
+    std::vector<std::string> argv = {RunfilePath("client/expert-bench"),
+                                     "--server=" + daemon_.address(),
+                                     "--out_dir=" + dir,
+                                     "--label=" + label,
+                                     "--progress_interval_s=0",
                                      "--connect_timeout_s=20"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     ASSERT_TRUE(bench->Start(argv, dir + ".log"));
@@ -84,10 +88,11 @@ TEST_F(ExpertBenchTest, ClosedLoopResultIsCompleteAndConsistent) {
   const std::string token_file = ::testing::TempDir() + "/admin_token";
   std::ofstream(token_file) << "bench-test-admin-token-0123456789\n";
   StartDaemon({"--admin_token_file=" + token_file});
-  BenchRun run = Bench("closed", {"--concurrency=4", "--num_requests=16", "--warmup_requests=3",
-                                  "--input_len=uniform:8,24", "--output_len=uniform:4,16", "--ignore_eos",
-                                  "--save_detailed", "--slo_ttft_ms=10000", "--slo_tpot_ms=10000",
-                                  "--metrics_url=" + metrics_url_, "--admin_token_file=" + token_file});
+  BenchRun run =
+      Bench("closed", {"--concurrency=4", "--num_requests=16", "--warmup_requests=3",
+                       "--input_len=uniform:8,24", "--output_len=uniform:4,16", "--ignore_eos",
+                       "--save_detailed", "--slo_ttft_ms=10000", "--slo_tpot_ms=10000",
+                       "--metrics_url=" + metrics_url_, "--admin_token_file=" + token_file});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("Serving Benchmark Result"), std::string::npos) << run.output;
   nlohmann::json j = ReadJson(run.base + ".json");
@@ -124,7 +129,9 @@ TEST_F(ExpertBenchTest, ClosedLoopResultIsCompleteAndConsistent) {
   EXPECT_NE(run.output.find("n/a (no expert lookups)"), std::string::npos) << run.output;
   const auto& a = j["expert_cache"]["admin"];
   ASSERT_EQ(a["available"], false) << a;
-  EXPECT_TRUE(absl::StartsWith(a["reason"].get<std::string>(), "GetExpertStats: FAILED_PRECONDITION")) << a;
+  EXPECT_TRUE(
+      absl::StartsWith(a["reason"].get<std::string>(), "GetExpertStats: FAILED_PRECONDITION"))
+      << a;
   EXPECT_NE(run.output.find("unavailable: GetExpertStats"), std::string::npos) << run.output;
 }
 
@@ -136,9 +143,10 @@ TEST_F(ExpertBenchTest, ExpertCacheReportWithOffloadHasHitsAndMisses) {
   std::ofstream(token_file) << "bench-test-admin-token-0123456789\n";
   StartDaemon({"--admin_token_file=" + token_file, "--expert_offload", "--expert_cache_bytes=6MiB",
                "--expert_pack_dir=" + ::testing::TempDir() + "/pack"});
-  BenchRun run = Bench("offload", {"--concurrency=2", "--num_requests=6", "--input_len=16", "--output_len=8",
-                                   "--ignore_eos", "--metrics_url=" + metrics_url_,
-                                   "--admin_token_file=" + token_file});
+  BenchRun run =
+      Bench("offload",
+            {"--concurrency=2", "--num_requests=6", "--input_len=16", "--output_len=8",
+             "--ignore_eos", "--metrics_url=" + metrics_url_, "--admin_token_file=" + token_file});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   nlohmann::json j = ReadJson(run.base + ".json");
   ExpectConsistent(j, ReadCsv(run.base + ".csv"));
@@ -158,8 +166,8 @@ TEST_F(ExpertBenchTest, ExpertCacheReportWithOffloadHasHitsAndMisses) {
 
 TEST_F(ExpertBenchTest, OpenLoopPoissonFollowsItsSchedule) {
   StartDaemon({});
-  BenchRun run = Bench("poisson", {"--request_rate=50", "--num_requests=30", "--input_len=16", "--output_len=8",
-                                   "--ignore_eos", "--seed=3"});
+  BenchRun run = Bench("poisson", {"--request_rate=50", "--num_requests=30", "--input_len=16",
+                                   "--output_len=8", "--ignore_eos", "--seed=3"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   nlohmann::json j = ReadJson(run.base + ".json");
   std::vector<CsvRow> rows = ReadCsv(run.base + ".csv");
@@ -186,8 +194,9 @@ TEST_F(ExpertBenchTest, OpenLoopPoissonFollowsItsSchedule) {
 
 TEST_F(ExpertBenchTest, SameSeedSameScheduleAndPrompts) {
   StartDaemon({});
-  const std::vector<std::string> flags = {"--request_rate=100", "--burstiness=0.5", "--num_requests=12",
-                                          "--input_len=normal:20,6", "--output_len=uniform:2,6", "--ignore_eos"};
+  const std::vector<std::string> flags = {"--request_rate=100",       "--burstiness=0.5",
+                                          "--num_requests=12",        "--input_len=normal:20,6",
+                                          "--output_len=uniform:2,6", "--ignore_eos"};
   auto with_seed = [&](const std::string& label, int seed) {
     std::vector<std::string> f = flags;
     f.push_back(absl::StrCat("--seed=", seed));
@@ -195,12 +204,14 @@ TEST_F(ExpertBenchTest, SameSeedSameScheduleAndPrompts) {
     EXPECT_EQ(run.exit_code, 0) << run.output;
     std::vector<std::string> plan;
     for (const CsvRow& row : ReadCsv(run.base + ".csv")) {
-      plan.push_back(absl::StrCat(row.at("index"), " ", row.at("scheduled_ms"), " ", row.at("input_tokens"), " ",
-                                  row.at("max_new_tokens"), " ", row.at("prompt_hash")));
+      plan.push_back(absl::StrCat(row.at("index"), " ", row.at("scheduled_ms"), " ",
+                                  row.at("input_tokens"), " ", row.at("max_new_tokens"), " ",
+                                  row.at("prompt_hash")));
     }
     return plan;
   };
-  const std::vector<std::string> a = with_seed("seed7a", 7), b = with_seed("seed7b", 7), c = with_seed("seed8", 8);
+  const std::vector<std::string> a = with_seed("seed7a", 7), b = with_seed("seed7b", 7),
+                                 c = with_seed("seed8", 8);
   ASSERT_EQ(a.size(), 12u);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
@@ -208,8 +219,8 @@ TEST_F(ExpertBenchTest, SameSeedSameScheduleAndPrompts) {
 
 TEST_F(ExpertBenchTest, OverloadIsCountedAsResourceExhausted) {
   StartDaemon({"--max_queue_length=1", "--max_running_requests=1"});
-  BenchRun run = Bench("overload", {"--concurrency=8", "--num_requests=24", "--input_len=8", "--output_len=24",
-                                    "--ignore_eos"});
+  BenchRun run = Bench("overload", {"--concurrency=8", "--num_requests=24", "--input_len=8",
+                                    "--output_len=24", "--ignore_eos"});
   ASSERT_EQ(run.exit_code, 0) << run.output;  // errors are counted, not fatal
   nlohmann::json j = ReadJson(run.base + ".json");
   ExpectConsistent(j, ReadCsv(run.base + ".csv"));
@@ -221,8 +232,8 @@ TEST_F(ExpertBenchTest, OverloadIsCountedAsResourceExhausted) {
 
 TEST_F(ExpertBenchTest, DeadlinesAreCountedNotFatal) {
   StartDaemon({});
-  BenchRun run = Bench("deadline", {"--concurrency=2", "--num_requests=4", "--input_len=8", "--output_len=2000",
-                                    "--ignore_eos", "--timeout_s=0.05"});
+  BenchRun run = Bench("deadline", {"--concurrency=2", "--num_requests=4", "--input_len=8",
+                                    "--output_len=2000", "--ignore_eos", "--timeout_s=0.05"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   nlohmann::json j = ReadJson(run.base + ".json");
   ExpectConsistent(j, ReadCsv(run.base + ".csv"));
@@ -234,26 +245,30 @@ TEST_F(ExpertBenchTest, SigintCancelsInFlightAndWritesPartialResults) {
   Subprocess bench;
   BenchRun run;
   StartBench(&bench, "sigint",
-             {"--concurrency=4", "--num_requests=1000", "--input_len=8", "--output_len=3000", "--ignore_eos"},
+             {"--concurrency=4", "--num_requests=1000", "--input_len=8", "--output_len=3000",
+              "--ignore_eos"},
              &run);
   // SIGINT only once requests are in flight on the daemon, so some are
   // cancelled.
-  ASSERT_TRUE(WaitFor([&] { return bench.Output().find("measuring") != std::string::npos || !bench.running(); },
-                      absl::Seconds(60)));
+  ASSERT_TRUE(WaitFor(
+      [&] { return bench.Output().find("measuring") != std::string::npos || !bench.running(); },
+      absl::Seconds(60)));
   ASSERT_TRUE(bench.running()) << bench.Output();
   auto stub = v1::InferenceService::NewStub(daemon_.channel());
   ASSERT_TRUE(WaitFor(
       [&] {
         grpc::ClientContext ctx;
         v1::ServerInfo info;
-        return stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok() && info.running_requests() > 0;
+        return stub->GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info).ok() &&
+               info.running_requests() > 0;
       },
       absl::Seconds(60)));
   bench.Signal(SIGINT);
   // 130 from expert-bench's own exit path (partial results written), not
   // death by SIGINT (which a shell also reports as 130).
   EXPECT_EQ(bench.Wait(absl::Seconds(60)), 130) << bench.Output();
-  EXPECT_EQ(bench.term_signal(), 0) << "killed by signal " << bench.term_signal() << "\n" << bench.Output();
+  EXPECT_EQ(bench.term_signal(), 0) << "killed by signal " << bench.term_signal() << "\n"
+                                    << bench.Output();
   nlohmann::json j = ReadJson(run.base + ".json");
   ASSERT_TRUE(j.is_object()) << bench.Output();
   EXPECT_EQ(j["interrupted"], true);
@@ -267,8 +282,8 @@ TEST_F(ExpertBenchTest, SigintCancelsInFlightAndWritesPartialResults) {
 
 TEST_F(ExpertBenchTest, SweepWritesEveryPointTheCombinedJsonAndAPng) {
   StartDaemon({});
-  BenchRun run = Bench("sweep", {"--sweep_concurrency=1,3", "--num_requests=6", "--input_len=8", "--output_len=6",
-                                 "--ignore_eos"});
+  BenchRun run = Bench("sweep", {"--sweep_concurrency=1,3", "--num_requests=6", "--input_len=8",
+                                 "--output_len=6", "--ignore_eos"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const char* point : {"-c1", "-c3"}) {
     nlohmann::json j = ReadJson(run.base + point + ".json");
@@ -290,8 +305,8 @@ TEST_F(ExpertBenchTest, JsonlPromptsWithTextAndTokenIds) {
   std::ofstream(dataset) << "{\"text\": \"Once upon a time\", \"max_new_tokens\": 5}\n"
                          << "{\"token_ids\": [10, 11, 12, 13], \"max_new_tokens\": 7}\n"
                          << "{\"text\": \"The small house\"}\n";
-  BenchRun run = Bench("jsonl", {"--dataset=" + dataset, "--concurrency=2", "--num_requests=6", "--output_len=3",
-                                 "--ignore_eos"});
+  BenchRun run = Bench("jsonl", {"--dataset=" + dataset, "--concurrency=2", "--num_requests=6",
+                                 "--output_len=3", "--ignore_eos"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   nlohmann::json j = ReadJson(run.base + ".json");
   std::vector<CsvRow> rows = ReadCsv(run.base + ".csv");
@@ -311,18 +326,23 @@ TEST_F(ExpertBenchTest, BadFlagsAndUnreachableServer) {
                         ::testing::TempDir() + "/bad_flags.log"));
   EXPECT_EQ(bad.Wait(absl::Seconds(30)), 2) << bad.Output();
   Subprocess unreachable;
-  ASSERT_TRUE(unreachable.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=0.5",
-                                 "--out_dir=" + ::testing::TempDir() + "/unreachable"},
-                                ::testing::TempDir() + "/unreachable.log"));
+  ASSERT_TRUE(unreachable.Start(
+      {RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=0.5",
+       "--out_dir=" + ::testing::TempDir() + "/unreachable"},
+      ::testing::TempDir() + "/unreachable.log"));
   EXPECT_EQ(unreachable.Wait(absl::Seconds(30)), 1) << unreachable.Output();
   EXPECT_NE(unreachable.Output().find("127.0.0.1:1"), std::string::npos) << unreachable.Output();
   // Ctrl-C while still waiting for the server exits at once.
   Subprocess waiting;
-  ASSERT_TRUE(waiting.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1", "--connect_timeout_s=60",
-                             "--out_dir=" + ::testing::TempDir() + "/waiting"},
-                            ::testing::TempDir() + "/waiting.log"));
-  ASSERT_TRUE(WaitFor([&] { return waiting.Output().find("waiting up to") != std::string::npos || !waiting.running(); },
-                      absl::Seconds(60)));
+  ASSERT_TRUE(
+      waiting.Start({RunfilePath("client/expert-bench"), "--server=127.0.0.1:1",
+                     "--connect_timeout_s=60", "--out_dir=" + ::testing::TempDir() + "/waiting"},
+                    ::testing::TempDir() + "/waiting.log"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return waiting.Output().find("waiting up to") != std::string::npos || !waiting.running();
+      },
+      absl::Seconds(60)));
   waiting.Signal(SIGINT);
   EXPECT_EQ(waiting.Wait(absl::Seconds(30)), 130) << waiting.Output();
   EXPECT_EQ(waiting.term_signal(), 0) << "killed by signal " << waiting.term_signal();

@@ -37,7 +37,8 @@ TEST(CorpusReplayTest, EveryCorpusInputRunsClean) {
     SCOPED_TRACE(path);
     std::ifstream in(path, std::ios::binary);
     ASSERT_TRUE(in) << "cannot read " << path;
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
     // A copy of exactly the input's size, so an over-read is one past the end.
     std::vector<uint8_t> exact(bytes.begin(), bytes.end());
     EXPECT_EQ(LLVMFuzzerTestOneInput(exact.empty() ? nullptr : exact.data(), exact.size()), 0);

@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define FUZZ_REQUIRE(cond)                                                               \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
+#define FUZZ_REQUIRE(cond)                                                                     \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
       std::fprintf(stderr, "%s:%d: fuzz invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                      \
-    }                                                                                    \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (0)
 
 #endif  // EXPERTD_TESTS_FUZZ_FUZZ_TARGET_H_

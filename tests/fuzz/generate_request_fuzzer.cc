@@ -40,7 +40,8 @@ void SampleAFewTokens(const server::GenerationRequest& r) {
   FUZZ_REQUIRE(engine::ValidateSamplingParams(p).ok());  // validation upstream guarantees it
   engine::Sampler sampler(p, r.prompt);
   std::vector<float> logits(256);
-  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 37 + r.prompt.size()) % 17) - 8.0f;
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>((i * 37 + r.prompt.size()) % 17) - 8.0f;
   for (int step = 0; step < 3; ++step) {
     engine::SampleResult t = sampler.Sample(logits);
     FUZZ_REQUIRE(t.token >= 0 && t.token < 256);
@@ -50,7 +51,8 @@ void SampleAFewTokens(const server::GenerationRequest& r) {
 // DecodeMessage checks every string before protobuf parses: protobuf itself
 // must never find invalid UTF-8 (it would log a non-JSON line and the
 // client would get no offset).
-void AbortOnProtobufUtf8Error(google::protobuf::LogLevel, const char*, int, const std::string& message) {
+void AbortOnProtobufUtf8Error(google::protobuf::LogLevel, const char*, int,
+                              const std::string& message) {
   FUZZ_REQUIRE(message.find("UTF-8") == std::string::npos);
 }
 
@@ -77,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = server::ValidateGenerateRequest(req, limits, ByteTokenizer, 42, "req-1");
   if (!r.ok()) {
     const absl::StatusCode c = r.status().code();
-    FUZZ_REQUIRE(c == absl::StatusCode::kInvalidArgument || c == absl::StatusCode::kFailedPrecondition);
+    FUZZ_REQUIRE(c == absl::StatusCode::kInvalidArgument ||
+                 c == absl::StatusCode::kFailedPrecondition);
     return 0;
   }
   FUZZ_REQUIRE(!r->prompt.empty());

@@ -16,8 +16,8 @@
 namespace expertd::golden {
 namespace {
 
-std::vector<int32_t> GenerateGreedy(const std::shared_ptr<grpc::Channel>& channel, const std::vector<int32_t>& prompt,
-                                    int n) {
+std::vector<int32_t> GenerateGreedy(const std::shared_ptr<grpc::Channel>& channel,
+                                    const std::vector<int32_t>& prompt, int n) {
   auto stub = v1::InferenceService::NewStub(channel);
   v1::GenerateRequest req;
   for (int32_t t : prompt) req.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
@@ -36,8 +36,9 @@ TEST(DaemonGoldenTest, DeepseekV3GreedyTokensMatchTheReference) {
   auto golden = LoadGolden("deepseek_v3");
   ASSERT_TRUE(golden.ok()) << golden.status();
   testing::ExpertdProcess daemon;
-  absl::Status s = daemon.Start(FixtureDir("deepseek_v3"), {"--threads=2", "--shutdown_grace_seconds=1"},
-                                ::testing::TempDir());
+  absl::Status s =
+      daemon.Start(FixtureDir("deepseek_v3"), {"--threads=2", "--shutdown_grace_seconds=1"},
+                   ::testing::TempDir());
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(daemon.WaitUntilServing(absl::Seconds(60))) << daemon.Output();
   for (const GoldenCase& c : golden->cases) {

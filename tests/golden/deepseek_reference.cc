@@ -51,13 +51,15 @@ class Reference {
     models::ConvertToF32(v.dtype, v.data, f.data(), f.size());
     const int64_t cols = v.shape.back(), rows = static_cast<int64_t>(f.size()) / cols;
     Mat m(rows, Vec(cols));
-    for (int64_t r = 0; r < rows; ++r) std::copy(f.begin() + r * cols, f.begin() + (r + 1) * cols, m[r].begin());
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(f.begin() + r * cols, f.begin() + (r + 1) * cols, m[r].begin());
     return m;
   }
 
   static Vec Mul(const Mat& w, const Vec& x) {
     Vec y(w.size());
-    for (size_t r = 0; r < w.size(); ++r) y[r] = std::inner_product(x.begin(), x.end(), w[r].begin(), 0.0);
+    for (size_t r = 0; r < w.size(); ++r)
+      y[r] = std::inner_product(x.begin(), x.end(), w[r].begin(), 0.0);
     return y;
   }
   static Mat Linear(const Mat& w, const Mat& x) {
@@ -93,7 +95,8 @@ class Reference {
     for (int64_t i = 0; i < d / 2; ++i) inv_freq->push_back(std::pow(c_.rope_theta, -2.0 * i / d));
     if (s.type != models::RopeScalingType::kYarn) return;
     auto dim_of = [&](double rot) {
-      return d * std::log(s.original_max_position_embeddings / (rot * 2 * kPi)) / (2 * std::log(c_.rope_theta));
+      return d * std::log(s.original_max_position_embeddings / (rot * 2 * kPi)) /
+             (2 * std::log(c_.rope_theta));
     };
     const double low = std::max(0.0, std::floor(dim_of(s.beta_fast)));
     double high = std::min<double>(d - 1, std::ceil(dim_of(s.beta_slow)));
@@ -115,7 +118,8 @@ class Reference {
       p[i + half] = u[2 * i + 1];
     }
     for (size_t i = 0; i < half; ++i) {
-      const double cs = std::cos(pos * inv_freq[i]) * mscale, sn = std::sin(pos * inv_freq[i]) * mscale;
+      const double cs = std::cos(pos * inv_freq[i]) * mscale,
+                   sn = std::sin(pos * inv_freq[i]) * mscale;
       out[i] = p[i] * cs - p[i + half] * sn;
       out[i + half] = p[i + half] * cs + p[i] * sn;
     }
@@ -144,7 +148,8 @@ class Reference {
     double mscale;
     RopeTable(&inv_freq, &mscale);
     double scale = 1.0 / std::sqrt(static_cast<double>(qd));
-    if (c_.rope_scaling.type != models::RopeScalingType::kNone && c_.rope_scaling.mscale_all_dim != 0) {
+    if (c_.rope_scaling.type != models::RopeScalingType::kNone &&
+        c_.rope_scaling.mscale_all_dim != 0) {
       const double m = Mscale(c_.rope_scaling.factor, c_.rope_scaling.mscale_all_dim);
       scale *= m * m;
     }
@@ -180,7 +185,8 @@ class Reference {
     return Linear(wo, out);
   }
 
-  absl::StatusOr<Vec> Mlp(const std::string& gate, const std::string& up, const std::string& down, const Vec& x) {
+  absl::StatusOr<Vec> Mlp(const std::string& gate, const std::string& up, const std::string& down,
+                          const Vec& x) {
     ASSIGN_OR_RETURN(Mat g, Load(gate));
     ASSIGN_OR_RETURN(Mat u, Load(up));
     ASSIGN_OR_RETURN(Mat d, Load(down));
@@ -190,7 +196,8 @@ class Reference {
   }
 
   absl::StatusOr<Vec> DenseMlp(int layer, const Vec& x) {
-    return Mlp(models::DenseMlpWeightName(layer, ExpertProj::kGate), models::DenseMlpWeightName(layer, ExpertProj::kUp),
+    return Mlp(models::DenseMlpWeightName(layer, ExpertProj::kGate),
+               models::DenseMlpWeightName(layer, ExpertProj::kUp),
                models::DenseMlpWeightName(layer, ExpertProj::kDown), x);
   }
 
@@ -213,7 +220,8 @@ class Reference {
       choice[i] = s[i] + bias[0][i];
     }
     for (int64_t g = 0; g < c_.n_group; ++g) {
-      const std::vector<int> best = Top(Vec(choice.begin() + g * per, choice.begin() + (g + 1) * per), 2);
+      const std::vector<int> best =
+          Top(Vec(choice.begin() + g * per, choice.begin() + (g + 1) * per), 2);
       group[g] = choice[g * per + best[0]] + choice[g * per + best[1]];
     }
     const std::vector<int> kept = Top(group, c_.topk_group);
@@ -248,8 +256,8 @@ class Reference {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::vector<double>>> DeepseekReferenceLogits(const engine::WeightSource& weights,
-                                                                         const std::vector<int32_t>& tokens) {
+absl::StatusOr<std::vector<std::vector<double>>> DeepseekReferenceLogits(
+    const engine::WeightSource& weights, const std::vector<int32_t>& tokens) {
   if (weights.config().architecture != models::Architecture::kDeepseekV3) {
     return absl::InvalidArgumentError("DeepseekReferenceLogits: not a DeepSeek-V3 config");
   }

@@ -19,8 +19,8 @@
 namespace expertd::golden {
 
 // Logits [tokens.size(), vocab] of every position.
-absl::StatusOr<std::vector<std::vector<double>>> DeepseekReferenceLogits(const engine::WeightSource& weights,
-                                                                         const std::vector<int32_t>& tokens);
+absl::StatusOr<std::vector<std::vector<double>>> DeepseekReferenceLogits(
+    const engine::WeightSource& weights, const std::vector<int32_t>& tokens);
 
 }  // namespace expertd::golden
 

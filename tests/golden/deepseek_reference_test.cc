@@ -11,6 +11,8 @@
 // reference recomputes per-head keys and values. Checked: every prompt
 // position's logits (1e-4 relative), then 8 greedy tokens decoded through the
 // cache (identical tokens; the last step's logits within 1e-4).
+#include "tests/golden/deepseek_reference.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -27,7 +29,6 @@
 #include "models/checkpoint/checkpoint.h"
 #include "models/checkpoint/expected_tensors.h"
 #include "models/safetensors/safetensors_writer.h"
-#include "tests/golden/deepseek_reference.h"
 #include "tests/golden/golden_data.h"
 
 namespace expertd::golden {
@@ -42,14 +43,17 @@ double RelErr(const std::vector<float>& got, const std::vector<double>& want) {
   return num / den;
 }
 
-std::vector<float> ToFloat(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+std::vector<float> ToFloat(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
 
 TEST(DeepseekReferenceTest, TheReferenceItselfMatchesTheFixtureGoldens) {
   auto golden = LoadGolden("deepseek_v3");
   ASSERT_TRUE(golden.ok()) << golden.status();
   auto ckpt = models::Checkpoint::Open(FixtureDir("deepseek_v3"));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  engine::CheckpointWeightSource source(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)));
+  engine::CheckpointWeightSource source(
+      std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)));
   for (const GoldenCase& c : golden->cases) {
     auto logits = DeepseekReferenceLogits(source, c.input_ids);
     ASSERT_TRUE(logits.ok()) << logits.status();
@@ -86,10 +90,13 @@ std::string WriteModel(const Shape& s) {
   EXPECT_TRUE(config.ok()) << config.status();
   if (!config.ok()) return dir;
   std::vector<models::ExpectedTensor> expected = models::ExpectedTensors(*config);
-  for (int i = 0; i < s.mtp_layers; ++i) {  // a few of an MTP layer's tensors (their shapes do not matter)
+  for (int i = 0; i < s.mtp_layers;
+       ++i) {  // a few of an MTP layer's tensors (their shapes do not matter)
     const std::string p = absl::StrCat("model.layers.", config->num_hidden_layers + i, ".");
     expected.push_back({p + "enorm.weight", {config->hidden_size}, models::TensorRole::kNorm});
-    expected.push_back({p + "eh_proj.weight", {config->hidden_size, 2 * config->hidden_size}, models::TensorRole::kLinear});
+    expected.push_back({p + "eh_proj.weight",
+                        {config->hidden_size, 2 * config->hidden_size},
+                        models::TensorRole::kLinear});
   }
   std::mt19937 rng(std::hash<std::string>()(s.name) & 0xffff);
   std::normal_distribution<float> normal;
@@ -103,19 +110,30 @@ std::string WriteModel(const Shape& s) {
     for (float& x : v) {
       const float z = normal(rng);
       switch (t.role) {
-        case models::TensorRole::kNorm: x = 1.0f + 0.1f * z; break;
-        case models::TensorRole::kEmbedding: x = z; break;
+        case models::TensorRole::kNorm:
+          x = 1.0f + 0.1f * z;
+          break;
+        case models::TensorRole::kEmbedding:
+          x = z;
+          break;
         case models::TensorRole::kLmHead:
-        case models::TensorRole::kRouter: x = 2.0f / std::sqrt(in) * z; break;
+        case models::TensorRole::kRouter:
+          x = 2.0f / std::sqrt(in) * z;
+          break;
         case models::TensorRole::kRouterBias:
-        case models::TensorRole::kBias: x = 0.1f * z; break;
-        default: x = z / std::sqrt(in); break;
+        case models::TensorRole::kBias:
+          x = 0.1f * z;
+          break;
+        default:
+          x = z / std::sqrt(in);
+          break;
       }
     }
     data.push_back(std::move(v));
   }
   for (size_t i = 0; i < expected.size(); ++i) {
-    tensors.push_back({models::TensorSpec{expected[i].name, models::DType::kF32, expected[i].shape}, data[i].data()});
+    tensors.push_back({models::TensorSpec{expected[i].name, models::DType::kF32, expected[i].shape},
+                       data[i].data()});
   }
   absl::Status w = models::WriteSafetensors(dir + "/model.safetensors", tensors);
   EXPECT_TRUE(w.ok()) << w;
@@ -162,7 +180,8 @@ TEST_P(DeepseekShapesTest, AbsorbedCompressedCacheEngineMatchesTheExpandedRefere
     auto logits = DeepseekReferenceLogits(source, seq);
     ASSERT_TRUE(logits.ok());
     last = logits->back();
-    ref_tokens.push_back(static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+    ref_tokens.push_back(
+        static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
     seq.push_back(ref_tokens.back());
   }
   EXPECT_EQ(greedy->generated, ref_tokens);
@@ -186,8 +205,9 @@ TEST_P(DeepseekShapesTest, AbsorbedCompressedCacheEngineMatchesTheExpandedRefere
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DeepseekShapesTest,
     ::testing::Values(
-        Shape{"qlora0_norope_scaling_one_group",
-              R"("num_hidden_layers": 2, "q_lora_rank": null, "rope_scaling": null, "n_routed_experts": 8,
+        Shape{
+            "qlora0_norope_scaling_one_group",
+            R"("num_hidden_layers": 2, "q_lora_rank": null, "rope_scaling": null, "n_routed_experts": 8,
                  "num_experts_per_tok": 3, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 0,
                  "moe_layer_freq": 1, "norm_topk_prob": false, "routed_scaling_factor": 1.0,
                  "n_shared_experts": null)"},

@@ -21,7 +21,8 @@ struct Output {
 
 // Runs the binary with `args`, capturing stdout (stderr to a file we read back).
 Output RunTool(const std::string& args, std::string* err) {
-  const std::string err_file = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/stderr.txt";
+  const std::string err_file =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/stderr.txt";
   const std::string cmd = "engine/tools/expertd-run " + args + " 2>" + err_file;
   Output o;
   FILE* p = popen(cmd.c_str(), "r");
@@ -46,9 +47,10 @@ void CheckAgainstGolden(const std::string& arch, size_t case_index, const std::s
   ASSERT_TRUE(golden.ok()) << golden.status();
   const GoldenCase& c = golden->cases.at(case_index);
   std::string err;
-  Output o = RunTool("--model=" + FixtureDir(arch) + " --tokens=" + absl::StrJoin(c.input_ids, ",") +
-                         " --generate=16 --threads=2" + extra,
-                     &err);
+  Output o =
+      RunTool("--model=" + FixtureDir(arch) + " --tokens=" + absl::StrJoin(c.input_ids, ",") +
+                  " --generate=16 --threads=2" + extra,
+              &err);
   ASSERT_EQ(o.status, 0) << err;
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << o.out;
@@ -60,7 +62,8 @@ void CheckAgainstGolden(const std::string& arch, size_t case_index, const std::s
   for (const LayerChoice& lc : c.router) {
     ASSERT_LT(static_cast<size_t>(lc.layer), routing.size());
     moe[lc.layer] = true;
-    EXPECT_EQ(routing[lc.layer].get<std::vector<std::vector<int32_t>>>(), lc.topk_ids) << "layer " << lc.layer;
+    EXPECT_EQ(routing[lc.layer].get<std::vector<std::vector<int32_t>>>(), lc.topk_ids)
+        << "layer " << lc.layer;
   }
   for (size_t l = 0; l < routing.size(); ++l) {
     if (!moe[l]) EXPECT_TRUE(routing[l].empty()) << "dense layer " << l << " must be []";
@@ -69,7 +72,9 @@ void CheckAgainstGolden(const std::string& arch, size_t case_index, const std::s
 
 TEST(ExpertdRunTest, MixtralJsonMatchesTransformers) { CheckAgainstGolden("mixtral", 1); }
 
-TEST(ExpertdRunTest, DenseLayerGetsAnEmptyRoutingEntry) { CheckAgainstGolden("qwen2_moe_mixed", 1); }
+TEST(ExpertdRunTest, DenseLayerGetsAnEmptyRoutingEntry) {
+  CheckAgainstGolden("qwen2_moe_mixed", 1);
+}
 
 TEST(ExpertdRunTest, SeveralVirtualDevices) {
   CheckAgainstGolden("mixtral", 2, " --devices=2");
@@ -90,9 +95,10 @@ TEST(ExpertdRunTest, Bf16WeightsFlag) {
   // away, so output computed from the default (fp32) weights fails.
   ASSERT_GT(RelError(golden->cases.at(1).logits_last, c.logits_last), 1e-4);
   std::string err;
-  Output o = RunTool("--model=" + FixtureDir("olmoe") + " --tokens=" + absl::StrJoin(c.input_ids, ",") +
-                         " --generate=16 --weights=model.bf16.safetensors",
-                     &err);
+  Output o =
+      RunTool("--model=" + FixtureDir("olmoe") + " --tokens=" + absl::StrJoin(c.input_ids, ",") +
+                  " --generate=16 --weights=model.bf16.safetensors",
+              &err);
   ASSERT_EQ(o.status, 0) << err;
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded());

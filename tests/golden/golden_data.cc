@@ -54,7 +54,8 @@ absl::StatusOr<Golden> LoadGolden(const std::string& arch) {
   try {
     Golden g;
     for (const json& c : j.at("cases")) g.cases.push_back(ParseCase(c, false));
-    for (const json& c : j.at("bf16_weights_fp32_compute").at("cases")) g.bf16_cases.push_back(ParseCase(c, true));
+    for (const json& c : j.at("bf16_weights_fp32_compute").at("cases"))
+      g.bf16_cases.push_back(ParseCase(c, true));
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(path + ": " + e.what());

@@ -73,7 +73,8 @@ TEST_P(GoldenTest, Fp32LogitsRoutingAndGreedyMatchTransformers) {
       for (size_t t = 0; t < ref.topk_ids.size(); ++t) {
         const size_t k = ref.topk_ids[t].size();
         ASSERT_EQ(static_cast<size_t>(ours.top_k), k);
-        std::vector<int32_t> got(ours.expert_ids.begin() + t * k, ours.expert_ids.begin() + (t + 1) * k);
+        std::vector<int32_t> got(ours.expert_ids.begin() + t * k,
+                                 ours.expert_ids.begin() + (t + 1) * k);
         EXPECT_EQ(got, ref.topk_ids[t]) << "layer " << layer << " token " << t;
       }
     }
@@ -148,9 +149,11 @@ TEST_P(GoldenTest, Fp16WeightsMatchFp32ComputeOnTheSameRoundedWeights) {
     ASSERT_EQ(view->dtype, models::DType::kF32);
     const size_t n = view->numel();
     std::vector<uint8_t> half(n * 2);
-    models::ConvertFromF32(models::DType::kF16, static_cast<const float*>(view->data), half.data(), n);
+    models::ConvertFromF32(models::DType::kF16, static_cast<const float*>(view->data), half.data(),
+                           n);
     std::vector<uint8_t> wide(n * 4);
-    models::ConvertToF32(models::DType::kF16, half.data(), reinterpret_cast<float*>(wide.data()), n);
+    models::ConvertToF32(models::DType::kF16, half.data(), reinterpret_cast<float*>(wide.data()),
+                         n);
     f16->Add(name, models::DType::kF16, view->shape, std::move(half));
     rounded_f32->Add(name, models::DType::kF32, view->shape, std::move(wide));
   }
@@ -176,9 +179,11 @@ TEST_P(GoldenTest, Fp16WeightsMatchFp32ComputeOnTheSameRoundedWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe", "olmoe",
-                                           "deepseek_v3"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe",
+                                           "olmoe", "deepseek_v3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace expertd::golden

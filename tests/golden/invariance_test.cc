@@ -97,7 +97,8 @@ TEST_P(InvarianceTest, BatchedSequencesMatchTheirSoloRunsBitwise) {
     for (size_t s = 0; s < prompts.size(); ++s) {
       const int64_t start = s == 2 ? 1 : 0;
       if (step < start || done[s] >= solo[s].size()) continue;
-      req.chunks.push_back(SequenceChunk{s, step == start ? prompts[s] : std::vector<int32_t>{next[s]}});
+      req.chunks.push_back(
+          SequenceChunk{s, step == start ? prompts[s] : std::vector<int32_t>{next[s]}});
     }
     if (req.chunks.empty()) break;
     auto out = engine->Step(req);
@@ -122,9 +123,11 @@ TEST_P(InvarianceTest, ThreadCountDoesNotChangeResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InvarianceTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe", "olmoe",
-                                           "deepseek_v3"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe",
+                                           "olmoe", "deepseek_v3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace expertd::golden

@@ -16,9 +16,11 @@
 namespace expertd::engine::parallel {
 namespace {
 
-const std::vector<std::string> kArchs = {"mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe", "deepseek_v3"};
+const std::vector<std::string> kArchs = {"mixtral", "qwen2_moe", "qwen2_moe_mixed",
+                                         "olmoe",   "qwen3_moe", "deepseek_v3"};
 
-absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(const std::string& arch, ExpertProviderFactory experts) {
+absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(const std::string& arch,
+                                                   ExpertProviderFactory experts) {
   auto ckpt = models::Checkpoint::Open(golden::FixtureDir(arch));
   if (!ckpt.ok()) return ckpt.status();
   EngineOptions opts;
@@ -27,7 +29,8 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(const std::string& arch, Expe
   return Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), opts);
 }
 
-MultiDeviceOptions Devices(int devices, MoeParallelism mode, std::shared_ptr<MultiDeviceCounters> counters) {
+MultiDeviceOptions Devices(int devices, MoeParallelism mode,
+                           std::shared_ptr<MultiDeviceCounters> counters) {
   MultiDeviceOptions o;
   o.devices = devices;
   o.mode = mode;
@@ -54,7 +57,8 @@ CaseOutputs RunCases(Engine* engine, const golden::Golden& g) {
   return run;
 }
 
-class MultiDeviceEngineTest : public ::testing::TestWithParam<std::tuple<std::string, MoeParallelism>> {};
+class MultiDeviceEngineTest
+    : public ::testing::TestWithParam<std::tuple<std::string, MoeParallelism>> {};
 
 TEST_P(MultiDeviceEngineTest, MatchesOneDeviceOnEveryCaseForOneToFourDevices) {
   const auto [arch, mode] = GetParam();
@@ -74,9 +78,11 @@ TEST_P(MultiDeviceEngineTest, MatchesOneDeviceOnEveryCaseForOneToFourDevices) {
     ASSERT_EQ(run.tokens.size(), g->cases.size());
     for (size_t i = 0; i < g->cases.size(); ++i) {
       EXPECT_LT(golden::RelError(run.logits[i], reference.logits[i]), 1e-5)
-          << arch << " " << MoeParallelismName(mode) << " devices=" << devices << " " << g->cases[i].name;
+          << arch << " " << MoeParallelismName(mode) << " devices=" << devices << " "
+          << g->cases[i].name;
       EXPECT_EQ(run.tokens[i], reference.tokens[i])
-          << arch << " " << MoeParallelismName(mode) << " devices=" << devices << " " << g->cases[i].name;
+          << arch << " " << MoeParallelismName(mode) << " devices=" << devices << " "
+          << g->cases[i].name;
     }
     const MultiDeviceCounters::Snapshot s = counters->Get();
     EXPECT_EQ(s.dropped_assignments, 0);
@@ -91,9 +97,11 @@ TEST_P(MultiDeviceEngineTest, MatchesOneDeviceOnEveryCaseForOneToFourDevices) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MultiDeviceEngineTest,
                          ::testing::Combine(::testing::ValuesIn(kArchs),
-                                            ::testing::Values(MoeParallelism::kShard, MoeParallelism::kExpert)),
+                                            ::testing::Values(MoeParallelism::kShard,
+                                                              MoeParallelism::kExpert)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + MoeParallelismName(std::get<1>(info.param));
+                           return std::get<0>(info.param) + "_" +
+                                  MoeParallelismName(std::get<1>(info.param));
                          });
 
 TEST(MultiDeviceEngine, ExpertParallelismIsBitwiseOneDeviceAndShardIsClose) {
@@ -102,7 +110,8 @@ TEST(MultiDeviceEngine, ExpertParallelismIsBitwiseOneDeviceAndShardIsClose) {
   absl::StatusOr<golden::Golden> g = golden::LoadGolden("mixtral");
   ASSERT_TRUE(g.ok());
   const CaseOutputs reference = RunCases(single->get(), *g);
-  auto ep = MakeEngine("mixtral", MultiDeviceExpertsFactory(Devices(3, MoeParallelism::kExpert, nullptr)));
+  auto ep = MakeEngine("mixtral",
+                       MultiDeviceExpertsFactory(Devices(3, MoeParallelism::kExpert, nullptr)));
   ASSERT_TRUE(ep.ok());
   const CaseOutputs run = RunCases(ep->get(), *g);
   ASSERT_EQ(run.logits.size(), reference.logits.size());
@@ -122,10 +131,12 @@ TEST(MultiDeviceEngine, CapacityFactorDropsAndCounts) {
 
 TEST(MultiDeviceEngine, BadOptionsAreClearErrors) {
   MultiDeviceOptions o = Devices(0, MoeParallelism::kShard, nullptr);
-  EXPECT_EQ(MakeEngine("mixtral", MultiDeviceExpertsFactory(o)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeEngine("mixtral", MultiDeviceExpertsFactory(o)).status().code(),
+            absl::StatusCode::kInvalidArgument);
   o = Devices(2, MoeParallelism::kShard, nullptr);
   o.capacity_factor = 1.0;
-  EXPECT_EQ(MakeEngine("mixtral", MultiDeviceExpertsFactory(o)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeEngine("mixtral", MultiDeviceExpertsFactory(o)).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseMoeParallelism("tensor").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseMoeParallelism("expert"), MoeParallelism::kExpert);
 }

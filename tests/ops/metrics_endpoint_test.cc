@@ -98,8 +98,9 @@ class TakenPort {
 
 TEST(MetricsEndpointTest, ScrapesMetricsAndHealthThenDrains) {
   ExpertdProcess daemon;
-  ASSERT_TRUE(daemon.Start(kModel, {"--metrics_listen=127.0.0.1:0", "--shutdown_grace_seconds=2"},
-                           ::testing::TempDir())
+  ASSERT_TRUE(daemon
+                  .Start(kModel, {"--metrics_listen=127.0.0.1:0", "--shutdown_grace_seconds=2"},
+                         ::testing::TempDir())
                   .ok());
   const int metrics_port = daemon.MetricsPort();
   ASSERT_GT(metrics_port, 0) << daemon.Output();
@@ -125,11 +126,14 @@ TEST(MetricsEndpointTest, ScrapesMetricsAndHealthThenDrains) {
   for (const char* family : kFamilies) {
     EXPECT_NE(text.find(absl::StrCat("\n# TYPE ", family, "\n")), std::string::npos) << family;
   }
-  EXPECT_NE(text.find("\nexpertd:num_requests_waiting{model_name=\"qwen2_moe_mixed\"} 0\n"), std::string::npos)
+  EXPECT_NE(text.find("\nexpertd:num_requests_waiting{model_name=\"qwen2_moe_mixed\"} 0\n"),
+            std::string::npos)
       << text;
-  EXPECT_NE(text.find("\nexpertd:request_success_total{model_name=\"qwen2_moe_mixed\",finished_reason=\"stop\"} 0\n"),
+  EXPECT_NE(text.find("\nexpertd:request_success_total{model_name=\"qwen2_moe_mixed\",finished_"
+                      "reason=\"stop\"} 0\n"),
             std::string::npos);
-  EXPECT_NE(text.find("expertd:cache_config_info{model_name=\"qwen2_moe_mixed\","), std::string::npos);
+  EXPECT_NE(text.find("expertd:cache_config_info{model_name=\"qwen2_moe_mixed\","),
+            std::string::npos);
 
   // Keep one call in flight (a health Watch stream) so the drain lasts the
   // whole grace period: meanwhile /health says 503 and /metrics still answers.
@@ -144,7 +148,8 @@ TEST(MetricsEndpointTest, ScrapesMetricsAndHealthThenDrains) {
   ASSERT_TRUE(watch->Read(&update));
   EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
   health = http.Get("/health");
-  ASSERT_TRUE(health) << "metrics port closed before the drain ended: " << httplib::to_string(health.error());
+  ASSERT_TRUE(health) << "metrics port closed before the drain ended: "
+                      << httplib::to_string(health.error());
   EXPECT_EQ(health->status, 503);
   EXPECT_EQ(health->body, "NOT_SERVING\n");
   metrics = http.Get("/metrics");
@@ -162,9 +167,10 @@ TEST(MetricsEndpointTest, MetricsPortInUseExitsOneWithClearError) {
   TakenPort taken;
   ASSERT_GT(taken.port(), 0);
   Subprocess p;
-  ASSERT_TRUE(p.Start({testing::RunfilePath("server/expertd"), std::string("--model_dir=") + kModel,
-                       "--listen=127.0.0.1:0", absl::StrCat("--metrics_listen=127.0.0.1:", taken.port())},
-                      ::testing::TempDir() + "/metrics_in_use.log"));
+  ASSERT_TRUE(
+      p.Start({testing::RunfilePath("server/expertd"), std::string("--model_dir=") + kModel,
+               "--listen=127.0.0.1:0", absl::StrCat("--metrics_listen=127.0.0.1:", taken.port())},
+              ::testing::TempDir() + "/metrics_in_use.log"));
   EXPECT_EQ(p.Wait(absl::Seconds(20)), 1) << p.Output();
   EXPECT_NE(p.Output().find(absl::StrCat("expertd: cannot listen on '127.0.0.1:", taken.port(),
                                          "' for metrics: Address already in use")),
@@ -175,13 +181,15 @@ TEST(MetricsEndpointTest, MetricsPortInUseExitsOneWithClearError) {
 TEST(MetricsEndpointTest, GrpcPortOfAnotherDaemonIsNotShared) {
   ExpertdProcess first;
   ASSERT_TRUE(first.Start(kModel, {}, ::testing::TempDir()).ok());
-  EXPECT_TRUE(first.LogLines("metrics listening").empty()) << "metrics must be off without --metrics_listen";
+  EXPECT_TRUE(first.LogLines("metrics listening").empty())
+      << "metrics must be off without --metrics_listen";
   Subprocess second;
-  ASSERT_TRUE(second.Start({testing::RunfilePath("server/expertd"), std::string("--model_dir=") + kModel,
-                            "--listen=" + first.address()},
+  ASSERT_TRUE(second.Start({testing::RunfilePath("server/expertd"),
+                            std::string("--model_dir=") + kModel, "--listen=" + first.address()},
                            ::testing::TempDir() + "/grpc_in_use.log"));
   EXPECT_EQ(second.Wait(absl::Seconds(20)), 1) << second.Output();
-  EXPECT_NE(second.Output().find("cannot listen on '" + first.address() + "'"), std::string::npos) << second.Output();
+  EXPECT_NE(second.Output().find("cannot listen on '" + first.address() + "'"), std::string::npos)
+      << second.Output();
 }
 
 }  // namespace

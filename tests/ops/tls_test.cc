@@ -34,12 +34,14 @@ struct CertFiles {
 // A self-signed P-256 certificate for localhost / 127.0.0.1, valid two days.
 CertFiles MakeSelfSignedCert(const std::string& name) {
   const std::string dir = ::testing::TempDir();
-  CertFiles files{absl::StrCat(dir, "/", name, ".cert.pem"), absl::StrCat(dir, "/", name, ".key.pem")};
+  CertFiles files{absl::StrCat(dir, "/", name, ".cert.pem"),
+                  absl::StrCat(dir, "/", name, ".key.pem")};
   Subprocess openssl;
-  EXPECT_TRUE(openssl.Start({kOpenssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                             "-nodes", "-days", "2", "-subj", "/CN=localhost", "-addext",
-                             "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", files.key, "-out", files.cert},
-                            absl::StrCat(dir, "/", name, ".openssl.log")));
+  EXPECT_TRUE(openssl.Start(
+      {kOpenssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+       "-nodes", "-days", "2", "-subj", "/CN=localhost", "-addext",
+       "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", files.key, "-out", files.cert},
+      absl::StrCat(dir, "/", name, ".openssl.log")));
   EXPECT_EQ(openssl.Wait(absl::Seconds(30)), 0) << openssl.Output();
   return files;
 }
@@ -51,7 +53,8 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-std::shared_ptr<grpc::Channel> TlsChannel(const std::string& address, const std::string& root_cert_path) {
+std::shared_ptr<grpc::Channel> TlsChannel(const std::string& address,
+                                          const std::string& root_cert_path) {
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = ReadAll(root_cert_path);
   return grpc::CreateChannel(address, grpc::SslCredentials(ssl));
@@ -68,13 +71,15 @@ TEST(TlsTest, TrustedClientsConnectOthersDoNot) {
   const CertFiles server_cert = MakeSelfSignedCert("server");
   const CertFiles other_cert = MakeSelfSignedCert("other");
   ExpertdProcess daemon;
-  ASSERT_TRUE(daemon.Start("tests/data/fixtures/qwen2_moe_mixed",
-                           {"--tls_cert=" + server_cert.cert, "--tls_key=" + server_cert.key,
-                            "--shutdown_grace_seconds=1"},
-                           ::testing::TempDir())
+  ASSERT_TRUE(daemon
+                  .Start("tests/data/fixtures/qwen2_moe_mixed",
+                         {"--tls_cert=" + server_cert.cert, "--tls_key=" + server_cert.key,
+                          "--shutdown_grace_seconds=1"},
+                         ::testing::TempDir())
                   .ok());
   EXPECT_EQ(daemon.LogLines("listening").size(), 1u);
-  EXPECT_NE(daemon.LogLines("listening")[0].find("\"tls\":true"), std::string::npos) << daemon.Output();
+  EXPECT_NE(daemon.LogLines("listening")[0].find("\"tls\":true"), std::string::npos)
+      << daemon.Output();
 
   auto trusted = TlsChannel(daemon.address(), server_cert.cert);
   HealthCheckResponse health;
@@ -98,7 +103,8 @@ TEST(TlsTest, TrustedClientsConnectOthersDoNot) {
   auto by_name = TlsChannel("localhost:" + std::to_string(daemon.port()), server_cert.cert);
   EXPECT_TRUE(Check(by_name, &health).ok());
 
-  grpc::Status plaintext = Check(grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()), &health);
+  grpc::Status plaintext =
+      Check(grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()), &health);
   EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
 
   grpc::Status untrusted = Check(TlsChannel(daemon.address(), other_cert.cert), &health);
@@ -111,11 +117,13 @@ TEST(TlsTest, TrustedClientsConnectOthersDoNot) {
 TEST(TlsTest, UnreadableKeyIsAFlagError) {
   const CertFiles cert = MakeSelfSignedCert("lonely");
   Subprocess p;
-  ASSERT_TRUE(p.Start({testing::RunfilePath("server/expertd"), "--model_dir=tests/data/fixtures/qwen2_moe_mixed",
-                       "--listen=127.0.0.1:0", "--tls_cert=" + cert.cert, "--tls_key=/no/such/key.pem"},
-                      ::testing::TempDir() + "/tls_bad_key.log"));
+  ASSERT_TRUE(p.Start(
+      {testing::RunfilePath("server/expertd"), "--model_dir=tests/data/fixtures/qwen2_moe_mixed",
+       "--listen=127.0.0.1:0", "--tls_cert=" + cert.cert, "--tls_key=/no/such/key.pem"},
+      ::testing::TempDir() + "/tls_bad_key.log"));
   EXPECT_EQ(p.Wait(absl::Seconds(20)), 2);
-  EXPECT_NE(p.Output().find("--tls_key: cannot read '/no/such/key.pem'"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("--tls_key: cannot read '/no/such/key.pem'"), std::string::npos)
+      << p.Output();
 }
 
 }  // namespace

@@ -12,21 +12,23 @@
 
 namespace expertd::testing {
 
-absl::Status ExpertdProcess::Start(const std::string& model_dir, const std::vector<std::string>& extra_flags,
-                                  const std::string& work_dir) {
+absl::Status ExpertdProcess::Start(const std::string& model_dir,
+                                   const std::vector<std::string>& extra_flags,
+                                   const std::string& work_dir) {
   static int instance = 0;
   const std::string tag = absl::StrCat(getpid(), "_", instance++);
   const std::string port_file = absl::StrCat(work_dir, "/expertd_port_", tag);
   std::remove(port_file.c_str());
-  std::vector<std::string> argv = {RunfilePath("server/expertd"), "--model_dir=" + model_dir, "--listen=127.0.0.1:0",
-                                   "--port_file=" + port_file};
+  std::vector<std::string> argv = {RunfilePath("server/expertd"), "--model_dir=" + model_dir,
+                                   "--listen=127.0.0.1:0", "--port_file=" + port_file};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   if (!process_.Start(argv, absl::StrCat(work_dir, "/expertd_output_", tag, ".log"))) {
     return absl::InternalError("cannot start server/expertd");
   }
   port_ = WaitForPortFile(port_file, absl::Seconds(30));
   if (port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("expertd never wrote its port; output:\n", Output()));
+    return absl::UnavailableError(
+        absl::StrCat("expertd never wrote its port; output:\n", Output()));
   }
   metrics_port_ = WaitForPortFile(port_file, absl::Seconds(1), "metrics_port");
   return absl::OkStatus();
@@ -35,14 +37,16 @@ absl::Status ExpertdProcess::Start(const std::string& model_dir, const std::vect
 std::vector<std::string> ExpertdProcess::LogLines(const std::string& msg) const {
   std::vector<std::string> out;
   for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
-    nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j =
+        nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.value("msg", "") == msg) out.emplace_back(line);
   }
   return out;
 }
 
 std::shared_ptr<grpc::Channel> ExpertdProcess::channel() {
-  if (channel_ == nullptr) channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  if (channel_ == nullptr)
+    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
   return channel_;
 }
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 
 namespace expertd::testing {
@@ -90,7 +90,8 @@ int WaitForPortFile(const std::string& path, absl::Duration timeout, const std::
         const size_t begin = at + quoted.size();
         const size_t end = text.find_first_of(",}", begin);
         if (end != std::string::npos &&
-            absl::SimpleAtoi(absl::StripAsciiWhitespace(text.substr(begin, end - begin)), &port) && port > 0) {
+            absl::SimpleAtoi(absl::StripAsciiWhitespace(text.substr(begin, end - begin)), &port) &&
+            port > 0) {
           return port;
         }
       } else if (text.find('}') != std::string::npos) {

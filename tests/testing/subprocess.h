@@ -46,7 +46,8 @@ class Subprocess {
 // Polls expertd's --port_file ({"grpc_port":N,"metrics_port":M}) until it
 // is written, and returns the port under `key`; 0 on timeout or when the
 // complete file has no such key (that listener is not enabled).
-int WaitForPortFile(const std::string& path, absl::Duration timeout, const std::string& key = "grpc_port");
+int WaitForPortFile(const std::string& path, absl::Duration timeout,
+                    const std::string& key = "grpc_port");
 
 // Path of a data dependency inside the test's runfiles, e.g. "server/expertd".
 std::string RunfilePath(const std::string& workspace_relative);

@@ -42,7 +42,8 @@ void AttendOne(const AttentionParams& p, int64_t t, int64_t h, std::vector<float
   scores->resize(n);
   float* s = scores->data();
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
+    const int64_t slot =
+        static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
     s[j] = DotF32(q, p.k_cache + slot * kv_width + g * p.head_dim, p.head_dim) * p.scale;
   }
   float mx = s[0];
@@ -55,7 +56,8 @@ void AttendOne(const AttentionParams& p, int64_t t, int64_t h, std::vector<float
   float* out = p.out + t * p.out_stride + h * p.head_dim;
   std::fill(out, out + p.head_dim, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot = static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
+    const int64_t slot =
+        static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
     AxpyF32(s[j] / sum, p.v_cache + slot * kv_width + g * p.head_dim, out, p.head_dim);
   }
 }

@@ -16,11 +16,12 @@ using reference::RandomVector;
 struct PagedCache {
   static constexpr int64_t kBlock = 4, kBlocks = 12, kMaxBlocks = 6;
   int64_t kv_heads, head_dim;
-  std::vector<float> k, v;              // [kBlocks * kBlock, kv_heads, head_dim]
-  std::vector<int32_t> tables;          // [2, kMaxBlocks]
+  std::vector<float> k, v;                       // [kBlocks * kBlock, kv_heads, head_dim]
+  std::vector<int32_t> tables;                   // [2, kMaxBlocks]
   std::vector<std::vector<float>> keys, values;  // per sequence, [len, kv_heads*head_dim]
 
-  PagedCache(int64_t kvh, int64_t hd, std::vector<int64_t> lens, std::mt19937* rng) : kv_heads(kvh), head_dim(hd) {
+  PagedCache(int64_t kvh, int64_t hd, std::vector<int64_t> lens, std::mt19937* rng)
+      : kv_heads(kvh), head_dim(hd) {
     const int64_t w = kv_heads * head_dim;
     k.assign(kBlocks * kBlock * w, NAN);
     v.assign(kBlocks * kBlock * w, NAN);
@@ -29,7 +30,8 @@ struct PagedCache {
       keys.push_back(RandomVector(lens[s] * w, rng));
       values.push_back(RandomVector(lens[s] * w, rng));
       std::vector<int64_t> slots;
-      for (int64_t j = 0; j < lens[s]; ++j) slots.push_back(tables[s * kMaxBlocks + j / kBlock] * kBlock + j % kBlock);
+      for (int64_t j = 0; j < lens[s]; ++j)
+        slots.push_back(tables[s * kMaxBlocks + j / kBlock] * kBlock + j % kBlock);
       KvAppendParams a;
       a.k = keys[s].data();
       a.k_stride = w;
@@ -46,8 +48,9 @@ struct PagedCache {
   }
 };
 
-std::vector<float> RunAttention(const PagedCache& c, const std::vector<float>& q, const std::vector<int32_t>& seq,
-                                const std::vector<int32_t>& pos, int64_t heads, ThreadPool* pool) {
+std::vector<float> RunAttention(const PagedCache& c, const std::vector<float>& q,
+                                const std::vector<int32_t>& seq, const std::vector<int32_t>& pos,
+                                int64_t heads, ThreadPool* pool) {
   const int64_t rows = seq.size();
   std::vector<float> out(rows * heads * c.head_dim);
   AttentionParams p;
@@ -90,7 +93,8 @@ TEST(AttentionTest, MatchesNaiveCausalGqa) {
       double mx = -1e300, sum = 0;
       for (int j = 0; j <= pos[t]; ++j) {
         double d = 0;
-        for (int i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * K[(j * kv_heads + g) * hd + i];
+        for (int i = 0; i < hd; ++i)
+          d += static_cast<double>(qh[i]) * K[(j * kv_heads + g) * hd + i];
         s[j] = d / std::sqrt(static_cast<double>(hd));
         mx = std::max(mx, s[j]);
       }
@@ -115,7 +119,8 @@ TEST(AttentionTest, RowIsBitwiseIndependentOfBatch) {
   std::memcpy(q.data() + 2 * heads * hd, qrow.data(), qrow.size() * sizeof(float));
   ThreadPool pool(2);
   std::vector<float> batch = RunAttention(cache, q, {0, 1, 1, 0}, {12, 3, 16, 5}, heads, &pool);
-  EXPECT_EQ(0, std::memcmp(batch.data() + 2 * heads * hd, alone.data(), alone.size() * sizeof(float)));
+  EXPECT_EQ(0,
+            std::memcmp(batch.data() + 2 * heads * hd, alone.data(), alone.size() * sizeof(float)));
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ uint64_t RoundUp(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign
 }  // namespace
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
-    : limit_(options.device_memory_limit), pool_(std::make_unique<ThreadPool>(ResolveThreads(options.threads))) {}
+    : limit_(options.device_memory_limit),
+      pool_(std::make_unique<ThreadPool>(ResolveThreads(options.threads))) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -33,8 +34,9 @@ absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(uint64_t bytes, MemoryKind kin
     uint64_t used = device_in_use_.load();
     do {
       if (limit_ != 0 && used + size > limit_) {
-        return absl::ResourceExhaustedError(absl::StrCat("cpu device memory: cannot allocate ", bytes, " bytes: ", used,
-                                                         " of ", limit_, " in use"));
+        return absl::ResourceExhaustedError(absl::StrCat("cpu device memory: cannot allocate ",
+                                                         bytes, " bytes: ", used, " of ", limit_,
+                                                         " in use"));
       }
     } while (!device_in_use_.compare_exchange_weak(used, used + size));
     uint64_t peak = device_peak_.load();
@@ -46,7 +48,8 @@ absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(uint64_t bytes, MemoryKind kin
   void* data = std::aligned_alloc(kAlign, size);
   if (data == nullptr) {
     (kind == MemoryKind::kDevice ? device_in_use_ : pinned_in_use_) -= size;
-    return absl::ResourceExhaustedError(absl::StrCat("cpu backend: out of host memory allocating ", bytes, " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cpu backend: out of host memory allocating ", bytes, " bytes"));
   }
   return MakeBuffer(data, size, kind);
 }

@@ -41,7 +41,8 @@ TEST(BackendFactoryTest, NamesBackends) {
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ((*cpu)->name(), "cpu");
   // "cuda" depends on the build and the machine: engine/backend/backend_factory_test.cc.
-  EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

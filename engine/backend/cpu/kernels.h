@@ -13,19 +13,19 @@
 
 namespace expertd::engine::cpu {
 
-void Embedding(const EmbeddingParams& p, ThreadPool* pool);          // elementwise.cc
-void RmsNorm(const RmsNormParams& p, ThreadPool* pool);              // rms_norm.cc
-void Matmul(const MatmulParams& p, ThreadPool* pool);                // matmul.cc
-void Rope(const RopeParams& p, ThreadPool* pool);                    // rope.cc
-void KvAppend(const KvAppendParams& p, ThreadPool* pool);            // attention.cc
-void Attention(const AttentionParams& p, ThreadPool* pool);          // attention.cc
-void SoftmaxTopK(const SoftmaxTopKParams& p, ThreadPool* pool);      // router.cc
-void SwiGlu(const SwiGluParams& p, ThreadPool* pool);                // elementwise.cc
-void AddRows(const AddRowsParams& p, ThreadPool* pool);              // elementwise.cc
-void Clamp(const ClampParams& p, ThreadPool* pool);                  // elementwise.cc
-void GatherRows(const GatherRowsParams& p, ThreadPool* pool);        // moe_dispatch.cc
-void ScatterRows(const ScatterRowsParams& p, ThreadPool* pool);      // moe_dispatch.cc
-void MoeCombine(const MoeCombineParams& p, ThreadPool* pool);        // moe_dispatch.cc
+void Embedding(const EmbeddingParams& p, ThreadPool* pool);      // elementwise.cc
+void RmsNorm(const RmsNormParams& p, ThreadPool* pool);          // rms_norm.cc
+void Matmul(const MatmulParams& p, ThreadPool* pool);            // matmul.cc
+void Rope(const RopeParams& p, ThreadPool* pool);                // rope.cc
+void KvAppend(const KvAppendParams& p, ThreadPool* pool);        // attention.cc
+void Attention(const AttentionParams& p, ThreadPool* pool);      // attention.cc
+void SoftmaxTopK(const SoftmaxTopKParams& p, ThreadPool* pool);  // router.cc
+void SwiGlu(const SwiGluParams& p, ThreadPool* pool);            // elementwise.cc
+void AddRows(const AddRowsParams& p, ThreadPool* pool);          // elementwise.cc
+void Clamp(const ClampParams& p, ThreadPool* pool);              // elementwise.cc
+void GatherRows(const GatherRowsParams& p, ThreadPool* pool);    // moe_dispatch.cc
+void ScatterRows(const ScatterRowsParams& p, ThreadPool* pool);  // moe_dispatch.cc
+void MoeCombine(const MoeCombineParams& p, ThreadPool* pool);    // moe_dispatch.cc
 
 }  // namespace expertd::engine::cpu
 

@@ -22,15 +22,21 @@ namespace {
 
 struct F32W {
   static constexpr int kBytes = 4;
-  static __m256 Load8(const void* w, int64_t i) { return LoadF32x8(static_cast<const float*>(w) + i); }
+  static __m256 Load8(const void* w, int64_t i) {
+    return LoadF32x8(static_cast<const float*>(w) + i);
+  }
 };
 struct Bf16W {
   static constexpr int kBytes = 2;
-  static __m256 Load8(const void* w, int64_t i) { return LoadBf16x8(static_cast<const uint16_t*>(w) + i); }
+  static __m256 Load8(const void* w, int64_t i) {
+    return LoadBf16x8(static_cast<const uint16_t*>(w) + i);
+  }
 };
 struct F16W {
   static constexpr int kBytes = 2;
-  static __m256 Load8(const void* w, int64_t i) { return LoadF16x8(static_cast<const uint16_t*>(w) + i); }
+  static __m256 Load8(const void* w, int64_t i) {
+    return LoadF16x8(static_cast<const uint16_t*>(w) + i);
+  }
 };
 
 template <typename W, int R, int C>
@@ -75,7 +81,8 @@ inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float
     const int64_t tail = k - kk;
     for (int c = 0; c < C; ++c) {
       __m256 wv = LoadTail(w, p.w.dtype, (c0 + c) * k + kk, tail);
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(LoadTailF32(x[r] + kk, tail), wv, acc[r][c]);
+      for (int r = 0; r < R; ++r)
+        acc[r][c] = _mm256_fmadd_ps(LoadTailF32(x[r] + kk, tail), wv, acc[r][c]);
     }
   }
 #pragma GCC unroll 8

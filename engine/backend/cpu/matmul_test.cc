@@ -22,8 +22,8 @@ struct Case {
 
 class MatmulTest : public ::testing::TestWithParam<Case> {};
 
-std::vector<float> RunMatmul(const std::vector<float>& x, int64_t m, const TestWeight& w, const TestWeight* bias,
-                       ThreadPool* pool) {
+std::vector<float> RunMatmul(const std::vector<float>& x, int64_t m, const TestWeight& w,
+                             const TestWeight* bias, ThreadPool* pool) {
   std::vector<float> y(m * w.rows, -1.0f);
   MatmulParams p;
   p.x = x.data();
@@ -49,11 +49,12 @@ TEST_P(MatmulTest, MatchesDoubleReference) {
   EXPECT_LT(RelError(y, ref), 1e-5) << "m=" << c.m << " n=" << c.n << " k=" << c.k;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
-                         ::testing::Values(Case{DType::kF32, 1, 8, 64, false}, Case{DType::kF32, 5, 37, 67, true},
-                                           Case{DType::kF32, 33, 130, 128, true}, Case{DType::kBF16, 1, 300, 96, false},
-                                           Case{DType::kBF16, 7, 19, 13, true}, Case{DType::kF16, 3, 41, 40, true},
-                                           Case{DType::kF16, 1, 1, 1, false}, Case{DType::kF32, 70, 9, 200, false}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulTest,
+    ::testing::Values(Case{DType::kF32, 1, 8, 64, false}, Case{DType::kF32, 5, 37, 67, true},
+                      Case{DType::kF32, 33, 130, 128, true}, Case{DType::kBF16, 1, 300, 96, false},
+                      Case{DType::kBF16, 7, 19, 13, true}, Case{DType::kF16, 3, 41, 40, true},
+                      Case{DType::kF16, 1, 1, 1, false}, Case{DType::kF32, 70, 9, 200, false}));
 
 // A row's result must be bitwise identical whatever the batch around it, the
 // row's position in it and the thread count.
@@ -82,7 +83,7 @@ TEST(MatmulTest, AccumulateAddsToOutputAndHonoursStrides) {
   std::mt19937 rng(3);
   TestWeight w = RandomWeight(DType::kF32, 6, 10, &rng);
   std::vector<float> x = RandomVector(2 * 16, &rng);  // stride 16, width 10
-  std::vector<float> y(2 * 9, 1.0f);                 // stride 9, width 6
+  std::vector<float> y(2 * 9, 1.0f);                  // stride 9, width 6
   MatmulParams p;
   p.x = x.data();
   p.x_stride = 16;

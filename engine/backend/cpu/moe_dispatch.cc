@@ -14,7 +14,8 @@ namespace expertd::engine::cpu {
 void GatherRows(const GatherRowsParams& p, ThreadPool* pool) {
   ParallelFor(pool, p.rows, 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      std::memcpy(p.dst + i * p.dim, p.src + static_cast<int64_t>(p.index[i]) * p.src_stride, p.dim * sizeof(float));
+      std::memcpy(p.dst + i * p.dim, p.src + static_cast<int64_t>(p.index[i]) * p.src_stride,
+                  p.dim * sizeof(float));
     }
   });
 }
@@ -22,7 +23,8 @@ void GatherRows(const GatherRowsParams& p, ThreadPool* pool) {
 void ScatterRows(const ScatterRowsParams& p, ThreadPool* pool) {
   ParallelFor(pool, p.rows, 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      std::memcpy(p.dst + static_cast<int64_t>(p.index[i]) * p.dim, p.src + i * p.dim, p.dim * sizeof(float));
+      std::memcpy(p.dst + static_cast<int64_t>(p.index[i]) * p.dim, p.src + i * p.dim,
+                  p.dim * sizeof(float));
     }
   });
 }

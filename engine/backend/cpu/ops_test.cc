@@ -110,7 +110,7 @@ TEST(RopeTest, RotatesPairsByPositionTimesFrequency) {
 
 TEST(SoftmaxTopKTest, RanksByWeightWithTiesToLowerIdAndRenormalises) {
   // Row 0: experts 1 and 3 tie for first place -> 1 ranks before 3.
-  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f,  //
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f,  1.0f,  //
                                3.0f, 0.0f, 0.0f,  -2.0f, 4.0f};
   for (bool renorm : {false, true}) {
     std::vector<int32_t> ids(2 * 3);
@@ -166,7 +166,8 @@ TEST(AddRowsTest, PlainIdentityAndSigmoidScales) {
     AddRows(p, nullptr);
     for (int r = 0; r < 2; ++r) {
       double s = mode == 0 ? 1.0 : mode == 1 ? scale[r] : 1.0 / (1.0 + std::exp(-scale[r]));
-      for (int i = 0; i < 3; ++i) EXPECT_NEAR(y[r * 3 + i], 10.0 * (r * 3 + i + 1) + s * x[r * 3 + i], 1e-5);
+      for (int i = 0; i < 3; ++i)
+        EXPECT_NEAR(y[r * 3 + i], 10.0 * (r * 3 + i + 1) + s * x[r * 3 + i], 1e-5);
     }
   }
 }
@@ -187,7 +188,8 @@ TEST(EmbeddingTest, LooksUpRowsInEveryDtype) {
     EmbeddingParams p{ids.data(), 4, table.ref(), out.data()};
     Embedding(p, nullptr);
     for (int t = 0; t < 4; ++t) {
-      for (int i = 0; i < 7; ++i) EXPECT_EQ(out[t * 7 + i], static_cast<float>(table.exact[ids[t] * 7 + i]));
+      for (int i = 0; i < 7; ++i)
+        EXPECT_EQ(out[t * 7 + i], static_cast<float>(table.exact[ids[t] * 7 + i]));
     }
   }
 }
@@ -212,7 +214,8 @@ TEST(MoeDispatchTest, GatherScatterAndCombineInExpertIdOrder) {
   std::vector<int32_t> ids = {4, 1, 0, 7, 3, 2};
   std::vector<float> w = {0.7f, 0.3f, 0.6f, 0.4f, 0.9f, 0.1f};
   std::vector<float> out(tokens * dim, 1.0f);
-  MoeCombineParams p{slots.data(), w.data(), ids.data(), out.data(), dim, tokens, top_k, dim, false};
+  MoeCombineParams p{slots.data(), w.data(), ids.data(), out.data(), dim,
+                     tokens,       top_k,    dim,        false};
   MoeCombine(p, nullptr);
   for (int t = 0; t < tokens; ++t) {
     // Ascending expert id: the rank whose id is smaller is added first.

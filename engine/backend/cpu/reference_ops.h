@@ -46,7 +46,8 @@ struct TestWeight {
 
   WeightRef ref() const {
     WeightRef w;
-    w.data = dtype == DType::kF32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(u16.data());
+    w.data = dtype == DType::kF32 ? static_cast<const void*>(f32.data())
+                                  : static_cast<const void*>(u16.data());
     w.dtype = dtype;
     w.rows = rows;
     w.cols = cols;
@@ -54,7 +55,8 @@ struct TestWeight {
   }
 };
 
-inline TestWeight RandomWeight(DType dtype, int64_t rows, int64_t cols, std::mt19937* rng, float scale = 1.0f) {
+inline TestWeight RandomWeight(DType dtype, int64_t rows, int64_t cols, std::mt19937* rng,
+                               float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);
   TestWeight w;
   w.dtype = dtype;
@@ -104,15 +106,16 @@ inline std::vector<double> Matmul(const std::vector<float>& x, int64_t m, const 
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < w.rows; ++c) {
       double s = bias ? bias->exact[c] : 0.0;
-      for (int64_t i = 0; i < w.cols; ++i) s += static_cast<double>(x[r * w.cols + i]) * w.exact[c * w.cols + i];
+      for (int64_t i = 0; i < w.cols; ++i)
+        s += static_cast<double>(x[r * w.cols + i]) * w.exact[c * w.cols + i];
       y[r * w.rows + c] = s;
     }
   }
   return y;
 }
 
-inline std::vector<double> RmsNorm(const std::vector<float>& x, int64_t rows, int64_t dim, const TestWeight& w,
-                                   double eps) {
+inline std::vector<double> RmsNorm(const std::vector<float>& x, int64_t rows, int64_t dim,
+                                   const TestWeight& w, double eps) {
   std::vector<double> out(rows * dim);
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;

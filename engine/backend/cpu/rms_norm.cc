@@ -2,8 +2,8 @@
 //   var = mean(x^2); out = weight * (x * (1 / sqrt(var + eps))).
 // The sum of squares is accumulated in double, element by element, so it is
 // exact to well below fp32 rounding and identical for every row count.
-#include <cassert>
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "engine/backend/cpu/kernels.h"

@@ -25,8 +25,9 @@ void Rope(const RopeParams& p, ThreadPool* pool) {
       float* row = p.x + t * p.row_stride;
       for (int64_t h = 0; h < p.heads; ++h) {
         float* x = row + h * p.head_dim;
-        const int64_t pair = p.interleaved ? 1 : half;  // distance from a pair's first to its second
-        const int64_t step = p.interleaved ? 2 : 1;     // distance between pairs
+        const int64_t pair =
+            p.interleaved ? 1 : half;                // distance from a pair's first to its second
+        const int64_t step = p.interleaved ? 2 : 1;  // distance between pairs
         for (int64_t i = 0; i < half; ++i) {
           float* first = x + i * step;
           const float a = first[0], b = first[pair];

@@ -28,9 +28,9 @@ void SoftmaxTopK(const SoftmaxTopKParams& p, ThreadPool* pool) {
       }
       for (int64_t e = 0; e < p.num_experts; ++e) prob[e] = prob[e] / sum;
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + p.top_k, order.end(), [&](int32_t a, int32_t b) {
-        return prob[a] > prob[b] || (prob[a] == prob[b] && a < b);
-      });
+      std::partial_sort(
+          order.begin(), order.begin() + p.top_k, order.end(),
+          [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
       int32_t* ids = p.ids + r * p.top_k;
       float* w = p.weights + r * p.top_k;
       float wsum = 0.0f;

@@ -8,7 +8,8 @@
 namespace expertd::engine {
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < std::max(1, num_threads); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 1; i < std::max(1, num_threads); ++i)
+    workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -33,7 +34,8 @@ void ThreadPool::RunChunks() {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, int64_t grain,
+                             const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t max_chunks = std::max<int64_t>(1, n / grain);
@@ -54,7 +56,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   wake_.notify_all();
   RunChunks();
   // Wait for chunks other threads are still running: spin briefly, then sleep.
-  for (int i = 0; i < 4000 && done_chunks_.load(std::memory_order_acquire) < chunks_; ++i) _mm_pause();
+  for (int i = 0; i < 4000 && done_chunks_.load(std::memory_order_acquire) < chunks_; ++i)
+    _mm_pause();
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [this] { return done_chunks_.load(std::memory_order_acquire) == chunks_; });
   // Close the job; workers that entered leave promptly (nothing left to take).
@@ -73,7 +76,8 @@ void ThreadPool::WorkerLoop() {
     }
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+      wake_.wait(lock,
+                 [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stop_) return;
       seen = generation_.load(std::memory_order_relaxed);
       if (!open_) continue;  // the caller already finished that job

@@ -54,16 +54,17 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunks_ = 0;
-  bool open_ = false;  // workers may still enter (under mu_)
-  int active_ = 0;     // workers inside the job (under mu_)
-  bool stop_ = false;  // under mu_
+  bool open_ = false;                    // workers may still enter (under mu_)
+  int active_ = 0;                       // workers inside the job (under mu_)
+  bool stop_ = false;                    // under mu_
   std::atomic<uint64_t> generation_{0};  // bumped per job; spun on by idle workers
   std::atomic<int64_t> next_chunk_{0};
   std::atomic<int64_t> done_chunks_{0};
 };
 
 // A ThreadPool-or-inline helper: runs fn(0, n) inline when pool is null.
-inline void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+inline void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain,
+                        const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   if (pool == nullptr) {
     fn(0, n);

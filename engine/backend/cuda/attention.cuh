@@ -16,7 +16,8 @@ __device__ __forceinline__ int64_t KvSlot(const int32_t* table, int64_t block_si
 // finite). Returns this lane's unnormalised probability exp(s - m_new) and
 // sets *correction = exp(m_old - m_new), by which the running output must
 // be scaled before the tile's p * v terms are added.
-__device__ __forceinline__ float OnlineSoftmaxTile(float score, float* m, float* l, float* correction) {
+__device__ __forceinline__ float OnlineSoftmaxTile(float score, float* m, float* l,
+                                                   float* correction) {
   const float tile_max = WarpMax(score);
   const float m_new = fmaxf(*m, tile_max);
   *correction = expf(*m - m_new);  // m_old = -inf: 0

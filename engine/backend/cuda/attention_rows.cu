@@ -35,14 +35,15 @@ template <int DC>
 __global__ void __launch_bounds__(kThreads) AttentionRowsKernel(AttentionParams p) {
   constexpr int kDp = 32 * DC;
   extern __shared__ float smem[];
-  float* q_s = smem;                 // [kHeads][kDp]
+  float* q_s = smem;                  // [kHeads][kDp]
   float* work = smem + kHeads * kDp;  // per-warp key tiles, then the merge area
   const int64_t t = blockIdx.x;
   const int64_t g = blockIdx.y;
   const int64_t D = p.head_dim;
   const int64_t group = p.heads / p.kv_heads;
   const int64_t h0 = g * group + static_cast<int64_t>(blockIdx.z) * kHeads;  // first query head
-  const int nh = static_cast<int>(min(static_cast<int64_t>(kHeads), group - static_cast<int64_t>(blockIdx.z) * kHeads));
+  const int nh = static_cast<int>(
+      min(static_cast<int64_t>(kHeads), group - static_cast<int64_t>(blockIdx.z) * kHeads));
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
 
   const float* q = p.q + t * p.q_stride + h0 * D;

@@ -90,17 +90,20 @@ __global__ void __launch_bounds__(kThreads) AttentionTiledKernel(AttentionParams
         // Uniform per warp: the row is in this run and sees this tile.
         if (rr < seg_begin || rr >= seg_end || j0 > my_pos[i]) continue;
         float score = 0.0f;
-        for (int64_t d = 0; d < D; ++d) score = fmaf(q_s[rr * kDp + d], k_s[lane * (kDp + 1) + d], score);
+        for (int64_t d = 0; d < D; ++d)
+          score = fmaf(q_s[rr * kDp + d], k_s[lane * (kDp + 1) + d], score);
         const bool valid = j0 + lane <= my_pos[i];
         float correction;
-        const float prob = OnlineSoftmaxTile(valid ? score * p.scale : -INFINITY, &m[i], &l[i], &correction);
+        const float prob =
+            OnlineSoftmaxTile(valid ? score * p.scale : -INFINITY, &m[i], &l[i], &correction);
 #pragma unroll
         for (int c = 0; c < DC; ++c) acc[i][c] *= correction;
         const int kn = static_cast<int>(min(static_cast<int64_t>(kKeys), my_pos[i] - j0 + 1));
         for (int r = 0; r < kn; ++r) {
           const float pr = __shfl_sync(kFullMask, prob, r);
 #pragma unroll
-          for (int c = 0; c < DC; ++c) acc[i][c] = fmaf(pr, v_s[r * kDp + lane + kWarpSize * c], acc[i][c]);
+          for (int c = 0; c < DC; ++c)
+            acc[i][c] = fmaf(pr, v_s[r * kDp + lane + kWarpSize * c], acc[i][c]);
         }
       }
     }

@@ -17,8 +17,12 @@ constexpr unsigned kFullMask = 0xffffffffu;
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Exact conversions of stored weights to fp32.
-__device__ __forceinline__ float Bf16BitsToFloat(uint16_t v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
-__device__ __forceinline__ float F16BitsToFloat(uint16_t v) { return __half2float(__ushort_as_half(v)); }
+__device__ __forceinline__ float Bf16BitsToFloat(uint16_t v) {
+  return __uint_as_float(static_cast<uint32_t>(v) << 16);
+}
+__device__ __forceinline__ float F16BitsToFloat(uint16_t v) {
+  return __half2float(__ushort_as_half(v));
+}
 
 // Element i of a weight tensor as fp32 (the CPU twin's LoadScalar).
 __device__ __forceinline__ float LoadWeight(const void* data, DType dtype, int64_t i) {

@@ -45,13 +45,13 @@ __global__ void AddBiasKernel(float* y, int64_t y_stride, WeightRef bias) {
 
 }  // namespace
 
-cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, int64_t cols, DType to, void* hi,
-                              void* lo, cudaStream_t stream) {
+cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, int64_t cols,
+                              DType to, void* hi, void* lo, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   switch (to) {
     case DType::kBF16:
-      ConvertRowsKernel<<<rows, kThreads, 0, stream>>>(x, x_stride, cols, static_cast<__nv_bfloat16*>(hi),
-                                                       static_cast<__nv_bfloat16*>(lo));
+      ConvertRowsKernel<<<rows, kThreads, 0, stream>>>(
+          x, x_stride, cols, static_cast<__nv_bfloat16*>(hi), static_cast<__nv_bfloat16*>(lo));
       break;
     case DType::kF16:
       ConvertRowsKernel<<<rows, kThreads, 0, stream>>>(x, x_stride, cols, static_cast<__half*>(hi),
@@ -63,7 +63,8 @@ cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, in
   return cudaGetLastError();
 }
 
-cudaError_t LaunchAddBias(float* y, int64_t y_stride, int64_t rows, const WeightRef& bias, cudaStream_t stream) {
+cudaError_t LaunchAddBias(float* y, int64_t y_stride, int64_t rows, const WeightRef& bias,
+                          cudaStream_t stream) {
   if (rows <= 0 || bias.empty()) return cudaSuccess;
   AddBiasKernel<<<rows, kThreads, 0, stream>>>(y, y_stride, bias);
   return cudaGetLastError();

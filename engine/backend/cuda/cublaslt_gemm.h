@@ -35,15 +35,16 @@
 namespace expertd::engine::cuda {
 
 struct LtGemmBuffers {
-  void* workspace = nullptr;   // cuBLASLt workspace (device)
+  void* workspace = nullptr;  // cuBLASLt workspace (device)
   uint64_t workspace_bytes = 0;
-  void* scratch = nullptr;     // 16-bit activations (device)
+  void* scratch = nullptr;  // 16-bit activations (device)
   uint64_t scratch_bytes = 0;
 };
 
 class LtGemm {
  public:
-  static absl::StatusOr<std::unique_ptr<LtGemm>> Create(const LtGemmBuffers& buffers, bool split_activations);
+  static absl::StatusOr<std::unique_ptr<LtGemm>> Create(const LtGemmBuffers& buffers,
+                                                        bool split_activations);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -61,7 +62,8 @@ class LtGemm {
     int64_t m, n, k, ldb, ldc;
     uint32_t align;  // packed minimum alignments of A, B, C
     bool operator==(const Key& o) const {
-      return dtype == o.dtype && m == o.m && n == o.n && k == o.k && ldb == o.ldb && ldc == o.ldc && align == o.align;
+      return dtype == o.dtype && m == o.m && n == o.n && k == o.k && ldb == o.ldb && ldc == o.ldc &&
+             align == o.align;
     }
   };
   struct KeyHash {
@@ -75,12 +77,12 @@ class LtGemm {
 
   LtGemm(cublasLtHandle_t handle, const LtGemmBuffers& buffers, bool split)
       : handle_(handle), buffers_(buffers), split_(split) {}
-  absl::StatusOr<const Plan*> GetPlan(DType dtype, int64_t m, int64_t n, int64_t k, int64_t ldb, int64_t ldc,
-                                      const void* a, const void* b, const void* c);
+  absl::StatusOr<const Plan*> GetPlan(DType dtype, int64_t m, int64_t n, int64_t k, int64_t ldb,
+                                      int64_t ldc, const void* a, const void* b, const void* c);
   // One GEMM: y[m, n] = x . w^T (beta 0) or y += x . w^T (beta 1); x of the
   // weights' type with row stride ldb.
-  absl::Status Gemm(const WeightRef& w, const void* x, int64_t ldb, int64_t m, float* y, int64_t ldc, float beta,
-                    cudaStream_t stream);
+  absl::Status Gemm(const WeightRef& w, const void* x, int64_t ldb, int64_t m, float* y,
+                    int64_t ldc, float beta, cudaStream_t stream);
   static void Destroy(Plan* plan);
 
   cublasLtHandle_t handle_;

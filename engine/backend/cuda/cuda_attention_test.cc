@@ -50,16 +50,19 @@ struct Step {
     std::shuffle(pool.begin(), pool.end(), *rng);
     tables.assign(lens.size() * max_blocks, 0);
     for (size_t s = 0; s < lens.size(); ++s) {
-      for (int64_t b = 0; b < max_blocks; ++b) tables[s * max_blocks + b] = pool[s * max_blocks + b];
+      for (int64_t b = 0; b < max_blocks; ++b)
+        tables[s * max_blocks + b] = pool[s * max_blocks + b];
     }
-    k_cache.assign(blocks * bs * w, kNaN);  // unwritten slots are NaN: reading one poisons the output
+    k_cache.assign(blocks * bs * w,
+                   kNaN);  // unwritten slots are NaN: reading one poisons the output
     v_cache.assign(blocks * bs * w, kNaN);
     for (size_t s = 0; s < lens.size(); ++s) {
       std::vector<float> k = RandomVector(lens[s] * w, rng), v = RandomVector(lens[s] * w, rng);
       std::vector<int64_t> slots;
-      for (int64_t j = 0; j < lens[s]; ++j) slots.push_back(tables[s * max_blocks + j / bs] * bs + j % bs);
-      cpu::KvAppend(KvAppendParams{k.data(), w, v.data(), w, lens[s], kv_heads, head_dim, slots.data(),
-                                   k_cache.data(), v_cache.data()},
+      for (int64_t j = 0; j < lens[s]; ++j)
+        slots.push_back(tables[s * max_blocks + j / bs] * bs + j % bs);
+      cpu::KvAppend(KvAppendParams{k.data(), w, v.data(), w, lens[s], kv_heads, head_dim,
+                                   slots.data(), k_cache.data(), v_cache.data()},
                     nullptr);
       for (int64_t i = lens[s] - query_rows[s]; i < lens[s]; ++i) {
         seq.push_back(static_cast<int32_t>(s));
@@ -70,8 +73,9 @@ struct Step {
   }
   int64_t rows() const { return static_cast<int64_t>(seq.size()); }
 
-  AttentionParams Params(const float* pq, float* out, const int32_t* pseq, const int32_t* ppos, const int32_t* ptab,
-                         const float* kc, const float* vc, int64_t nrows) const {
+  AttentionParams Params(const float* pq, float* out, const int32_t* pseq, const int32_t* ppos,
+                         const int32_t* ptab, const float* kc, const float* vc,
+                         int64_t nrows) const {
     AttentionParams p;
     p.q = pq;
     p.q_stride = heads * head_dim;
@@ -94,8 +98,8 @@ struct Step {
 
   std::vector<float> Cpu() const {
     std::vector<float> out(q.size(), kNaN);
-    cpu::Attention(Params(q.data(), out.data(), seq.data(), pos.data(), tables.data(), k_cache.data(),
-                          v_cache.data(), rows()),
+    cpu::Attention(Params(q.data(), out.data(), seq.data(), pos.data(), tables.data(),
+                          k_cache.data(), v_cache.data(), rows()),
                    nullptr);
     return out;
   }
@@ -103,7 +107,8 @@ struct Step {
   // Rows [first, first + n) on the GPU with `kernel`.
   std::vector<float> Gpu(cuda::AttentionKernel kernel, int64_t first, int64_t n) const {
     const int64_t width = heads * head_dim;
-    DeviceArray<float> dq(std::vector<float>(q.begin() + first * width, q.begin() + (first + n) * width));
+    DeviceArray<float> dq(
+        std::vector<float>(q.begin() + first * width, q.begin() + (first + n) * width));
     DeviceArray<int32_t> dseq(std::vector<int32_t>(seq.begin() + first, seq.begin() + first + n));
     DeviceArray<int32_t> dpos(std::vector<int32_t>(pos.begin() + first, pos.begin() + first + n));
     DeviceArray<int32_t> dtab(tables);
@@ -122,16 +127,19 @@ struct Config {
 TEST(CudaAttentionTest, BothKernelsMatchCpuOnMixedPrefillAndDecodeSteps) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(1);
-  for (Config c : {Config{4, 2, 16, 4}, Config{6, 6, 40, 16}, Config{8, 2, 64, 8}, Config{16, 1, 128, 16},
-                   Config{32, 4, 128, 16}, Config{4, 4, 256, 16}, Config{2, 1, 2, 3}}) {
+  for (Config c :
+       {Config{4, 2, 16, 4}, Config{6, 6, 40, 16}, Config{8, 2, 64, 8}, Config{16, 1, 128, 16},
+        Config{32, 4, 128, 16}, Config{4, 4, 256, 16}, Config{2, 1, 2, 3}}) {
     // Sequence 0: a 45-token prefill chunk ending at 70; 1..3: decode rows.
     Step step(c.heads, c.kv_heads, c.head_dim, c.block_size, {70, 1, 33, 129}, {45, 1, 1, 1}, &rng);
     const std::vector<float> want = step.Cpu();
-    for (auto kernel : {cuda::AttentionKernel::kRows, cuda::AttentionKernel::kTiled, cuda::AttentionKernel::kAuto}) {
+    for (auto kernel : {cuda::AttentionKernel::kRows, cuda::AttentionKernel::kTiled,
+                        cuda::AttentionKernel::kAuto}) {
       if (kernel == cuda::AttentionKernel::kTiled && c.head_dim > 128) continue;
       const std::vector<float> got = step.Gpu(kernel, 0, step.rows());
-      EXPECT_LT(RelError(got, want), 1e-5) << "heads " << c.heads << "/" << c.kv_heads << " head_dim " << c.head_dim
-                                           << " kernel " << static_cast<int>(kernel);
+      EXPECT_LT(RelError(got, want), 1e-5)
+          << "heads " << c.heads << "/" << c.kv_heads << " head_dim " << c.head_dim << " kernel "
+          << static_cast<int>(kernel);
     }
   }
   ExpectNoDeviceError();
@@ -156,7 +164,8 @@ TEST(CudaAttentionTest, RowsKernelIsBatchInvariantBitwise) {
   const std::vector<float> all = step.Gpu(cuda::AttentionKernel::kRows, 0, 3);
   for (int64_t r = 0; r < 3; ++r) {
     const std::vector<float> one = step.Gpu(cuda::AttentionKernel::kRows, r, 1);
-    EXPECT_TRUE(BitwiseEqual(one, std::vector<float>(all.begin() + r * width, all.begin() + (r + 1) * width)));
+    EXPECT_TRUE(BitwiseEqual(
+        one, std::vector<float>(all.begin() + r * width, all.begin() + (r + 1) * width)));
   }
   ExpectNoDeviceError();
 }
@@ -167,11 +176,13 @@ TEST(CudaAttentionTest, HeadDimBeyondTheKernelsIsAnError) {
   p.rows = 1;
   p.heads = p.kv_heads = 1;
   p.head_dim = 512;
-  EXPECT_EQ(cuda::LaunchAttention(p, cuda::AttentionKernel::kRows, SharedBackend()->compute_stream()),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cuda::LaunchAttention(p, cuda::AttentionKernel::kRows, SharedBackend()->compute_stream()),
+      cudaErrorInvalidValue);
   p.head_dim = 256;
-  EXPECT_EQ(cuda::LaunchAttention(p, cuda::AttentionKernel::kTiled, SharedBackend()->compute_stream()),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cuda::LaunchAttention(p, cuda::AttentionKernel::kTiled, SharedBackend()->compute_stream()),
+      cudaErrorInvalidValue);
 }
 
 }  // namespace

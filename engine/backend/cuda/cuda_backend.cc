@@ -12,7 +12,8 @@ namespace {
 
 absl::Status CudaStatus(cudaError_t e, absl::string_view what) {
   if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("CUDA ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
+  return absl::InternalError(
+      absl::StrCat("CUDA ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
 }
 
 }  // namespace
@@ -34,7 +35,8 @@ class EventPool {
       }
     }
     cudaEvent_t e = nullptr;
-    RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event create"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event create"));
     return e;
   }
   void Put(cudaEvent_t e) {
@@ -55,7 +57,9 @@ class CudaEvent final : public BackendEvent {
   CudaEvent(EventPool* pool, cudaEvent_t event) : pool_(pool), event_(event) {}
   ~CudaEvent() override { pool_->Put(event_); }
   bool Done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
-  absl::Status Wait() override { return CudaStatus(cudaEventSynchronize(event_), "event synchronize"); }
+  absl::Status Wait() override {
+    return CudaStatus(cudaEventSynchronize(event_), "event synchronize");
+  }
   cudaEvent_t event() const { return event_; }
 
  private:
@@ -79,7 +83,8 @@ absl::Status CudaDeviceAvailable(int device) {
                                                cudaGetErrorString(e), ")"));
   }
   if (device < 0 || device >= count) {
-    return absl::UnavailableError(absl::StrCat("CUDA device ", device, " does not exist (", count, " found)"));
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", device, " does not exist (", count, " found)"));
   }
   return absl::OkStatus();
 }
@@ -87,11 +92,13 @@ absl::Status CudaDeviceAvailable(int device) {
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : options_(options), events_(std::make_unique<cuda::EventPool>()) {}
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaBackendOptions& options) {
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
   RETURN_IF_ERROR(CudaDeviceAvailable(options.device));
   if (options.skinny_max_rows < 0 || options.skinny_max_rows > cuda::kSkinnyMaxRows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("skinny_max_rows must be in [0, ", cuda::kSkinnyMaxRows, "], got ", options.skinny_max_rows));
+    return absl::InvalidArgumentError(absl::StrCat("skinny_max_rows must be in [0, ",
+                                                   cuda::kSkinnyMaxRows, "], got ",
+                                                   options.skinny_max_rows));
   }
   std::unique_ptr<CudaBackend> backend(new CudaBackend(options));
   RETURN_IF_ERROR(backend->Init());
@@ -106,33 +113,37 @@ absl::Status CudaBackend::Init() {
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "memory info"));
   uint64_t arena_bytes = options_.device_memory_limit;
-  if (arena_bytes == 0) arena_bytes = free_bytes > options_.reserve_bytes ? free_bytes - options_.reserve_bytes : 0;
+  if (arena_bytes == 0)
+    arena_bytes = free_bytes > options_.reserve_bytes ? free_bytes - options_.reserve_bytes : 0;
   if (arena_bytes == 0 || arena_bytes > free_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("cuda device ", options_.device, " (", device_name_, "): arena of ",
-                                                     arena_bytes, " bytes requested, ", free_bytes, " free of ",
-                                                     total_bytes));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cuda device ", options_.device, " (", device_name_, "): arena of ",
+                     arena_bytes, " bytes requested, ", free_bytes, " free of ", total_bytes));
   }
   const cudaError_t e = cudaMalloc(&arena_base_, arena_bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
     arena_base_ = nullptr;
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cudaMalloc of the ", arena_bytes, "-byte arena failed: ", cudaGetErrorString(e)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cudaMalloc of the ", arena_bytes, "-byte arena failed: ", cudaGetErrorString(e)));
   }
   {
     std::lock_guard<std::mutex> lock(mem_mu_);
-    arena_ = std::make_unique<cuda::ArenaAllocator>(reinterpret_cast<uintptr_t>(arena_base_), arena_bytes, 256);
+    arena_ = std::make_unique<cuda::ArenaAllocator>(reinterpret_cast<uintptr_t>(arena_base_),
+                                                    arena_bytes, 256);
   }
-  RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "compute stream"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking), "compute stream"));
   for (int i = 0; i < std::max(1, options_.copy_streams); ++i) {
     cudaStream_t s = nullptr;
-    RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "copy stream"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "copy stream"));
     copy_streams_.push_back(s);
   }
   ASSIGN_OR_RETURN(gemm_workspace_, Allocate(options_.gemm_workspace_bytes, MemoryKind::kDevice));
   ASSIGN_OR_RETURN(gemm_scratch_, Allocate(options_.gemm_scratch_bytes, MemoryKind::kDevice));
-  ASSIGN_OR_RETURN(lt_, cuda::LtGemm::Create({gemm_workspace_.data(), gemm_workspace_.size(), gemm_scratch_.data(),
-                                              gemm_scratch_.size()},
+  ASSIGN_OR_RETURN(lt_, cuda::LtGemm::Create({gemm_workspace_.data(), gemm_workspace_.size(),
+                                              gemm_scratch_.data(), gemm_scratch_.size()},
                                              options_.split_activations));
   return absl::OkStatus();
 }
@@ -193,8 +204,8 @@ absl::StatusOr<DeviceBuffer> CudaBackend::Allocate(uint64_t bytes, MemoryKind ki
     const cudaError_t e = cudaHostAlloc(&p, std::max<uint64_t>(bytes, 1), cudaHostAllocPortable);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cudaHostAlloc of ", bytes, " pinned bytes failed: ", cudaGetErrorString(e)));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cudaHostAlloc of ", bytes, " pinned bytes failed: ", cudaGetErrorString(e)));
     }
     pinned_in_use_ += bytes;
     return MakeBuffer(p, bytes, kind);
@@ -207,9 +218,9 @@ absl::StatusOr<DeviceBuffer> CudaBackend::Allocate(uint64_t bytes, MemoryKind ki
     a = arena_->Allocate(bytes);
   }
   if (!a.has_value()) {
-    return absl::ResourceExhaustedError(absl::StrCat("cuda device memory: cannot allocate ", bytes, " bytes: ",
-                                                     arena_->bytes_in_use(), " of ", arena_->capacity(),
-                                                     " in use, largest free block ", arena_->largest_free_block()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cuda device memory: cannot allocate ", bytes, " bytes: ", arena_->bytes_in_use(), " of ",
+        arena_->capacity(), " in use, largest free block ", arena_->largest_free_block()));
   }
   return MakeBuffer(reinterpret_cast<void*>(*a), bytes, kind);
 }
@@ -245,7 +256,8 @@ MemoryStats CudaBackend::memory_stats() const {
 
 // ---- Copies --------------------------------------------------------------------
 
-absl::StatusOr<cudaEvent_t> CudaBackend::EnqueueH2D(void* device_dst, const void* host_src, uint64_t bytes) {
+absl::StatusOr<cudaEvent_t> CudaBackend::EnqueueH2D(void* device_dst, const void* host_src,
+                                                    uint64_t bytes) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "set device"));
   cudaStream_t stream = copy_streams_[next_copy_stream_++ % copy_streams_.size()];
   ASSIGN_OR_RETURN(cudaEvent_t fence, events_->Get());
@@ -253,7 +265,8 @@ absl::StatusOr<cudaEvent_t> CudaBackend::EnqueueH2D(void* device_dst, const void
   if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(stream, fence, 0), "wait fence");
   events_->Put(fence);  // re-recording a waited-on event later is safe
   RETURN_IF_ERROR(s);
-  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream), "copy H2D"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream), "copy H2D"));
   ASSIGN_OR_RETURN(cudaEvent_t done, events_->Get());
   s = CudaStatus(cudaEventRecord(done, stream), "record copy");
   if (!s.ok()) {
@@ -281,7 +294,8 @@ absl::Status CudaBackend::CopyToDevice(void* device_dst, const void* host_src, u
     // the compute stream, no host wait. The driver stages pageable memory
     // before returning, so the caller may reuse host_src at once.
     RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "set device"));
-    return CudaStatus(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, compute_), "upload");
+    return CudaStatus(
+        cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, compute_), "upload");
   }
   ASSIGN_OR_RETURN(cudaEvent_t done, EnqueueH2D(device_dst, host_src, bytes));
   absl::Status s = CudaStatus(cudaEventSynchronize(done), "copy H2D");
@@ -289,9 +303,11 @@ absl::Status CudaBackend::CopyToDevice(void* device_dst, const void* host_src, u
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<BackendEvent>> CudaBackend::CopyToDeviceAsync(void* device_dst, const void* host_src,
+absl::StatusOr<std::unique_ptr<BackendEvent>> CudaBackend::CopyToDeviceAsync(void* device_dst,
+                                                                             const void* host_src,
                                                                              uint64_t bytes) {
-  if (bytes == 0) return Backend::CopyToDeviceAsync(device_dst, host_src, bytes);  // completed event
+  if (bytes == 0)
+    return Backend::CopyToDeviceAsync(device_dst, host_src, bytes);  // completed event
   ASSIGN_OR_RETURN(cudaEvent_t done, EnqueueH2D(device_dst, host_src, bytes));
   return std::unique_ptr<BackendEvent>(new cuda::CudaEvent(events_.get(), done));
 }
@@ -305,7 +321,9 @@ absl::Status CudaBackend::WaitOnDevice(BackendEvent* event) {
 absl::Status CudaBackend::CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) {
   if (bytes > 0) {
     RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "set device"));
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, compute_), "copy D2H"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, compute_),
+                   "copy D2H"));
     ASSIGN_OR_RETURN(cudaEvent_t done, events_->Get());
     absl::Status s = CudaStatus(cudaEventRecord(done, compute_), "record D2H");
     if (s.ok()) s = CudaStatus(cudaEventSynchronize(done), "copy D2H");
@@ -322,18 +340,32 @@ absl::Status CudaBackend::Synchronize() {
 
 // ---- Ops -----------------------------------------------------------------------
 
-void CudaBackend::Embedding(const EmbeddingParams& p) { Record(cuda::LaunchEmbedding(p, compute_), "Embedding"); }
-void CudaBackend::RmsNorm(const RmsNormParams& p) { Record(cuda::LaunchRmsNorm(p, compute_), "RmsNorm"); }
+void CudaBackend::Embedding(const EmbeddingParams& p) {
+  Record(cuda::LaunchEmbedding(p, compute_), "Embedding");
+}
+void CudaBackend::RmsNorm(const RmsNormParams& p) {
+  Record(cuda::LaunchRmsNorm(p, compute_), "RmsNorm");
+}
 void CudaBackend::Rope(const RopeParams& p) { Record(cuda::LaunchRope(p, compute_), "Rope"); }
-void CudaBackend::KvAppend(const KvAppendParams& p) { Record(cuda::LaunchKvAppend(p, compute_), "KvAppend"); }
-void CudaBackend::SwiGlu(const SwiGluParams& p) { Record(cuda::LaunchSwiGlu(p, compute_), "SwiGlu"); }
-void CudaBackend::AddRows(const AddRowsParams& p) { Record(cuda::LaunchAddRows(p, compute_), "AddRows"); }
+void CudaBackend::KvAppend(const KvAppendParams& p) {
+  Record(cuda::LaunchKvAppend(p, compute_), "KvAppend");
+}
+void CudaBackend::SwiGlu(const SwiGluParams& p) {
+  Record(cuda::LaunchSwiGlu(p, compute_), "SwiGlu");
+}
+void CudaBackend::AddRows(const AddRowsParams& p) {
+  Record(cuda::LaunchAddRows(p, compute_), "AddRows");
+}
 void CudaBackend::Clamp(const ClampParams& p) { Record(cuda::LaunchClamp(p, compute_), "Clamp"); }
-void CudaBackend::GatherRows(const GatherRowsParams& p) { Record(cuda::LaunchGatherRows(p, compute_), "GatherRows"); }
+void CudaBackend::GatherRows(const GatherRowsParams& p) {
+  Record(cuda::LaunchGatherRows(p, compute_), "GatherRows");
+}
 void CudaBackend::ScatterRows(const ScatterRowsParams& p) {
   Record(cuda::LaunchScatterRows(p, compute_), "ScatterRows");
 }
-void CudaBackend::MoeCombine(const MoeCombineParams& p) { Record(cuda::LaunchMoeCombine(p, compute_), "MoeCombine"); }
+void CudaBackend::MoeCombine(const MoeCombineParams& p) {
+  Record(cuda::LaunchMoeCombine(p, compute_), "MoeCombine");
+}
 void CudaBackend::SoftmaxTopK(const SoftmaxTopKParams& p) {
   Record(cuda::LaunchSoftmaxTopK(p, compute_), "SoftmaxTopK");
 }

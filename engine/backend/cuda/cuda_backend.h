@@ -101,7 +101,8 @@ class CudaBackend final : public Backend {
   absl::Status CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) override;
   absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) override;
   absl::Status Synchronize() override;
-  absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst, const void* host_src,
+  absl::StatusOr<std::unique_ptr<BackendEvent>> CopyToDeviceAsync(void* device_dst,
+                                                                  const void* host_src,
                                                                   uint64_t bytes) override;
   absl::Status WaitOnDevice(BackendEvent* event) override;
 

@@ -59,7 +59,8 @@ TEST(CudaBackendTest, ArenaIsAHardBudgetAndFreedMemoryIsReused) {
   EXPECT_EQ(too_much.status().code(), absl::StatusCode::kResourceExhausted);
   const void* address = big->data();
   big->Reset();
-  auto again = be.Allocate(200ull << 20, MemoryKind::kDevice);  // waits for the free's event if needed
+  auto again =
+      be.Allocate(200ull << 20, MemoryKind::kDevice);  // waits for the free's event if needed
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->data(), address);
   EXPECT_GE(be.memory_stats().device_bytes_peak, base + (200ull << 20));
@@ -108,7 +109,8 @@ TEST(CudaBackendTest, WaitOnDeviceOrdersOpsAfterAnAsyncCopy) {
   auto event = be->CopyToDeviceAsync(x->data(), src->data(), dim * 4);
   ASSERT_TRUE(event.ok()) << event.status();
   ASSERT_TRUE(be->WaitOnDevice(event->get()).ok());
-  be->AddRows(AddRowsParams{y->as<float>(), dim, x->as<float>(), dim, nullptr, 1, RowScale::kIdentity, 1, dim});
+  be->AddRows(AddRowsParams{y->as<float>(), dim, x->as<float>(), dim, nullptr, 1,
+                            RowScale::kIdentity, 1, dim});
   std::vector<float> out(dim);
   ASSERT_TRUE(be->CopyToHost(out.data(), y->data(), dim * 4).ok());
   EXPECT_TRUE((*event)->Done());
@@ -133,8 +135,10 @@ TEST(CudaBackendTest, CopyToDeviceWaitsForOpsAlreadyEnqueued) {
   for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int32_t>(i % rows);
   ASSERT_TRUE(be->CopyToDevice(idx->data(), index.data(), index.size() * 4).ok());
   for (int64_t i = 0; i < rows * dim; ++i) src->as<float>()[i] = 5.0f;
-  be->GatherRows(GatherRowsParams{x->as<float>(), dim, idx->as<int32_t>(), y->as<float>(), 4 * rows, dim});
-  std::thread other([&] { EXPECT_TRUE(be->CopyToDevice(x->data(), src->data(), rows * dim * 4).ok()); });
+  be->GatherRows(
+      GatherRowsParams{x->as<float>(), dim, idx->as<int32_t>(), y->as<float>(), 4 * rows, dim});
+  std::thread other(
+      [&] { EXPECT_TRUE(be->CopyToDevice(x->data(), src->data(), rows * dim * 4).ok()); });
   other.join();
   std::vector<float> out(4 * rows * dim);
   ASSERT_TRUE(be->CopyToHost(out.data(), y->data(), out.size() * 4).ok());

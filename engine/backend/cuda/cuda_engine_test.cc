@@ -35,7 +35,8 @@ std::shared_ptr<const models::Checkpoint> Open(const std::string& arch, bool bf1
   return c.ok() ? std::shared_ptr<const models::Checkpoint>(std::move(*c)) : nullptr;
 }
 
-std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const models::Checkpoint> ckpt, const std::string& backend,
+std::unique_ptr<Engine> MakeEngine(std::shared_ptr<const models::Checkpoint> ckpt,
+                                   const std::string& backend,
                                    ExpertProviderFactory experts = nullptr) {
   EngineOptions o;
   o.backend.name = backend;
@@ -124,7 +125,8 @@ TEST_P(CudaEngineTest, DecodeStepsAreBitwiseBatchInvariant) {
   }
   auto r = gpu->Step(decode);
   ASSERT_TRUE(r.ok()) << r.status();
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(BitwiseEqual(r->sequences[i].logits, alone[i])) << "sequence " << i + 1;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(BitwiseEqual(r->sequences[i].logits, alone[i])) << "sequence " << i + 1;
 }
 
 TEST_P(CudaEngineTest, OffloadedToAQuarterBudgetGivesTheResidentTokens) {
@@ -140,7 +142,8 @@ TEST_P(CudaEngineTest, OffloadedToAQuarterBudgetGivesTheResidentTokens) {
   ASSERT_TRUE(want.ok()) << want.status();
   resident.reset();  // one GPU engine at a time
   const char* tmp = std::getenv("TEST_TMPDIR");
-  for (PrefetchKind prefetch : {PrefetchKind::kNone, PrefetchKind::kAll, PrefetchKind::kSpeculative}) {
+  for (PrefetchKind prefetch :
+       {PrefetchKind::kNone, PrefetchKind::kAll, PrefetchKind::kSpeculative}) {
     ExpertStoreOptions o;
     o.pack_dir = std::string(tmp ? tmp : "/tmp") + "/cuda_offload_" + arch;
     o.device_cache_experts = std::max<int64_t>(2, total / 4);
@@ -161,8 +164,8 @@ TEST_P(CudaEngineTest, OffloadedToAQuarterBudgetGivesTheResidentTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest,
-                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe",
-                                           "deepseek_v3"));
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe",
+                                           "qwen3_moe", "deepseek_v3"));
 
 }  // namespace
 }  // namespace expertd::engine

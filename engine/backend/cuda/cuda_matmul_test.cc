@@ -36,8 +36,9 @@ struct Shape {
 
 // Runs y (+)= x w^T + b on the CPU twin and on `backend` (the shared one by
 // default); returns {cpu, gpu} outputs (the whole y buffer, strides included).
-std::pair<std::vector<float>, std::vector<float>> RunBoth(const Shape& s, DType dtype, bool bias, bool accumulate,
-                                                          std::mt19937* rng, Backend* backend = nullptr) {
+std::pair<std::vector<float>, std::vector<float>> RunBoth(const Shape& s, DType dtype, bool bias,
+                                                          bool accumulate, std::mt19937* rng,
+                                                          Backend* backend = nullptr) {
   if (backend == nullptr) backend = SharedBackend();
   const int64_t xs = s.k + 3, ys = s.n + 2;
   TestWeight w = RandomWeight(dtype, s.n, s.k, rng, 0.5f);
@@ -79,12 +80,14 @@ TEST(CudaMatmulTest, DecodeKernelMatchesCpuForEveryDtypeShapeAndOption) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(1);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (Shape s : {Shape{1, 1, 8}, Shape{1, 129, 37}, Shape{2, 7, 64}, Shape{3, 64, 2056}, Shape{5, 33, 100},
-                    Shape{8, 256, 1024}, Shape{13, 17, 513}, Shape{16, 130, 2048}}) {
+    for (Shape s :
+         {Shape{1, 1, 8}, Shape{1, 129, 37}, Shape{2, 7, 64}, Shape{3, 64, 2056}, Shape{5, 33, 100},
+          Shape{8, 256, 1024}, Shape{13, 17, 513}, Shape{16, 130, 2048}}) {
       for (int opt = 0; opt < 4; ++opt) {
         auto [want, got] = RunBoth(s, dtype, opt & 1, opt & 2, &rng);
-        EXPECT_LT(RelError(got, want), 1e-5) << models::DTypeName(dtype) << " m=" << s.m << " n=" << s.n
-                                             << " k=" << s.k << " bias=" << (opt & 1) << " acc=" << (opt & 2);
+        EXPECT_LT(RelError(got, want), 1e-5)
+            << models::DTypeName(dtype) << " m=" << s.m << " n=" << s.n << " k=" << s.k
+            << " bias=" << (opt & 1) << " acc=" << (opt & 2);
       }
     }
   }
@@ -116,7 +119,8 @@ TEST(CudaMatmulTest, DecodeKernelIsRowInvariantBitwise) {
       for (int64_t first : {int64_t{0}, 16 - m}) {
         const std::vector<float> part = run(first, m);
         const std::vector<float> slice(all.begin() + first * n, all.begin() + (first + m) * n);
-        EXPECT_TRUE(BitwiseEqual(part, slice)) << models::DTypeName(dtype) << " rows " << first << "+" << m;
+        EXPECT_TRUE(BitwiseEqual(part, slice))
+            << models::DTypeName(dtype) << " rows " << first << "+" << m;
       }
     }
   }
@@ -128,11 +132,13 @@ TEST(CudaMatmulTest, CublasLtPathMatchesCpu) {
   std::mt19937 rng(3);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     const double tol = dtype == DType::kF32 ? 1e-5 : 1e-2;
-    for (Shape s : {Shape{17, 1, 64}, Shape{33, 64, 64}, Shape{100, 129, 37}, Shape{257, 512, 2048}}) {
+    for (Shape s :
+         {Shape{17, 1, 64}, Shape{33, 64, 64}, Shape{100, 129, 37}, Shape{257, 512, 2048}}) {
       for (int opt = 0; opt < 4; ++opt) {
         auto [want, got] = RunBoth(s, dtype, opt & 1, opt & 2, &rng);
-        EXPECT_LT(RelError(got, want), tol) << models::DTypeName(dtype) << " m=" << s.m << " n=" << s.n
-                                            << " k=" << s.k << " bias=" << (opt & 1) << " acc=" << (opt & 2);
+        EXPECT_LT(RelError(got, want), tol)
+            << models::DTypeName(dtype) << " m=" << s.m << " n=" << s.n << " k=" << s.k
+            << " bias=" << (opt & 1) << " acc=" << (opt & 2);
       }
     }
   }
@@ -188,7 +194,8 @@ TEST(CudaMatmulTest, RowInvariantOptionMakesPrefillSizedGemmsBitwiseRowInvariant
   };
   const std::vector<float> all = run(0, m);
   for (int64_t r : {0, 17, 39}) {
-    EXPECT_TRUE(BitwiseEqual(run(r, 1), std::vector<float>(all.begin() + r * n, all.begin() + (r + 1) * n)))
+    EXPECT_TRUE(
+        BitwiseEqual(run(r, 1), std::vector<float>(all.begin() + r * n, all.begin() + (r + 1) * n)))
         << "row " << r;
   }
 }

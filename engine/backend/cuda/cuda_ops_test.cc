@@ -53,18 +53,22 @@ TEST(CudaOpsTest, RmsNormMatchesCpuForEveryDtypeWidthStrideAndInPlace) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(2);
   for (DType dtype : kDtypes) {
-    for (int64_t dim : {1, 37, 128, 300, 2048}) {  // warp-per-row (<= 256) and block-per-row kernels
+    for (int64_t dim :
+         {1, 37, 128, 300, 2048}) {  // warp-per-row (<= 256) and block-per-row kernels
       for (bool in_place : {false, true}) {
         const int64_t rows = 11, stride = dim + 3;
         reference::TestWeight w = RandomWeight(dtype, 1, dim, &rng);
         std::vector<float> x = RandomVector(rows * stride, &rng, 3.0f);
         std::vector<float> want = in_place ? x : std::vector<float>(rows * stride, kNaN);
-        cpu::RmsNorm(RmsNormParams{x.data(), stride, want.data(), stride, rows, dim, w.ref(), 1e-5f}, nullptr);
+        cpu::RmsNorm(
+            RmsNormParams{x.data(), stride, want.data(), stride, rows, dim, w.ref(), 1e-5f},
+            nullptr);
         DeviceWeight d_w(w);
         DeviceArray<float> d_x(x);
         DeviceArray<float> d_out(rows * stride, kNaN);
         float* out = in_place ? d_x.get() : d_out.get();
-        SharedBackend()->RmsNorm(RmsNormParams{d_x.get(), stride, out, stride, rows, dim, d_w.ref(), 1e-5f});
+        SharedBackend()->RmsNorm(
+            RmsNormParams{d_x.get(), stride, out, stride, rows, dim, d_w.ref(), 1e-5f});
         std::vector<float> got = in_place ? d_x.ToHost() : d_out.ToHost();
         if (!in_place) {  // compare the written columns only; the gaps stay NaN on both sides
           for (int64_t r = 0; r < rows; ++r) {
@@ -85,7 +89,8 @@ TEST(CudaOpsTest, RopeMatchesCpuWithPartialRotaryAndAttentionFactor) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(3);
   for (int64_t rotary : {2, 6, 10, 128}) {
-    const int64_t rows = 9, heads = 3, head_dim = std::max<int64_t>(10, rotary), stride = heads * head_dim + 5;
+    const int64_t rows = 9, heads = 3, head_dim = std::max<int64_t>(10, rotary),
+                  stride = heads * head_dim + 5;
     std::vector<float> x = RandomVector(rows * stride, &rng);
     std::vector<float> inv_freq(rotary / 2);
     for (int64_t i = 0; i < rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rotary);
@@ -100,7 +105,8 @@ TEST(CudaOpsTest, RopeMatchesCpuWithPartialRotaryAndAttentionFactor) {
       DeviceArray<int32_t> d_pos(pos);
       DeviceArray<float> d_f(inv_freq);
       SharedBackend()->Rope(params(d_x.get(), d_pos.get(), d_f.get()));
-      EXPECT_LT(RelError(d_x.ToHost(), want), 1e-5) << "rotary " << rotary << " interleaved " << interleaved;
+      EXPECT_LT(RelError(d_x.ToHost(), want), 1e-5)
+          << "rotary " << rotary << " interleaved " << interleaved;
     }
   }
   ExpectNoDeviceError();
@@ -117,12 +123,14 @@ TEST(CudaOpsTest, SoftmaxTopKMatchesCpuIdsAndWeights) {
         std::vector<float> logits = RandomVector(rows * experts, &rng, 2.0f);
         std::vector<int32_t> want_ids(rows * k, -1);
         std::vector<float> want_w(rows * k, kNaN);
-        cpu::SoftmaxTopK(SoftmaxTopKParams{logits.data(), rows, experts, k, renorm, want_ids.data(), want_w.data()},
+        cpu::SoftmaxTopK(SoftmaxTopKParams{logits.data(), rows, experts, k, renorm, want_ids.data(),
+                                           want_w.data()},
                          nullptr);
         DeviceArray<float> d_logits(logits);
         DeviceArray<int32_t> d_ids(rows * k, -1);
         DeviceArray<float> d_w(rows * k, kNaN);
-        SharedBackend()->SoftmaxTopK(SoftmaxTopKParams{d_logits.get(), rows, experts, k, renorm, d_ids.get(), d_w.get()});
+        SharedBackend()->SoftmaxTopK(
+            SoftmaxTopKParams{d_logits.get(), rows, experts, k, renorm, d_ids.get(), d_w.get()});
         EXPECT_EQ(d_ids.ToHost(), want_ids) << experts << " experts top-" << k;
         EXPECT_LT(RelError(d_w.ToHost(), want_w), 1e-5) << experts << " experts top-" << k;
       }
@@ -135,16 +143,22 @@ TEST(CudaOpsTest, SoftmaxTopKBreaksTiesTowardTheLowerExpertId) {
   EXPERTD_REQUIRE_GPU();
   const int64_t rows = 3, experts = 70, k = 6;
   std::vector<float> logits(rows * experts, 0.5f);  // row 0: all tied
-  for (int64_t e = 0; e < experts; ++e) logits[experts + e] = (e % 5 == 3) ? 2.0f : 0.0f;  // row 1: 14-way tie
-  for (int64_t e = 0; e < experts; ++e) logits[2 * experts + e] = (e >= 40) ? 1.0f : -1.0f;  // row 2
+  for (int64_t e = 0; e < experts; ++e)
+    logits[experts + e] = (e % 5 == 3) ? 2.0f : 0.0f;  // row 1: 14-way tie
+  for (int64_t e = 0; e < experts; ++e)
+    logits[2 * experts + e] = (e >= 40) ? 1.0f : -1.0f;  // row 2
   std::vector<int32_t> want(rows * k);
   std::vector<float> want_w(rows * k);
-  cpu::SoftmaxTopK(SoftmaxTopKParams{logits.data(), rows, experts, k, true, want.data(), want_w.data()}, nullptr);
-  ASSERT_EQ(std::vector<int32_t>(want.begin(), want.begin() + k), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  cpu::SoftmaxTopK(
+      SoftmaxTopKParams{logits.data(), rows, experts, k, true, want.data(), want_w.data()},
+      nullptr);
+  ASSERT_EQ(std::vector<int32_t>(want.begin(), want.begin() + k),
+            (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
   DeviceArray<float> d_logits(logits);
   DeviceArray<int32_t> d_ids(rows * k, -1);
   DeviceArray<float> d_w(rows * k, kNaN);
-  SharedBackend()->SoftmaxTopK(SoftmaxTopKParams{d_logits.get(), rows, experts, k, true, d_ids.get(), d_w.get()});
+  SharedBackend()->SoftmaxTopK(
+      SoftmaxTopKParams{d_logits.get(), rows, experts, k, true, d_ids.get(), d_w.get()});
   EXPECT_EQ(d_ids.ToHost(), want);
   EXPECT_LT(RelError(d_w.ToHost(), want_w), 1e-6);
   ExpectNoDeviceError();
@@ -158,7 +172,8 @@ TEST(CudaOpsTest, SwiGluMatchesCpuWithStridesAndInPlace) {
   std::vector<float> want = gate;
   cpu::SwiGlu(SwiGluParams{want.data(), gs, up.data(), us, want.data(), gs, rows, dim}, nullptr);
   DeviceArray<float> d_gate(gate), d_up(up);
-  SharedBackend()->SwiGlu(SwiGluParams{d_gate.get(), gs, d_up.get(), us, d_gate.get(), gs, rows, dim});
+  SharedBackend()->SwiGlu(
+      SwiGluParams{d_gate.get(), gs, d_up.get(), us, d_gate.get(), gs, rows, dim});
   EXPECT_LT(RelError(d_gate.ToHost(), want), 1e-6);
   ExpectNoDeviceError();
 }
@@ -177,11 +192,12 @@ TEST(CudaOpsTest, AddRowsPlainAndScaledMatchCpu) {
   for (Case c : {Case{false, RowScale::kIdentity, true}, Case{true, RowScale::kIdentity, true},
                  Case{true, RowScale::kSigmoid, false}}) {
     std::vector<float> want = y;
-    cpu::AddRows(AddRowsParams{want.data(), ys, x.data(), xs, c.scaled ? scale.data() : nullptr, 2, c.fn, rows, dim},
+    cpu::AddRows(AddRowsParams{want.data(), ys, x.data(), xs, c.scaled ? scale.data() : nullptr, 2,
+                               c.fn, rows, dim},
                  nullptr);
     DeviceArray<float> d_y(y), d_x(x), d_s(scale);
-    SharedBackend()->AddRows(
-        AddRowsParams{d_y.get(), ys, d_x.get(), xs, c.scaled ? d_s.get() : nullptr, 2, c.fn, rows, dim});
+    SharedBackend()->AddRows(AddRowsParams{d_y.get(), ys, d_x.get(), xs,
+                                           c.scaled ? d_s.get() : nullptr, 2, c.fn, rows, dim});
     if (c.bitwise) {
       EXPECT_TRUE(BitwiseEqual(d_y.ToHost(), want));
     } else {
@@ -207,17 +223,18 @@ TEST(CudaOpsTest, ClampBitwise) {
 TEST(CudaOpsTest, KvAppendBitwiseAndTouchesOnlyItsSlots) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(8);
-  const int64_t rows = 5, kv_heads = 3, head_dim = 9, w = kv_heads * head_dim, slots = 40, ks = w + 2, vs = w + 7;
+  const int64_t rows = 5, kv_heads = 3, head_dim = 9, w = kv_heads * head_dim, slots = 40,
+                ks = w + 2, vs = w + 7;
   std::vector<float> k = RandomVector(rows * ks, &rng), v = RandomVector(rows * vs, &rng);
   std::vector<int64_t> slot = {39, 0, 17, 18, 5};
   std::vector<float> want_k(slots * w, kNaN), want_v(slots * w, kNaN);
-  cpu::KvAppend(KvAppendParams{k.data(), ks, v.data(), vs, rows, kv_heads, head_dim, slot.data(), want_k.data(),
-                               want_v.data()},
+  cpu::KvAppend(KvAppendParams{k.data(), ks, v.data(), vs, rows, kv_heads, head_dim, slot.data(),
+                               want_k.data(), want_v.data()},
                 nullptr);
   DeviceArray<float> d_k(k), d_v(v), d_kc(slots * w, kNaN), d_vc(slots * w, kNaN);
   DeviceArray<int64_t> d_slot(slot);
-  SharedBackend()->KvAppend(KvAppendParams{d_k.get(), ks, d_v.get(), vs, rows, kv_heads, head_dim, d_slot.get(),
-                                           d_kc.get(), d_vc.get()});
+  SharedBackend()->KvAppend(KvAppendParams{d_k.get(), ks, d_v.get(), vs, rows, kv_heads, head_dim,
+                                           d_slot.get(), d_kc.get(), d_vc.get()});
   EXPECT_TRUE(BitwiseEqual(d_kc.ToHost(), want_k));
   EXPECT_TRUE(BitwiseEqual(d_vc.ToHost(), want_v));
   ExpectNoDeviceError();
@@ -230,10 +247,12 @@ TEST(CudaOpsTest, GatherAndScatterRowsBitwise) {
   std::vector<float> src = RandomVector(src_rows * src_stride, &rng);
   std::vector<int32_t> index = {11, 0, 5, 5, 2, 9};
   std::vector<float> want(rows * dim, kNaN);
-  cpu::GatherRows(GatherRowsParams{src.data(), src_stride, index.data(), want.data(), rows, dim}, nullptr);
+  cpu::GatherRows(GatherRowsParams{src.data(), src_stride, index.data(), want.data(), rows, dim},
+                  nullptr);
   DeviceArray<float> d_src(src), d_dst(rows * dim, kNaN);
   DeviceArray<int32_t> d_index(index);
-  SharedBackend()->GatherRows(GatherRowsParams{d_src.get(), src_stride, d_index.get(), d_dst.get(), rows, dim});
+  SharedBackend()->GatherRows(
+      GatherRowsParams{d_src.get(), src_stride, d_index.get(), d_dst.get(), rows, dim});
   EXPECT_TRUE(BitwiseEqual(d_dst.ToHost(), want));
 
   std::vector<int32_t> to = {3, 10, 0, 7, 1, 12};  // distinct destinations
@@ -252,7 +271,8 @@ TEST(CudaOpsTest, MoeCombineBitwiseInAscendingExpertOrder) {
   for (int64_t k : {1, 2, 8, 64}) {
     for (bool accumulate : {false, true}) {
       const int64_t rows = 9, dim = 130, out_stride = 131, experts = 100;
-      std::vector<float> slots = RandomVector(rows * k * dim, &rng), weights = RandomVector(rows * k, &rng);
+      std::vector<float> slots = RandomVector(rows * k * dim, &rng),
+                         weights = RandomVector(rows * k, &rng);
       std::vector<int32_t> ids(rows * k);
       for (int64_t t = 0; t < rows; ++t) {  // distinct ids per token, shuffled
         std::vector<int32_t> e(experts);
@@ -262,14 +282,16 @@ TEST(CudaOpsTest, MoeCombineBitwiseInAscendingExpertOrder) {
       }
       std::vector<float> out = RandomVector(rows * out_stride, &rng);
       std::vector<float> want = out;
-      cpu::MoeCombine(
-          MoeCombineParams{slots.data(), weights.data(), ids.data(), want.data(), out_stride, rows, k, dim, accumulate},
-          nullptr);
+      cpu::MoeCombine(MoeCombineParams{slots.data(), weights.data(), ids.data(), want.data(),
+                                       out_stride, rows, k, dim, accumulate},
+                      nullptr);
       DeviceArray<float> d_slots(slots), d_w(weights), d_out(out);
       DeviceArray<int32_t> d_ids(ids);
-      SharedBackend()->MoeCombine(
-          MoeCombineParams{d_slots.get(), d_w.get(), d_ids.get(), d_out.get(), out_stride, rows, k, dim, accumulate});
-      EXPECT_TRUE(BitwiseEqual(d_out.ToHost(), want)) << "top-" << k << " accumulate " << accumulate;
+      SharedBackend()->MoeCombine(MoeCombineParams{d_slots.get(), d_w.get(), d_ids.get(),
+                                                   d_out.get(), out_stride, rows, k, dim,
+                                                   accumulate});
+      EXPECT_TRUE(BitwiseEqual(d_out.ToHost(), want))
+          << "top-" << k << " accumulate " << accumulate;
     }
   }
   ExpectNoDeviceError();

@@ -50,7 +50,8 @@ GpuProbe ProbeGpu() {
   // The runtime reports a machine without the NVIDIA driver as an old or stub
   // driver; with the kernel driver loaded, the same error is a broken install.
   const bool driver_loaded = access("/proc/driver/nvidia/version", F_OK) == 0;
-  const bool no_driver = !driver_loaded && (e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary);
+  const bool no_driver =
+      !driver_loaded && (e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary);
   p.has_device = !(e == cudaErrorNoDevice || no_driver);
   if (no_driver) absl::StrAppend(&p.detail, "; no NVIDIA kernel driver loaded");
   return p;

@@ -39,15 +39,15 @@ bool HasGpu();
 
 // In a TEST body: skip on a machine without a CUDA device; fail when there is
 // one but the shared backend could not be created.
-#define EXPERTD_REQUIRE_GPU()                                                              \
-  do {                                                                                     \
-    if (::expertd::engine::cuda_test::SharedBackend() == nullptr) {                        \
-      if (!::expertd::engine::cuda_test::HasGpu()) {                                       \
-        GTEST_SKIP() << "no GPU: " << ::expertd::engine::cuda_test::BackendError();        \
-      }                                                                                    \
-      FAIL() << "a CUDA device is present but CudaBackend::Create failed: "                \
-             << ::expertd::engine::cuda_test::BackendError();                              \
-    }                                                                                      \
+#define EXPERTD_REQUIRE_GPU()                                                       \
+  do {                                                                              \
+    if (::expertd::engine::cuda_test::SharedBackend() == nullptr) {                 \
+      if (!::expertd::engine::cuda_test::HasGpu()) {                                \
+        GTEST_SKIP() << "no GPU: " << ::expertd::engine::cuda_test::BackendError(); \
+      }                                                                             \
+      FAIL() << "a CUDA device is present but CudaBackend::Create failed: "         \
+             << ::expertd::engine::cuda_test::BackendError();                       \
+    }                                                                               \
   } while (0)
 
 // A device copy of a host array. Fails the test (ADD_FAILURE) on errors.

@@ -17,7 +17,8 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
   const int64_t dim = p.table.cols;
   const int64_t base = static_cast<int64_t>(p.ids[t]) * dim;
   float* out = p.out + t * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[i] = LoadWeight(p.table.data, p.table.dtype, base + i);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    out[i] = LoadWeight(p.table.data, p.table.dtype, base + i);
 }
 
 __global__ void SwiGluKernel(SwiGluParams p) {
@@ -47,7 +48,8 @@ __global__ void AddRowsKernel(AddRowsParams p) {
 
 __global__ void ClampKernel(ClampParams p) {
   float* x = p.x + blockIdx.x * p.stride;
-  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) x[i] = fminf(p.limit, fmaxf(-p.limit, x[i]));
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x)
+    x[i] = fminf(p.limit, fmaxf(-p.limit, x[i]));
 }
 
 __global__ void KvAppendKernel(KvAppendParams p) {

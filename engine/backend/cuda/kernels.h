@@ -34,7 +34,8 @@ cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream);
 // out[r] = index of the largest x[r, :], the first one on ties (greedy
 // sampling on the device; CPU twin: engine/greedy.h Argmax). x: [rows, cols]
 // contiguous; out: [rows].
-cudaError_t LaunchArgmaxRows(const float* x, int64_t rows, int64_t cols, int32_t* out, cudaStream_t stream);
+cudaError_t LaunchArgmaxRows(const float* x, int64_t rows, int64_t cols, int32_t* out,
+                             cudaStream_t stream);
 
 // ---- norm_rope.cu ----------------------------------------------------------
 cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream);
@@ -68,10 +69,11 @@ cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream);
 // hi[r, c] = round_to(x[r, c]) in `to` (kBF16 or kF16), contiguous [rows, cols];
 // when lo != nullptr also lo[r, c] = round_to(x[r, c] - hi[r, c]) (the
 // residual, for the two-term "split" GEMM).
-cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, int64_t cols, DType to, void* hi,
-                              void* lo, cudaStream_t stream);
+cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, int64_t cols,
+                              DType to, void* hi, void* lo, cudaStream_t stream);
 // y[r, c] += bias[c] for r < rows, c < bias.cols.
-cudaError_t LaunchAddBias(float* y, int64_t y_stride, int64_t rows, const WeightRef& bias, cudaStream_t stream);
+cudaError_t LaunchAddBias(float* y, int64_t y_stride, int64_t rows, const WeightRef& bias,
+                          cudaStream_t stream);
 
 }  // namespace expertd::engine::cuda
 

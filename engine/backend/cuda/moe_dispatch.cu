@@ -124,7 +124,8 @@ cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchArgmaxRows(const float* x, int64_t rows, int64_t cols, int32_t* out, cudaStream_t stream) {
+cudaError_t LaunchArgmaxRows(const float* x, int64_t rows, int64_t cols, int32_t* out,
+                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   ArgmaxRowsKernel<<<rows, kThreads, 0, stream>>>(x, cols, out);
   return cudaGetLastError();

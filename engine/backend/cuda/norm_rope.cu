@@ -16,8 +16,8 @@ constexpr int kRowsPerWarpBlock = 4;  // warp-per-row kernel: 4 warps, 4 rows
 constexpr int kBlockThreads = 256;    // block-per-row kernel
 constexpr int64_t kWarpRowMaxDim = 256;
 
-__device__ __forceinline__ void NormalizeRow(const RmsNormParams& p, const float* x, float* out, double ss,
-                                             int first, int step) {
+__device__ __forceinline__ void NormalizeRow(const RmsNormParams& p, const float* x, float* out,
+                                             double ss, int first, int step) {
   const float var = static_cast<float>(ss / static_cast<double>(p.dim));
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(AddRn(var, p.eps)));
   for (int64_t i = first; i < p.dim; i += step) {
@@ -45,7 +45,8 @@ __global__ void RmsNormBlockKernel(RmsNormParams p) {
   const float* x = p.x + r * p.x_stride;
   float* out = p.out + r * p.out_stride;
   double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < p.dim; i += kBlockThreads) ss += static_cast<double>(x[i]) * x[i];
+  for (int64_t i = threadIdx.x; i < p.dim; i += kBlockThreads)
+    ss += static_cast<double>(x[i]) * x[i];
   ss = WarpSumDouble(ss);
   if (threadIdx.x % kWarpSize == 0) partial[threadIdx.x / kWarpSize] = ss;
   __syncthreads();
@@ -98,7 +99,8 @@ cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
 }
 
 cudaError_t LaunchRope(const RopeParams& p, cudaStream_t stream) {
-  if (p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim || p.rotary_dim > 2048) return cudaErrorInvalidValue;
+  if (p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim || p.rotary_dim > 2048)
+    return cudaErrorInvalidValue;
   if (p.rows <= 0 || p.rotary_dim == 0 || p.heads <= 0) return cudaSuccess;
   const size_t smem = static_cast<size_t>(p.rotary_dim) * sizeof(float);
   RopeKernel<<<p.rows, 128, smem, stream>>>(p);

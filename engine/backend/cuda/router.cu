@@ -33,7 +33,8 @@ __global__ void SoftmaxTopKKernel(SoftmaxTopKParams p) {
   }
   mx = WarpMax(mx);
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) v[j] = lane + kWarpSize * j < num_experts ? expf(SubRn(v[j], mx)) : 0.0f;
+  for (int j = 0; j < kPerLane; ++j)
+    v[j] = lane + kWarpSize * j < num_experts ? expf(SubRn(v[j], mx)) : 0.0f;
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
@@ -86,8 +87,8 @@ __global__ void SoftmaxTopKKernel(SoftmaxTopKParams p) {
 }  // namespace
 
 cudaError_t LaunchSoftmaxTopK(const SoftmaxTopKParams& p, cudaStream_t stream) {
-  if (p.num_experts < 1 || p.num_experts > kPerLane * kWarpSize || p.top_k < 1 || p.top_k > kMaxTopK ||
-      p.top_k > p.num_experts) {
+  if (p.num_experts < 1 || p.num_experts > kPerLane * kWarpSize || p.top_k < 1 ||
+      p.top_k > kMaxTopK || p.top_k > p.num_experts) {
     return cudaErrorInvalidValue;
   }
   if (p.rows <= 0) return cudaSuccess;

@@ -32,14 +32,17 @@ struct F32W {
     out[2] = v.z;
     out[3] = v.w;
   }
-  __device__ static float Scalar(const void* base, int64_t i) { return static_cast<const float*>(base)[i]; }
+  __device__ static float Scalar(const void* base, int64_t i) {
+    return static_cast<const float*>(base)[i];
+  }
 };
 
 template <bool kBf16>
 struct Half16W {
   static constexpr int kVec = 8;
   __device__ static float Convert(uint32_t bits16) {
-    return kBf16 ? Bf16BitsToFloat(static_cast<uint16_t>(bits16)) : F16BitsToFloat(static_cast<uint16_t>(bits16));
+    return kBf16 ? Bf16BitsToFloat(static_cast<uint16_t>(bits16))
+                 : F16BitsToFloat(static_cast<uint16_t>(bits16));
   }
   __device__ static void Load(const void* base, int64_t i, float* out) {
     const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + i));
@@ -58,7 +61,8 @@ struct Half16W {
 // vec_w: every weight row is 16-byte aligned and k % kVec == 0.
 // vec_x: every activation row is 16-byte aligned.
 template <typename W, int M>
-__global__ void __launch_bounds__(kThreads) SkinnyGemmKernel(MatmulParams p, bool vec_w, bool vec_x) {
+__global__ void __launch_bounds__(kThreads)
+    SkinnyGemmKernel(MatmulParams p, bool vec_w, bool vec_x) {
   constexpr int kVec = W::kVec;
   __shared__ float partial[kWarps][M][kCols];
   const int64_t n = p.w.rows, k = p.w.cols;

@@ -8,7 +8,8 @@
 
 namespace expertd::engine {
 
-std::vector<std::vector<int32_t>> MakePrompts(int64_t count, int64_t length, int64_t vocab, uint32_t seed) {
+std::vector<std::vector<int32_t>> MakePrompts(int64_t count, int64_t length, int64_t vocab,
+                                              uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<std::vector<int32_t>> out(count);
   for (auto& p : out) {
@@ -46,8 +47,9 @@ using Clock = std::chrono::steady_clock;
 
 // One group of prompts: prefill together, then decode `generate` steps.
 // With `timed` false (warm-up) nothing is added to `out`.
-absl::Status RunGroup(Engine* engine, const std::vector<std::vector<int32_t>>& prompts, size_t begin, size_t end,
-                      int64_t generate, ExpertStore* store, bool timed, WorkloadResult* out) {
+absl::Status RunGroup(Engine* engine, const std::vector<std::vector<int32_t>>& prompts,
+                      size_t begin, size_t end, int64_t generate, ExpertStore* store, bool timed,
+                      WorkloadResult* out) {
   StepRequest prefill;
   for (size_t i = begin; i < end; ++i) {
     RETURN_IF_ERROR(engine->AddSequence(i));
@@ -58,7 +60,8 @@ absl::Status RunGroup(Engine* engine, const std::vector<std::vector<int32_t>>& p
   const auto t0 = Clock::now();
   for (int64_t step = 0; step < generate; ++step) {
     StepRequest decode;
-    for (const SequenceResult& s : r.sequences) decode.chunks.push_back(SequenceChunk{s.id, {Argmax(s.logits)}});
+    for (const SequenceResult& s : r.sequences)
+      decode.chunks.push_back(SequenceChunk{s.id, {Argmax(s.logits)}});
     ASSIGN_OR_RETURN(r, engine->Step(decode));
     if (timed) out->decode_tokens += static_cast<int64_t>(decode.chunks.size());
   }
@@ -72,15 +75,17 @@ absl::Status RunGroup(Engine* engine, const std::vector<std::vector<int32_t>>& p
 
 }  // namespace
 
-absl::StatusOr<WorkloadResult> RunWorkload(std::shared_ptr<const WeightSource> weights, const Workload& w,
+absl::StatusOr<WorkloadResult> RunWorkload(std::shared_ptr<const WeightSource> weights,
+                                           const Workload& w,
                                            const ExpertStoreOptions* store_options) {
   EngineOptions eo;
   eo.backend.threads = w.threads;
   ExpertStore* store = nullptr;
   if (store_options != nullptr) {
     ExpertStoreOptions so = *store_options;
-    eo.expert_provider_factory = [so, &store](const ExpertProviderContext& ctx)
-        -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+    eo.expert_provider_factory =
+        [so, &store](
+            const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
       ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> s, ExpertStore::Create(ctx, so));
       store = s.get();
       return std::unique_ptr<ExpertProvider>(std::move(s));
@@ -91,12 +96,14 @@ absl::StatusOr<WorkloadResult> RunWorkload(std::shared_ptr<const WeightSource> w
   out.offloaded = store != nullptr;
   const size_t batch = static_cast<size_t>(std::max<int64_t>(1, w.batch));
   if (w.warmup && !w.prompts.empty()) {
-    RETURN_IF_ERROR(RunGroup(engine.get(), w.prompts, 0, std::min(w.prompts.size(), batch), w.generate, store,
+    RETURN_IF_ERROR(RunGroup(engine.get(), w.prompts, 0, std::min(w.prompts.size(), batch),
+                             w.generate, store,
                              /*timed=*/false, &out));
   }
   for (size_t begin = 0; begin < w.prompts.size(); begin += batch) {
     const size_t end = std::min(w.prompts.size(), begin + batch);
-    RETURN_IF_ERROR(RunGroup(engine.get(), w.prompts, begin, end, w.generate, store, /*timed=*/true, &out));
+    RETURN_IF_ERROR(
+        RunGroup(engine.get(), w.prompts, begin, end, w.generate, store, /*timed=*/true, &out));
   }
   if (store != nullptr) out.all = store->stats();
   return out;

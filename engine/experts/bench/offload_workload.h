@@ -27,22 +27,28 @@ struct Workload {
 };
 
 // `count` prompts of `length` pseudo-random token ids in [0, vocab).
-std::vector<std::vector<int32_t>> MakePrompts(int64_t count, int64_t length, int64_t vocab, uint32_t seed);
+std::vector<std::vector<int32_t>> MakePrompts(int64_t count, int64_t length, int64_t vocab,
+                                              uint32_t seed);
 
 struct WorkloadResult {
   double decode_seconds = 0;
-  int64_t decode_tokens = 0;            // sequences x decode steps
-  ExpertLayerCounters decode;           // store counters over decode steps
-  ExpertStoreStats all;                 // store counters over the whole run
+  int64_t decode_tokens = 0;   // sequences x decode steps
+  ExpertLayerCounters decode;  // store counters over decode steps
+  ExpertStoreStats all;        // store counters over the whole run
   bool offloaded = false;
 
-  double tokens_per_second() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0; }
-  double stall_fraction() const { return decode_seconds > 0 ? decode.stall_ns * 1e-9 / decode_seconds : 0; }
+  double tokens_per_second() const {
+    return decode_seconds > 0 ? decode_tokens / decode_seconds : 0;
+  }
+  double stall_fraction() const {
+    return decode_seconds > 0 ? decode.stall_ns * 1e-9 / decode_seconds : 0;
+  }
 };
 
 // Runs the workload. With `store_options` null the experts stay resident
 // (ResidentExpertProvider); otherwise an ExpertStore built from them.
-absl::StatusOr<WorkloadResult> RunWorkload(std::shared_ptr<const WeightSource> weights, const Workload& workload,
+absl::StatusOr<WorkloadResult> RunWorkload(std::shared_ptr<const WeightSource> weights,
+                                           const Workload& workload,
                                            const ExpertStoreOptions* store_options);
 
 // a - b, field by field.

@@ -10,7 +10,8 @@
 
 namespace expertd::engine {
 
-SkewedWeightSource::SkewedWeightSource(std::shared_ptr<const WeightSource> base, double skew, uint32_t seed)
+SkewedWeightSource::SkewedWeightSource(std::shared_ptr<const WeightSource> base, double skew,
+                                       uint32_t seed)
     : base_(std::move(base)) {
   const models::ModelConfig& c = base_->config();
   std::mt19937 rng(seed);

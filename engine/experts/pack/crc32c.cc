@@ -42,8 +42,8 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
     std::memcpy(&word, p, 8);  // little-endian hosts only (x86-64, aarch64)
     const uint32_t lo = static_cast<uint32_t>(word) ^ c;
     const uint32_t hi = static_cast<uint32_t>(word >> 32);
-    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][hi & 0xFF] ^
-        t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+        t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
     p += 8;
     n -= 8;
   }

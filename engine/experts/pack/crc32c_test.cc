@@ -31,7 +31,8 @@ TEST(Crc32cTest, FastPathMatchesPortableAndExtends) {
   }
   const uint32_t whole = Crc32c(data.data(), data.size());
   for (size_t split : {1u, 13u, 5000u}) {
-    EXPECT_EQ(Crc32cExtend(Crc32c(data.data(), split), data.data() + split, data.size() - split), whole);
+    EXPECT_EQ(Crc32cExtend(Crc32c(data.data(), split), data.data() + split, data.size() - split),
+              whole);
   }
   data[100] ^= 1;
   EXPECT_NE(Crc32c(data.data(), data.size()), whole);

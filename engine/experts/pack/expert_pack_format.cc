@@ -12,7 +12,8 @@ namespace {
 // Field offsets in the header block.
 constexpr size_t kOffVersion = 8, kOffHeaderCrc = 12, kOffFileBytes = 16, kOffFingerprint = 24;
 constexpr size_t kOffNumLayers = 32, kOffNumExperts = 36, kOffNumEntries = 40, kOffAlignment = 44;
-constexpr size_t kOffExpertBytes = 48, kOffSlotBytes = 56, kOffIndexOffset = 64, kOffIndexBytes = 72;
+constexpr size_t kOffExpertBytes = 48, kOffSlotBytes = 56, kOffIndexOffset = 64,
+                 kOffIndexBytes = 72;
 constexpr size_t kOffDataOffset = 80, kOffIndexCrc = 88, kOffTensors = 96, kTensorBytes = 40;
 
 template <typename T>
@@ -39,7 +40,8 @@ uint32_t DTypeCode(models::DType d) {
 }
 
 bool DTypeFromCode(uint32_t code, models::DType* d) {
-  static const models::DType kTypes[] = {models::DType::kF32, models::DType::kF16, models::DType::kBF16};
+  static const models::DType kTypes[] = {models::DType::kF32, models::DType::kF16,
+                                         models::DType::kBF16};
   if (code > 2) return false;
   *d = kTypes[code];
   return true;
@@ -68,8 +70,9 @@ bool PackLayout::SameAs(const PackLayout& o) const {
          slot_bytes == o.slot_bytes;
 }
 
-absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers, int32_t num_experts,
-                                          PackTensorShape gate, PackTensorShape up, PackTensorShape down) {
+absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,
+                                          int32_t num_experts, PackTensorShape gate,
+                                          PackTensorShape up, PackTensorShape down) {
   if (num_layers <= 0 || num_experts <= 0 || moe_layers.empty()) {
     return absl::InvalidArgumentError("expert pack: need at least one MoE layer with experts");
   }
@@ -83,11 +86,14 @@ absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_
   l.num_experts = num_experts;
   l.moe_layers = std::move(moe_layers);
   uint64_t offset = 0;
-  for (auto [shape, out] : {std::pair{gate, &l.gate}, std::pair{up, &l.up}, std::pair{down, &l.down}}) {
-    if (shape.rows <= 0 || shape.cols <= 0) return absl::InvalidArgumentError("expert pack: empty expert tensor");
+  for (auto [shape, out] :
+       {std::pair{gate, &l.gate}, std::pair{up, &l.up}, std::pair{down, &l.down}}) {
+    if (shape.rows <= 0 || shape.cols <= 0)
+      return absl::InvalidArgumentError("expert pack: empty expert tensor");
     offset = AlignUp(offset, kPackTensorAlignment);
-    *out = PackTensorLayout{shape.dtype, shape.rows, shape.cols, offset,
-                            static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(shape.dtype)};
+    *out = PackTensorLayout{
+        shape.dtype, shape.rows, shape.cols, offset,
+        static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(shape.dtype)};
     offset += out->nbytes;
   }
   l.expert_bytes = offset;
@@ -140,11 +146,13 @@ absl::StatusOr<PackHeader> DecodePackHeader(const uint8_t* p, uint64_t size) {
   if (size < kPackHeaderBytes) return Corrupt("file shorter than the header");
   if (std::memcmp(p, kPackMagic, 8) != 0) return Corrupt("bad magic (not an expertd expert pack)");
   if (Get<uint32_t>(p, kOffVersion) != kPackVersion) {
-    return Corrupt(absl::StrCat("version ", Get<uint32_t>(p, kOffVersion), ", want ", kPackVersion));
+    return Corrupt(
+        absl::StrCat("version ", Get<uint32_t>(p, kOffVersion), ", want ", kPackVersion));
   }
   std::vector<uint8_t> copy(p, p + kPackHeaderBytes);
   Put<uint32_t>(copy.data(), kOffHeaderCrc, 0);
-  if (Crc32c(copy.data(), kPackHeaderBytes) != Get<uint32_t>(p, kOffHeaderCrc)) return Corrupt("checksum mismatch");
+  if (Crc32c(copy.data(), kPackHeaderBytes) != Get<uint32_t>(p, kOffHeaderCrc))
+    return Corrupt("checksum mismatch");
   PackHeader h;
   h.file_bytes = Get<uint64_t>(p, kOffFileBytes);
   h.source_fingerprint = Get<uint64_t>(p, kOffFingerprint);

@@ -28,8 +28,8 @@
 
 namespace expertd::engine {
 
-inline constexpr uint64_t kPackAlignment = 4096;       // file offsets, slot sizes, I/O buffers
-inline constexpr uint64_t kPackTensorAlignment = 64;   // tensors inside a slot
+inline constexpr uint64_t kPackAlignment = 4096;      // file offsets, slot sizes, I/O buffers
+inline constexpr uint64_t kPackTensorAlignment = 64;  // tensors inside a slot
 inline constexpr uint64_t kPackHeaderBytes = 4096;
 inline constexpr uint64_t kPackIndexEntryBytes = 24;
 inline constexpr uint32_t kPackVersion = 1;
@@ -57,8 +57,8 @@ struct PackLayout {
   int32_t num_experts = 0;          // routed experts per MoE layer
   std::vector<int32_t> moe_layers;  // ascending
   PackTensorLayout gate, up, down;
-  uint64_t expert_bytes = 0;        // payload: end of `down`
-  uint64_t slot_bytes = 0;          // AlignUp(expert_bytes, kPackAlignment)
+  uint64_t expert_bytes = 0;  // payload: end of `down`
+  uint64_t slot_bytes = 0;    // AlignUp(expert_bytes, kPackAlignment)
 
   size_t num_entries() const { return moe_layers.size() * static_cast<size_t>(num_experts); }
   // Position of `key` in entry order; -1 when the pack has no such expert.
@@ -75,8 +75,9 @@ struct PackTensorShape {
 
 // Computes offsets: gate at 0, up and down each at the next 64-byte boundary.
 // InvalidArgument for empty shapes or no MoE layer.
-absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers, int32_t num_experts,
-                                          PackTensorShape gate, PackTensorShape up, PackTensorShape down);
+absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,
+                                          int32_t num_experts, PackTensorShape gate,
+                                          PackTensorShape up, PackTensorShape down);
 
 // The decoded header block.
 struct PackHeader {

@@ -23,7 +23,8 @@ absl::StatusOr<std::unique_ptr<ExpertPackReader>> ExpertPackReader::Open(const s
     if (absl::IsNotFound(buffered.status())) {
       return absl::NotFoundError(absl::StrCat("expert pack ", path, " does not exist"));
     }
-    return absl::InternalError(absl::StrCat("cannot open expert pack: ", buffered.status().message()));
+    return absl::InternalError(
+        absl::StrCat("cannot open expert pack: ", buffered.status().message()));
   }
   r->buffered_ = *std::move(buffered);
   ASSIGN_OR_RETURN(const uint64_t file_size, r->buffered_->Size());
@@ -34,8 +35,9 @@ absl::StatusOr<std::unique_ptr<ExpertPackReader>> ExpertPackReader::Open(const s
   if (!header.ok()) return Corrupt(path, header.status().message());
   r->header_ = *header;
   if (file_size != r->header_.file_bytes) {
-    return Corrupt(path, absl::StrCat("size ", file_size, " bytes, header says ", r->header_.file_bytes,
-                                      file_size < r->header_.file_bytes ? " (truncated)" : ""));
+    return Corrupt(path,
+                   absl::StrCat("size ", file_size, " bytes, header says ", r->header_.file_bytes,
+                                file_size < r->header_.file_bytes ? " (truncated)" : ""));
   }
   RETURN_IF_ERROR(r->LoadIndex());
   if (options.direct_io) {
@@ -50,48 +52,61 @@ absl::StatusOr<std::unique_ptr<ExpertPackReader>> ExpertPackReader::Open(const s
 absl::Status ExpertPackReader::LoadIndex() {
   std::vector<uint8_t> index(header_.index_bytes);
   RETURN_IF_ERROR(PreadAll(*buffered_, index.data(), index.size(), header_.index_offset));
-  if (Crc32c(index.data(), index.size()) != header_.index_crc) return Corrupt(path_, "index checksum mismatch");
+  if (Crc32c(index.data(), index.size()) != header_.index_crc)
+    return Corrupt(path_, "index checksum mismatch");
   const size_t entries = index.size() / kPackIndexEntryBytes;
   PackLayout& l = header_.layout;
   for (size_t i = 0; i < entries; ++i) {
     PackIndexEntry e = DecodePackIndexEntry(index.data() + i * kPackIndexEntryBytes);
-    if (e.key.expert != static_cast<int32_t>(i % l.num_experts)) return Corrupt(path_, "index out of order");
+    if (e.key.expert != static_cast<int32_t>(i % l.num_experts))
+      return Corrupt(path_, "index out of order");
     if (e.key.expert == 0) {
-      if (e.key.layer < 0 || e.key.layer >= l.num_layers || (!l.moe_layers.empty() && e.key.layer <= l.moe_layers.back())) {
+      if (e.key.layer < 0 || e.key.layer >= l.num_layers ||
+          (!l.moe_layers.empty() && e.key.layer <= l.moe_layers.back())) {
         return Corrupt(path_, "index layers out of order");
       }
       l.moe_layers.push_back(e.key.layer);
     } else if (e.key.layer != l.moe_layers.back()) {
       return Corrupt(path_, "index layers out of order");
     }
-    if (e.offset != header_.data_offset + i * l.slot_bytes) return Corrupt(path_, "index offset mismatch");
+    if (e.offset != header_.data_offset + i * l.slot_bytes)
+      return Corrupt(path_, "index offset mismatch");
     crcs_.push_back(e.crc);
   }
   return absl::OkStatus();
 }
 
-absl::Status ExpertPackReader::CheckMatches(const PackLayout& layout, uint64_t source_fingerprint) const {
+absl::Status ExpertPackReader::CheckMatches(const PackLayout& layout,
+                                            uint64_t source_fingerprint) const {
   if (!header_.layout.SameAs(layout)) {
-    return absl::FailedPreconditionError(absl::StrCat("expert pack ", path_, " was built for another expert layout"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("expert pack ", path_, " was built for another expert layout"));
   }
   if (header_.source_fingerprint != source_fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("expert pack ", path_, " is stale (the checkpoint changed since it was built)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "expert pack ", path_, " is stale (the checkpoint changed since it was built)"));
   }
   return absl::OkStatus();
 }
 
-absl::Status ExpertPackReader::PreadAll(const RandomAccessFile& file, void* dst, uint64_t n, uint64_t offset) const {
+absl::Status ExpertPackReader::PreadAll(const RandomAccessFile& file, void* dst, uint64_t n,
+                                        uint64_t offset) const {
   absl::Status s = file.ReadAt(offset, n, dst);
-  if (s.ok() || absl::IsInvalidArgument(s)) return s;  // InvalidArgument: O_DIRECT refused, the caller falls back
-  if (absl::IsDataLoss(s)) return Corrupt(path_, absl::StrCat("unexpected end of file reading ", n, " bytes at offset ", offset));
+  if (s.ok() || absl::IsInvalidArgument(s))
+    return s;  // InvalidArgument: O_DIRECT refused, the caller falls back
+  if (absl::IsDataLoss(s))
+    return Corrupt(path_,
+                   absl::StrCat("unexpected end of file reading ", n, " bytes at offset ", offset));
   return absl::InternalError(absl::StrCat("cannot read expert pack: ", s.message()));
 }
 
 absl::Status ExpertPackReader::ReadExpert(ExpertKey key, void* dst) const {
   const int64_t i = header_.layout.EntryIndex(key);
-  if (i < 0) return absl::NotFoundError(absl::StrCat("expert pack ", path_, " has no expert ", key.DebugString()));
-  const uint64_t offset = header_.data_offset + static_cast<uint64_t>(i) * header_.layout.slot_bytes;
+  if (i < 0)
+    return absl::NotFoundError(
+        absl::StrCat("expert pack ", path_, " has no expert ", key.DebugString()));
+  const uint64_t offset =
+      header_.data_offset + static_cast<uint64_t>(i) * header_.layout.slot_bytes;
   absl::Status s = absl::UnknownError("unread");
   if (use_direct_.load(std::memory_order_relaxed)) {
     s = PreadAll(*direct_, dst, header_.layout.slot_bytes, offset);
@@ -107,9 +122,12 @@ absl::Status ExpertPackReader::ReadExpert(ExpertKey key, void* dst) const {
 
 absl::Status ExpertPackReader::VerifyExpert(ExpertKey key, const void* slot) const {
   const int64_t i = header_.layout.EntryIndex(key);
-  if (i < 0) return absl::NotFoundError(absl::StrCat("expert pack ", path_, " has no expert ", key.DebugString()));
+  if (i < 0)
+    return absl::NotFoundError(
+        absl::StrCat("expert pack ", path_, " has no expert ", key.DebugString()));
   if (Crc32c(slot, header_.layout.expert_bytes) != crcs_[i]) {
-    return Corrupt(path_, absl::StrCat("checksum mismatch in expert ", key.DebugString(), " (layer:expert)"));
+    return Corrupt(
+        path_, absl::StrCat("checksum mismatch in expert ", key.DebugString(), " (layer:expert)"));
   }
   return absl::OkStatus();
 }

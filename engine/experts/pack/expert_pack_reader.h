@@ -39,7 +39,8 @@ class ExpertPackReader {
     Env* env = nullptr;            // null: Env::Default(); must outlive the reader
   };
 
-  static absl::StatusOr<std::unique_ptr<ExpertPackReader>> Open(const std::string& path, const Options& options);
+  static absl::StatusOr<std::unique_ptr<ExpertPackReader>> Open(const std::string& path,
+                                                                const Options& options);
   ~ExpertPackReader();
 
   // OK when the pack has exactly `layout` and was built from the source with
@@ -54,7 +55,9 @@ class ExpertPackReader {
   // File offset of `key`'s slot; -1 when the pack has no such expert.
   int64_t SlotOffset(ExpertKey key) const {
     const int64_t i = header_.layout.EntryIndex(key);
-    return i < 0 ? -1 : static_cast<int64_t>(header_.data_offset + static_cast<uint64_t>(i) * header_.layout.slot_bytes);
+    return i < 0 ? -1
+                 : static_cast<int64_t>(header_.data_offset +
+                                        static_cast<uint64_t>(i) * header_.layout.slot_bytes);
   }
 
   // Checks a payload already in memory against the index CRC.
@@ -69,7 +72,9 @@ class ExpertPackReader {
 
  private:
   ExpertPackReader(std::string path, Options options)
-      : path_(std::move(path)), options_(options), env_(options.env != nullptr ? options.env : Env::Default()) {}
+      : path_(std::move(path)),
+        options_(options),
+        env_(options.env != nullptr ? options.env : Env::Default()) {}
   absl::Status LoadIndex();
   absl::Status PreadAll(const RandomAccessFile& file, void* dst, uint64_t n, uint64_t offset) const;
 

@@ -29,7 +29,8 @@ std::string TempDir() {
 
 // Layers 0 and 2 are MoE (1 is dense), 3 experts, gate/up [5, 7] bf16, down [7, 5] bf16.
 PackLayout TestLayout() {
-  auto l = MakePackLayout(3, {2, 0}, 3, {DType::kBF16, 5, 7}, {DType::kBF16, 5, 7}, {DType::kBF16, 7, 5});
+  auto l = MakePackLayout(3, {2, 0}, 3, {DType::kBF16, 5, 7}, {DType::kBF16, 5, 7},
+                          {DType::kBF16, 7, 5});
   EXPECT_TRUE(l.ok());
   return *l;
 }
@@ -47,7 +48,8 @@ struct Source {
   std::vector<std::vector<uint8_t>> keep;
   PackSource fn() {
     return [this](ExpertKey key) -> absl::StatusOr<PackSourceExpert> {
-      keep = {Bytes(key, 0, layout.gate.nbytes), Bytes(key, 1, layout.up.nbytes), Bytes(key, 2, layout.down.nbytes)};
+      keep = {Bytes(key, 0, layout.gate.nbytes), Bytes(key, 1, layout.up.nbytes),
+              Bytes(key, 2, layout.down.nbytes)};
       PackSourceExpert e;
       e.gate = {DType::kBF16, 5, 7, keep[0].data()};
       e.up = {DType::kBF16, 5, 7, keep[1].data()};
@@ -66,9 +68,11 @@ std::string WriteTestPack(const std::string& name, uint64_t fingerprint = 42) {
 }
 
 void ExpectExpertBytes(const PackLayout& l, ExpertKey key, const uint8_t* slot) {
-  EXPECT_EQ(std::memcmp(slot + l.gate.offset, Bytes(key, 0, l.gate.nbytes).data(), l.gate.nbytes), 0);
+  EXPECT_EQ(std::memcmp(slot + l.gate.offset, Bytes(key, 0, l.gate.nbytes).data(), l.gate.nbytes),
+            0);
   EXPECT_EQ(std::memcmp(slot + l.up.offset, Bytes(key, 1, l.up.nbytes).data(), l.up.nbytes), 0);
-  EXPECT_EQ(std::memcmp(slot + l.down.offset, Bytes(key, 2, l.down.nbytes).data(), l.down.nbytes), 0);
+  EXPECT_EQ(std::memcmp(slot + l.down.offset, Bytes(key, 2, l.down.nbytes).data(), l.down.nbytes),
+            0);
 }
 
 void Patch(const std::string& path, uint64_t offset, uint8_t xor_mask) {
@@ -98,8 +102,11 @@ TEST(ExpertPackFormatTest, LayoutAlignsTensorsAndSlots) {
   PackHeader h = MakePackHeader(l, 1);
   EXPECT_EQ(h.data_offset, 8192u);
   EXPECT_EQ(h.file_bytes, 8192u + 6 * 4096);
-  EXPECT_FALSE(MakePackLayout(3, {}, 3, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}).ok());
-  EXPECT_FALSE(MakePackLayout(3, {3}, 3, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}).ok());
+  EXPECT_FALSE(
+      MakePackLayout(3, {}, 3, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}).ok());
+  EXPECT_FALSE(
+      MakePackLayout(3, {3}, 3, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}, {DType::kF32, 1, 1})
+          .ok());
 }
 
 class ExpertPackTest : public ::testing::TestWithParam<bool> {};  // param: direct I/O
@@ -147,7 +154,8 @@ TEST(ExpertPackTest, StaleOrForeignPackIsFailedPrecondition) {
   auto r = ExpertPackReader::Open(path, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->CheckMatches(TestLayout(), 8).code(), absl::StatusCode::kFailedPrecondition);
-  auto other = MakePackLayout(3, {0, 2}, 3, {DType::kF32, 5, 7}, {DType::kF32, 5, 7}, {DType::kF32, 7, 5});
+  auto other =
+      MakePackLayout(3, {0, 2}, 3, {DType::kF32, 5, 7}, {DType::kF32, 5, 7}, {DType::kF32, 7, 5});
   EXPECT_EQ((*r)->CheckMatches(*other, 7).code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -155,7 +163,8 @@ TEST(ExpertPackTest, CorruptPayloadIsDataLossNamingTheExpert) {
   const std::string path = WriteTestPack("corrupt_payload");
   const PackLayout l = TestLayout();
   const PackHeader h = MakePackHeader(l, 42);
-  Patch(path, h.data_offset + 3 * l.slot_bytes + l.up.offset + 1, 0x10);  // entry 3 = layer 2 expert 0
+  Patch(path, h.data_offset + 3 * l.slot_bytes + l.up.offset + 1,
+        0x10);  // entry 3 = layer 2 expert 0
   auto r = ExpertPackReader::Open(path, {});
   ASSERT_TRUE(r.ok()) << r.status();  // payloads are checked when read
   AlignedBuffer slot(l.slot_bytes);
@@ -345,10 +354,14 @@ TEST(ExpertPackEnvTest, RewriteSlotGoesThroughTheEnv) {
   AlignedBuffer slot(l.slot_bytes);
   ASSERT_TRUE((*r)->ReadExpert({2, 1}, slot.data()).ok());
   slot.data()[3] ^= 0xff;
-  ASSERT_TRUE(RewriteExpertSlot("/m/experts.pack", (*r)->SlotOffset({2, 1}), slot.data(), l.slot_bytes, &env).ok());
+  ASSERT_TRUE(RewriteExpertSlot("/m/experts.pack", (*r)->SlotOffset({2, 1}), slot.data(),
+                                l.slot_bytes, &env)
+                  .ok());
   EXPECT_EQ((*r)->ReadExpert({2, 1}, slot.data()).code(), absl::StatusCode::kDataLoss);
   env.FailNth(FaultOp::kSync, 1, EIO);
-  EXPECT_EQ(RewriteExpertSlot("/m/experts.pack", (*r)->SlotOffset({2, 1}), slot.data(), l.slot_bytes, &env).code(),
+  EXPECT_EQ(RewriteExpertSlot("/m/experts.pack", (*r)->SlotOffset({2, 1}), slot.data(),
+                              l.slot_bytes, &env)
+                .code(),
             absl::StatusCode::kInternal);
 }
 

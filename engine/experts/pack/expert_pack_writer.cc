@@ -16,11 +16,13 @@ absl::string_view Bytes(const uint8_t* data, uint64_t n) {
   return absl::string_view(reinterpret_cast<const char*>(data), n);
 }
 
-absl::Status CheckTensor(const PackSourceTensor& t, const PackTensorLayout& want, const char* which, ExpertKey key) {
+absl::Status CheckTensor(const PackSourceTensor& t, const PackTensorLayout& want, const char* which,
+                         ExpertKey key) {
   if (t.dtype != want.dtype || t.rows != want.rows || t.cols != want.cols || t.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expert ", key.DebugString(), " ", which, ": got ", models::DTypeName(t.dtype), " [", t.rows, ", ", t.cols,
-        "], want ", models::DTypeName(want.dtype), " [", want.rows, ", ", want.cols, "] like every routed expert"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert ", key.DebugString(), " ", which, ": got ", models::DTypeName(t.dtype),
+                     " [", t.rows, ", ", t.cols, "], want ", models::DTypeName(want.dtype), " [",
+                     want.rows, ", ", want.cols, "] like every routed expert"));
   }
   return absl::OkStatus();
 }
@@ -30,18 +32,21 @@ absl::Status WriteSlots(WritableFile* out, const PackHeader& h, const PackSource
                         std::vector<uint32_t>* crcs) {
   const PackLayout& l = h.layout;
   AlignedBuffer slot(l.slot_bytes);
-  if (slot.empty()) return absl::ResourceExhaustedError("expert pack: cannot allocate a slot buffer");
+  if (slot.empty())
+    return absl::ResourceExhaustedError("expert pack: cannot allocate a slot buffer");
   for (size_t i = 0; i < l.num_entries(); ++i) {
     const ExpertKey key = l.EntryKey(i);
     ASSIGN_OR_RETURN(PackSourceExpert e, source(key));
     RETURN_IF_ERROR(FillExpertSlot(l, key, e, slot.data()));
     crcs->push_back(Crc32c(slot.data(), l.expert_bytes));
-    RETURN_IF_ERROR(out->WriteAt(h.data_offset + i * l.slot_bytes, Bytes(slot.data(), l.slot_bytes)));
+    RETURN_IF_ERROR(
+        out->WriteAt(h.data_offset + i * l.slot_bytes, Bytes(slot.data(), l.slot_bytes)));
   }
   return absl::OkStatus();
 }
 
-absl::Status WriteIndexAndHeader(WritableFile* out, PackHeader* h, const std::vector<uint32_t>& crcs) {
+absl::Status WriteIndexAndHeader(WritableFile* out, PackHeader* h,
+                                 const std::vector<uint32_t>& crcs) {
   std::vector<uint8_t> index(h->index_bytes);
   for (size_t i = 0; i < crcs.size(); ++i) {
     PackIndexEntry e{h->layout.EntryKey(i), h->data_offset + i * h->layout.slot_bytes, crcs[i]};
@@ -55,7 +60,8 @@ absl::Status WriteIndexAndHeader(WritableFile* out, PackHeader* h, const std::ve
 
 }  // namespace
 
-absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSourceExpert& e, uint8_t* slot) {
+absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSourceExpert& e,
+                            uint8_t* slot) {
   RETURN_IF_ERROR(CheckTensor(e.gate, l.gate, "gate", key));
   RETURN_IF_ERROR(CheckTensor(e.up, l.up, "up", key));
   RETURN_IF_ERROR(CheckTensor(e.down, l.down, "down", key));
@@ -66,8 +72,8 @@ absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSource
   return absl::OkStatus();
 }
 
-absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot, uint64_t slot_bytes,
-                               Env* env) {
+absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot,
+                               uint64_t slot_bytes, Env* env) {
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->OpenWritableFile(path));
   absl::Status s = file->WriteAt(offset, Bytes(slot, slot_bytes));
   if (s.ok()) s = file->Sync();
@@ -75,8 +81,8 @@ absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const u
   return s.ok() ? closed : s;
 }
 
-absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout, uint64_t source_fingerprint,
-                             const PackSource& source, Env* env) {
+absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout,
+                             uint64_t source_fingerprint, const PackSource& source, Env* env) {
   RETURN_IF_ERROR(CreateDirs(env, DirName(path)));
   ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out, AtomicFileWriter::Create(env, path));
   PackHeader h = MakePackHeader(layout, source_fingerprint);

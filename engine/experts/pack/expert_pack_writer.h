@@ -39,17 +39,19 @@ using PackSource = std::function<absl::StatusOr<PackSourceExpert>(ExpertKey key)
 // expert); for file system failures (naming the path and errno text)
 // PermissionDenied, ResourceExhausted (disk full), Internal. On any error
 // nothing is left at `path` that was not there before, and no temp file.
-absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout, uint64_t source_fingerprint,
-                             const PackSource& source, Env* env = Env::Default());
+absl::Status WriteExpertPack(const std::string& path, const PackLayout& layout,
+                             uint64_t source_fingerprint, const PackSource& source,
+                             Env* env = Env::Default());
 
 // Copies one expert's tensors into `slot` (layout.slot_bytes, zero padded) as
 // the pack stores it. InvalidArgument when a tensor does not match the layout.
-absl::Status FillExpertSlot(const PackLayout& layout, ExpertKey key, const PackSourceExpert& expert, uint8_t* slot);
+absl::Status FillExpertSlot(const PackLayout& layout, ExpertKey key, const PackSourceExpert& expert,
+                            uint8_t* slot);
 
 // Overwrites one slot of an existing pack in place (repairing a corrupt
 // expert) and syncs it. Errors name the path.
-absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot, uint64_t slot_bytes,
-                               Env* env = Env::Default());
+absl::Status RewriteExpertSlot(const std::string& path, uint64_t offset, const uint8_t* slot,
+                               uint64_t slot_bytes, Env* env = Env::Default());
 
 }  // namespace expertd::engine
 

@@ -46,7 +46,8 @@ absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights) {
   const models::ModelConfig& c = weights.config();
   std::vector<int32_t> moe_layers;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (l < static_cast<int64_t>(c.is_moe_layer.size()) && c.is_moe_layer[l]) moe_layers.push_back(l);
+    if (l < static_cast<int64_t>(c.is_moe_layer.size()) && c.is_moe_layer[l])
+      moe_layers.push_back(l);
   }
   if (moe_layers.empty() || c.num_experts <= 0) {
     return absl::InvalidArgumentError("expert offloading: the model has no routed experts");
@@ -61,8 +62,9 @@ absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights) {
 
 uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& layout) {
   const models::ModelConfig& c = weights.config();
-  std::string desc = absl::StrCat("layout:", layout.num_layers, ",", layout.num_experts, ",",
-                                  absl::StrJoin(layout.moe_layers, "/"), ",", layout.expert_bytes, ";");
+  std::string desc =
+      absl::StrCat("layout:", layout.num_layers, ",", layout.num_experts, ",",
+                   absl::StrJoin(layout.moe_layers, "/"), ",", layout.expert_bytes, ";");
   // File-backed tensors: path, offset, and the file's size and mtime (cheap).
   // Anything else (in-memory sources): the bytes themselves.
   std::map<std::string, std::string> file_ids;  // path -> "size:mtime", "" if not a file
@@ -84,7 +86,8 @@ uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& 
         absl::StrAppend(&desc, name, ":missing;");
         continue;
       }
-      absl::StrAppend(&desc, name, ":", models::DTypeName(v->dtype), ":", absl::StrJoin(v->shape, "x"), ":");
+      absl::StrAppend(&desc, name, ":", models::DTypeName(v->dtype), ":",
+                      absl::StrJoin(v->shape, "x"), ":");
       const std::string& id = file_id(v->file);
       if (id.empty()) {
         absl::StrAppend(&desc, "crc", Crc32c(v->data, v->nbytes), ";");
@@ -123,11 +126,13 @@ std::vector<std::string> ExpertPackCandidates(const PackLocationOptions& o, uint
   if (!o.model_dir.empty()) out.push_back(o.model_dir + "/.expertd/experts.pack");
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(fingerprint));
-  out.push_back(absl::StrCat(o.cache_dir.empty() ? DefaultExpertCacheDir() : o.cache_dir, "/", hex, "/experts.pack"));
+  out.push_back(absl::StrCat(o.cache_dir.empty() ? DefaultExpertCacheDir() : o.cache_dir, "/", hex,
+                             "/experts.pack"));
   return out;
 }
 
-absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights, const PackLocationOptions& where,
+absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights,
+                                                 const PackLocationOptions& where,
                                                  const ExpertPackReader::Options& read_options) {
   ASSIGN_OR_RETURN(PackLayout layout, ExpertPackLayoutFor(weights));
   const uint64_t fingerprint = ExpertSourceFingerprint(weights, layout);
@@ -137,13 +142,15 @@ absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights, co
     auto reader = ExpertPackReader::Open(path, read_options);
     absl::Status s = reader.ok() ? (*reader)->CheckMatches(layout, fingerprint) : reader.status();
     if (s.ok()) return OpenedPack{std::move(*reader), false};
-    if (!absl::IsNotFound(s)) EXPERTD_LOG(Warn, "rebuilding expert pack").With("path", path).With("reason", s);
+    if (!absl::IsNotFound(s))
+      EXPERTD_LOG(Warn, "rebuilding expert pack").With("path", path).With("reason", s);
   }
   // 2. Build at the first location that can be written.
   std::vector<std::string> failures;
   for (const std::string& path : candidates) {
-    absl::Status s = WriteExpertPack(path, layout, fingerprint, MakePackSource(weights),
-                                     read_options.env != nullptr ? read_options.env : Env::Default());
+    absl::Status s =
+        WriteExpertPack(path, layout, fingerprint, MakePackSource(weights),
+                        read_options.env != nullptr ? read_options.env : Env::Default());
     if (absl::IsInvalidArgument(s)) return s;  // the source itself is wrong: no location helps
     if (s.ok()) {
       ASSIGN_OR_RETURN(auto reader, ExpertPackReader::Open(path, read_options));
@@ -157,7 +164,8 @@ absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights, co
     failures.push_back(std::string(s.message()));
   }
   return absl::FailedPreconditionError(absl::StrCat("cannot write the expert pack anywhere (",
-                                                    absl::StrJoin(failures, "; "), "); set --expert_pack_dir"));
+                                                    absl::StrJoin(failures, "; "),
+                                                    "); set --expert_pack_dir"));
 }
 
 }  // namespace expertd::engine

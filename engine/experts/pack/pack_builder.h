@@ -43,7 +43,8 @@ struct PackLocationOptions {
 };
 
 // Candidate pack paths, in the order they are tried.
-std::vector<std::string> ExpertPackCandidates(const PackLocationOptions& options, uint64_t fingerprint);
+std::vector<std::string> ExpertPackCandidates(const PackLocationOptions& options,
+                                              uint64_t fingerprint);
 
 // $XDG_CACHE_HOME/expertd, else $HOME/.cache/expertd, else /tmp/expertd-cache.
 std::string DefaultExpertCacheDir();
@@ -53,7 +54,8 @@ struct OpenedPack {
   bool built = false;  // written by this call (else reused)
 };
 
-absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights, const PackLocationOptions& where,
+absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights,
+                                                 const PackLocationOptions& where,
                                                  const ExpertPackReader::Options& read_options);
 
 }  // namespace expertd::engine

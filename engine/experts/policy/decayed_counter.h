@@ -49,7 +49,8 @@ class DecayedCounter {
 
   // The decayed count at `tick`: roughly "accesses in the last half_life".
   double DecayedAt(ExpertKey key, uint64_t tick) const {
-    return Score(key) * std::exp2(-(static_cast<double>(tick) - static_cast<double>(base_tick_)) / half_life_);
+    return Score(key) *
+           std::exp2(-(static_cast<double>(tick) - static_cast<double>(base_tick_)) / half_life_);
   }
 
   double half_life() const { return half_life_; }

@@ -38,7 +38,7 @@ namespace expertd::engine {
 
 enum class PolicyKind { kLru, kLfu };
 
-const char* PolicyKindName(PolicyKind kind);            // "lru", "lfu"
+const char* PolicyKindName(PolicyKind kind);  // "lru", "lfu"
 bool ParsePolicyKind(absl::string_view name, PolicyKind* kind);
 
 struct PolicyOptions {
@@ -102,12 +102,14 @@ class EvictionPolicy {
     Rank rank;
     int pins = 0;
   };
-  bool Evictable(ExpertKey key, const Entry& e) const { return e.pins == 0 && !IsStaticPinned(key); }
+  bool Evictable(ExpertKey key, const Entry& e) const {
+    return e.pins == 0 && !IsStaticPinned(key);
+  }
   void SetRank(ExpertKey key, Entry* e, Rank rank);
 
   uint64_t tick_ = 0;
-  std::unordered_map<ExpertKey, Entry, ExpertKeyHash> entries_;   // resident keys
-  std::set<std::pair<Rank, ExpertKey>> order_;                    // evictable keys
+  std::unordered_map<ExpertKey, Entry, ExpertKeyHash> entries_;  // resident keys
+  std::set<std::pair<Rank, ExpertKey>> order_;                   // evictable keys
   std::unordered_set<ExpertKey, ExpertKeyHash> static_pins_;
 };
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/experts/policy/decayed_counter.h"
 #include "engine/experts/expert_key.h"
+#include "engine/experts/policy/decayed_counter.h"
 
 namespace expertd::engine {
 
@@ -17,8 +17,9 @@ namespace expertd::engine {
 // more than `max_total` keys in all, layers are served round-robin by rank
 // (every layer's hottest, then every layer's second, ...) until max_total.
 // Ties break toward the lower expert id. Deterministic.
-std::vector<ExpertKey> HottestPerLayer(const DecayedCounter& counts, const std::vector<int32_t>& layers,
-                                       int32_t num_experts, double fraction, size_t max_total);
+std::vector<ExpertKey> HottestPerLayer(const DecayedCounter& counts,
+                                       const std::vector<int32_t>& layers, int32_t num_experts,
+                                       double fraction, size_t max_total);
 
 }  // namespace expertd::engine
 

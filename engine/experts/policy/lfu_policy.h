@@ -18,7 +18,9 @@ class LfuPolicy final : public EvictionPolicy {
   const DecayedCounter& counts() const { return counts_; }
 
  protected:
-  Rank RankOnInsert(ExpertKey key, uint64_t tick) override { return Rank{counts_.Score(key), tick}; }
+  Rank RankOnInsert(ExpertKey key, uint64_t tick) override {
+    return Rank{counts_.Score(key), tick};
+  }
   Rank RankOnTouch(ExpertKey key, uint64_t tick) override {
     const double factor = counts_.Add(key, tick);
     if (factor != 1) RescaleScores(factor);

@@ -13,7 +13,8 @@ std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(const PolicyOptions& options)
     case PolicyKind::kLfu: {
       double half_life = options.lfu_half_life;
       if (half_life <= 0) {
-        half_life = std::max(64.0, kDefaultLfuHalfLifePerSlot * static_cast<double>(options.capacity));
+        half_life =
+            std::max(64.0, kDefaultLfuHalfLifePerSlot * static_cast<double>(options.capacity));
       }
       return std::make_unique<LfuPolicy>(half_life);
     }

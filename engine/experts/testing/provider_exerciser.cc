@@ -38,7 +38,8 @@ RouterInput ProviderExerciser::InputFor(int layer, const float* hidden, int64_t 
   return in;
 }
 
-std::vector<int32_t> ProviderExerciser::RouteRandom(int64_t rows, const ExerciseOptions& o, std::mt19937* rng) const {
+std::vector<int32_t> ProviderExerciser::RouteRandom(int64_t rows, const ExerciseOptions& o,
+                                                    std::mt19937* rng) const {
   const models::ModelConfig& c = weights_->config();
   std::vector<double> weight(c.num_experts);
   for (int64_t e = 0; e < c.num_experts; ++e) weight[e] = 1.0 / std::pow(e + 1.0, o.zipf_s);
@@ -55,7 +56,9 @@ std::vector<int32_t> ProviderExerciser::RouteRandom(int64_t rows, const Exercise
   return ids;
 }
 
-absl::StatusOr<std::vector<int32_t>> ProviderExerciser::RouteByRouter(int layer, const float* hidden, int64_t rows) {
+absl::StatusOr<std::vector<int32_t>> ProviderExerciser::RouteByRouter(int layer,
+                                                                      const float* hidden,
+                                                                      int64_t rows) {
   const models::ModelConfig& c = weights_->config();
   const int64_t e = c.num_experts, k = c.num_experts_per_tok;
   std::vector<float> logits(rows * e), weights(rows * k);
@@ -68,7 +71,8 @@ absl::StatusOr<std::vector<int32_t>> ProviderExerciser::RouteByRouter(int layer,
   mm.y_stride = e;
   mm.m = rows;
   backend_->Matmul(mm);
-  backend_->SoftmaxTopK(SoftmaxTopKParams{logits.data(), rows, e, k, false, ids.data(), weights.data()});
+  backend_->SoftmaxTopK(
+      SoftmaxTopKParams{logits.data(), rows, e, k, false, ids.data(), weights.data()});
   RETURN_IF_ERROR(backend_->Synchronize());
   return ids;
 }
@@ -79,19 +83,21 @@ absl::Status ProviderExerciser::Verify(int layer, int expert, const ExpertWeight
   const std::pair<const WeightRef*, ExpertProj> parts[] = {
       {&w.gate, ExpertProj::kGate}, {&w.up, ExpertProj::kUp}, {&w.down, ExpertProj::kDown}};
   for (const auto& [ref, proj] : parts) {
-    ASSIGN_OR_RETURN(models::TensorView v, weights_->Get(models::ExpertWeightName(c, layer, expert, proj)));
+    ASSIGN_OR_RETURN(models::TensorView v,
+                     weights_->Get(models::ExpertWeightName(c, layer, expert, proj)));
     std::vector<uint8_t> device(v.nbytes);
     RETURN_IF_ERROR(backend_->CopyToHost(device.data(), ref->data, v.nbytes));
     if (ref->dtype != v.dtype || ref->rows != v.shape[0] || ref->cols != v.shape[1] ||
         std::memcmp(device.data(), v.data, v.nbytes) != 0) {
-      return absl::DataLossError(absl::StrCat("expert ", layer, ":", expert, " bytes differ from ", v.name));
+      return absl::DataLossError(
+          absl::StrCat("expert ", layer, ":", expert, " bytes differ from ", v.name));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ProviderExerciser::Layer(ExpertProvider* p, int layer, const float* hidden, const ExerciseOptions& o,
-                                std::mt19937* rng) {
+absl::Status ProviderExerciser::Layer(ExpertProvider* p, int layer, const float* hidden,
+                                      const ExerciseOptions& o, std::mt19937* rng) {
   const models::ModelConfig& c = weights_->config();
   p->OnRouterInput(InputFor(layer, hidden, o.rows));
   if (!c.is_moe_layer[layer]) return absl::OkStatus();

@@ -25,9 +25,9 @@ namespace expertd::engine {
 
 struct ExerciseOptions {
   int64_t steps = 10;
-  int64_t rows = 1;             // tokens per step
-  bool route_by_router = false; // else random choices
-  double zipf_s = 0;            // skew of random choices (0 = uniform)
+  int64_t rows = 1;              // tokens per step
+  bool route_by_router = false;  // else random choices
+  double zipf_s = 0;             // skew of random choices (0 = uniform)
   bool verify_bytes = true;
   uint32_t seed = 1;
   // Called after every layer and every step (e.g. ExpertStore::
@@ -39,7 +39,8 @@ class ProviderExerciser {
  public:
   // `weights` must carry routers (MakeTestModel does); `backend` computes
   // router-driven routing. Both outlive the driver.
-  ProviderExerciser(Backend* backend, const WeightSource* weights) : backend_(backend), weights_(weights) {}
+  ProviderExerciser(Backend* backend, const WeightSource* weights)
+      : backend_(backend), weights_(weights) {}
 
   // Runs `options.steps` steps against `provider`. Errors: the provider's,
   // or DataLoss naming the expert whose bytes differ from the source.
@@ -48,7 +49,8 @@ class ProviderExerciser {
   int64_t acquires() const { return acquires_; }
 
  private:
-  absl::Status Layer(ExpertProvider* p, int layer, const float* hidden, const ExerciseOptions& o, std::mt19937* rng);
+  absl::Status Layer(ExpertProvider* p, int layer, const float* hidden, const ExerciseOptions& o,
+                     std::mt19937* rng);
   std::vector<int32_t> RouteRandom(int64_t rows, const ExerciseOptions& o, std::mt19937* rng) const;
   absl::StatusOr<std::vector<int32_t>> RouteByRouter(int layer, const float* hidden, int64_t rows);
   absl::Status Verify(int layer, int expert, const ExpertWeights& w) const;

@@ -61,12 +61,12 @@ std::shared_ptr<InMemoryWeightSource> MakeTestModel(const TestModelOptions& o) {
            RandomTensor(o.num_experts * o.hidden, models::DType::kF32, &rng));
     for (int64_t e = 0; e < o.num_experts; ++e) {
       const int64_t n = o.intermediate * o.hidden;
-      w->Add(models::ExpertWeightName(c, l, e, ExpertProj::kGate), o.dtype, {o.intermediate, o.hidden},
-             RandomTensor(n, o.dtype, &rng));
-      w->Add(models::ExpertWeightName(c, l, e, ExpertProj::kUp), o.dtype, {o.intermediate, o.hidden},
-             RandomTensor(n, o.dtype, &rng));
-      w->Add(models::ExpertWeightName(c, l, e, ExpertProj::kDown), o.dtype, {o.hidden, o.intermediate},
-             RandomTensor(n, o.dtype, &rng));
+      w->Add(models::ExpertWeightName(c, l, e, ExpertProj::kGate), o.dtype,
+             {o.intermediate, o.hidden}, RandomTensor(n, o.dtype, &rng));
+      w->Add(models::ExpertWeightName(c, l, e, ExpertProj::kUp), o.dtype,
+             {o.intermediate, o.hidden}, RandomTensor(n, o.dtype, &rng));
+      w->Add(models::ExpertWeightName(c, l, e, ExpertProj::kDown), o.dtype,
+             {o.hidden, o.intermediate}, RandomTensor(n, o.dtype, &rng));
     }
   }
   return w;

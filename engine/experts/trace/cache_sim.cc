@@ -37,7 +37,8 @@ std::vector<size_t> NextUses(const std::vector<ExpertKey>& accesses) {
   return next;
 }
 
-CacheSimResult SimulatePolicy(const std::vector<ExpertKey>& accesses, const CacheSimOptions& options) {
+CacheSimResult SimulatePolicy(const std::vector<ExpertKey>& accesses,
+                              const CacheSimOptions& options) {
   assert(options.capacity >= 1);
   PolicyOptions po = options.policy;
   po.capacity = options.capacity;
@@ -57,7 +58,8 @@ CacheSimResult SimulatePolicy(const std::vector<ExpertKey>& accesses, const Cach
     if (pinning) {
       hot.Add(key, tick);
       if (++tick % options.pin_refresh_accesses == 0) {
-        policy->SetStaticPins(HottestPerLayer(hot, layers, options.num_experts, options.pin_hot_fraction,
+        policy->SetStaticPins(HottestPerLayer(hot, layers, options.num_experts,
+                                              options.pin_hot_fraction,
                                               static_cast<size_t>(options.capacity / 2)));
       }
     }

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/experts/policy/eviction_policy.h"
 #include "engine/experts/expert_key.h"
+#include "engine/experts/policy/eviction_policy.h"
 
 namespace expertd::engine {
 
@@ -37,7 +37,8 @@ struct CacheSimOptions {
   int32_t num_experts = 0;  // needed when pin_hot_fraction > 0
 };
 
-CacheSimResult SimulatePolicy(const std::vector<ExpertKey>& accesses, const CacheSimOptions& options);
+CacheSimResult SimulatePolicy(const std::vector<ExpertKey>& accesses,
+                              const CacheSimOptions& options);
 CacheSimResult SimulateBelady(const std::vector<ExpertKey>& accesses, int64_t capacity);
 
 // next[i] = the smallest j > i with accesses[j] == accesses[i], or

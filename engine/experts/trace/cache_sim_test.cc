@@ -62,7 +62,8 @@ TEST(CacheSimTest, NextUses) {
 
 // The best hit count over every possible eviction choice (exhaustive).
 int64_t BruteForceOptimum(const std::vector<ExpertKey>& seq, size_t capacity) {
-  std::function<int64_t(size_t, std::set<ExpertKey>)> go = [&](size_t i, std::set<ExpertKey> cache) -> int64_t {
+  std::function<int64_t(size_t, std::set<ExpertKey>)> go =
+      [&](size_t i, std::set<ExpertKey> cache) -> int64_t {
     if (i == seq.size()) return 0;
     if (cache.count(seq[i])) return 1 + go(i + 1, cache);
     if (cache.size() < capacity) {

@@ -10,8 +10,8 @@
 // the ratio of the policy's hit rate to Belady's.
 #include <cstdio>
 #include <iostream>
-#include <string>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -70,7 +70,8 @@ absl::StatusOr<RoutingTrace> LoadTrace(const Options& o) {
   return GenerateSyntheticTrace(s);
 }
 
-absl::StatusOr<std::vector<int64_t>> Capacities(const Options& o, const RoutingTrace& t, int64_t moe_experts) {
+absl::StatusOr<std::vector<int64_t>> Capacities(const Options& o, const RoutingTrace& t,
+                                                int64_t moe_experts) {
   std::vector<int64_t> caps;
   if (!o.capacity.empty()) {
     ASSIGN_OR_RETURN(auto list, ParseList(o.capacity));
@@ -78,11 +79,14 @@ absl::StatusOr<std::vector<int64_t>> Capacities(const Options& o, const RoutingT
   }
   if (!o.capacity_fraction.empty()) {
     ASSIGN_OR_RETURN(auto list, ParseList(o.capacity_fraction));
-    for (double v : list) caps.push_back(std::max<int64_t>(1, static_cast<int64_t>(v * moe_experts)));
+    for (double v : list)
+      caps.push_back(std::max<int64_t>(1, static_cast<int64_t>(v * moe_experts)));
   }
   if (o.budget_bytes > 0) {
     const uint64_t per = o.expert_bytes ? o.expert_bytes : t.header.expert_bytes;
-    if (per == 0) return absl::InvalidArgumentError("--budget_bytes needs expert_bytes (trace header or --expert_bytes)");
+    if (per == 0)
+      return absl::InvalidArgumentError(
+          "--budget_bytes needs expert_bytes (trace header or --expert_bytes)");
     caps.push_back(std::max<int64_t>(1, static_cast<int64_t>(o.budget_bytes / per)));
   }
   if (caps.empty()) caps = {moe_experts / 8, moe_experts / 4, moe_experts / 2};
@@ -100,15 +104,20 @@ int Run(int argc, char** argv) {
   flags.Int("top_k", &o.top_k, 1, 1 << 16, "synthetic: experts per token");
   flags.Int("steps", &o.steps, 1, 1 << 30, "synthetic: steps");
   flags.Int("tokens", &o.tokens, 1, 1 << 20, "synthetic: tokens per step");
-  flags.Double("zipf", &o.zipf, 0, 10, "synthetic: Zipf exponent of expert popularity (0 = uniform)");
-  flags.Double("stickiness", &o.stickiness, 0, 1, "synthetic: probability a token repeats its last choice");
+  flags.Double("zipf", &o.zipf, 0, 10,
+               "synthetic: Zipf exponent of expert popularity (0 = uniform)");
+  flags.Double("stickiness", &o.stickiness, 0, 1,
+               "synthetic: probability a token repeats its last choice");
   flags.Int("seed", &o.seed, 0, INT64_MAX, "synthetic: seed");
   flags.String("capacity", &o.capacity, "cache sizes in experts, comma-separated");
-  flags.String("capacity_fraction", &o.capacity_fraction, "cache sizes as fractions of all routed experts");
+  flags.String("capacity_fraction", &o.capacity_fraction,
+               "cache sizes as fractions of all routed experts");
   flags.ByteSize("budget_bytes", &o.budget_bytes, "cache size in bytes (needs expert_bytes)");
   flags.ByteSize("expert_bytes", &o.expert_bytes, "bytes per expert (default: the trace header's)");
-  flags.Double("pin_hot_fraction", &o.pin_hot_fraction, 0, 1, "also run lru/lfu with this hot fraction pinned");
-  flags.Double("lfu_half_life", &o.lfu_half_life, 0, 1e18, "LFU half-life in accesses (0 = 32 x capacity)");
+  flags.Double("pin_hot_fraction", &o.pin_hot_fraction, 0, 1,
+               "also run lru/lfu with this hot fraction pinned");
+  flags.Double("lfu_half_life", &o.lfu_half_life, 0, 1e18,
+               "LFU half-life in accesses (0 = 32 x capacity)");
   flags.Bool("json", &o.json, "print JSON instead of a table");
   absl::Status s = flags.Parse(argc, argv, nullptr);
   if (flags.help_requested()) {
@@ -131,9 +140,11 @@ int Run(int argc, char** argv) {
   }
   nlohmann::json out = nlohmann::json::array();
   if (!o.json) {
-    absl::PrintF("trace: %d records, %d accesses, %d routed experts (%d distinct used)\n", trace->records.size(),
-                 accesses.size(), moe_experts, SimulateBelady(accesses, 1).distinct);
-    absl::PrintF("%10s  %-14s %9s %10s %11s\n", "capacity", "policy", "hit rate", "misses", "vs belady");
+    absl::PrintF("trace: %d records, %d accesses, %d routed experts (%d distinct used)\n",
+                 trace->records.size(), accesses.size(), moe_experts,
+                 SimulateBelady(accesses, 1).distinct);
+    absl::PrintF("%10s  %-14s %9s %10s %11s\n", "capacity", "policy", "hit rate", "misses",
+                 "vs belady");
   }
   for (int64_t cap : *caps) {
     const CacheSimResult best = SimulateBelady(accesses, cap);
@@ -153,11 +164,16 @@ int Run(int argc, char** argv) {
     for (const CacheSimResult& r : results) {
       const double ratio = best.hit_rate() > 0 ? r.hit_rate() / best.hit_rate() : 1;
       if (o.json) {
-        out.push_back({{"capacity", cap}, {"policy", r.policy}, {"hit_rate", r.hit_rate()}, {"hits", r.hits},
-                       {"misses", r.misses()}, {"accesses", r.accesses}, {"ratio_to_belady", ratio}});
+        out.push_back({{"capacity", cap},
+                       {"policy", r.policy},
+                       {"hit_rate", r.hit_rate()},
+                       {"hits", r.hits},
+                       {"misses", r.misses()},
+                       {"accesses", r.accesses},
+                       {"ratio_to_belady", ratio}});
       } else {
-        absl::PrintF("%10d  %-14s %8.2f%% %10d %10.1f%%\n", cap, r.policy, 100 * r.hit_rate(), r.misses(),
-                     100 * ratio);
+        absl::PrintF("%10d  %-14s %8.2f%% %10d %10.1f%%\n", cap, r.policy, 100 * r.hit_rate(),
+                     r.misses(), 100 * ratio);
       }
     }
   }

@@ -30,15 +30,18 @@ bool GetInt(const nlohmann::json& j, const char* key, int64_t* out) {
 
 absl::StatusOr<RoutingTraceHeader> ParseHeader(const nlohmann::json& j) {
   if (!j.is_object() || j.value("format", "") != kFormat) {
-    return LineError(1, absl::StrCat("not a routing trace header (want \"format\":\"", kFormat, "\")"));
+    return LineError(
+        1, absl::StrCat("not a routing trace header (want \"format\":\"", kFormat, "\")"));
   }
   int64_t version = 0, layers = 0, experts = 0, k = 0, bytes = 0;
   if (!GetInt(j, "version", &version) || version != kVersion) {
     return LineError(1, absl::StrCat("unsupported version (want ", kVersion, ")"));
   }
-  if (!GetInt(j, "num_layers", &layers) || !GetInt(j, "num_experts", &experts) || !GetInt(j, "top_k", &k) ||
-      layers <= 0 || experts <= 0 || k <= 0 || k > experts || layers > INT32_MAX || experts > INT32_MAX) {
-    return LineError(1, "num_layers, num_experts, top_k must be positive integers with top_k <= num_experts");
+  if (!GetInt(j, "num_layers", &layers) || !GetInt(j, "num_experts", &experts) ||
+      !GetInt(j, "top_k", &k) || layers <= 0 || experts <= 0 || k <= 0 || k > experts ||
+      layers > INT32_MAX || experts > INT32_MAX) {
+    return LineError(
+        1, "num_layers, num_experts, top_k must be positive integers with top_k <= num_experts");
   }
   if (j.contains("expert_bytes") && !GetInt(j, "expert_bytes", &bytes)) {
     return LineError(1, "expert_bytes must be a non-negative integer");
@@ -56,13 +59,15 @@ absl::StatusOr<RoutingTraceHeader> ParseHeader(const nlohmann::json& j) {
 absl::StatusOr<RoutingRecord> ParseRecord(const nlohmann::json& j, int32_t top_k) {
   RoutingRecord r;
   int64_t step = 0, layer = 0;
-  if (!j.is_object() || !GetInt(j, "step", &step) || !GetInt(j, "layer", &layer) || layer > INT32_MAX) {
+  if (!j.is_object() || !GetInt(j, "step", &step) || !GetInt(j, "layer", &layer) ||
+      layer > INT32_MAX) {
     return absl::InvalidArgumentError("want {\"step\":S,\"layer\":L,\"experts\":[[...],...]}");
   }
   r.step = step;
   r.layer = static_cast<int32_t>(layer);
   auto experts = j.find("experts");
-  if (experts == j.end() || !experts->is_array()) return absl::InvalidArgumentError("missing \"experts\" array");
+  if (experts == j.end() || !experts->is_array())
+    return absl::InvalidArgumentError("missing \"experts\" array");
   for (const auto& token : *experts) {
     if (!token.is_array() || token.size() != static_cast<size_t>(top_k)) {
       return absl::InvalidArgumentError(absl::StrCat("each token needs ", top_k, " expert ids"));
@@ -70,7 +75,8 @@ absl::StatusOr<RoutingRecord> ParseRecord(const nlohmann::json& j, int32_t top_k
     for (const auto& id : token) {
       if (!id.is_number_integer()) return absl::InvalidArgumentError("expert ids must be integers");
       const int64_t v = id.get<int64_t>();
-      if (v < 0 || v > INT32_MAX) return absl::InvalidArgumentError(absl::StrCat("expert id ", v, " out of range"));
+      if (v < 0 || v > INT32_MAX)
+        return absl::InvalidArgumentError(absl::StrCat("expert id ", v, " out of range"));
       r.ids.push_back(static_cast<int32_t>(v));
     }
   }
@@ -82,17 +88,21 @@ absl::StatusOr<RoutingRecord> ParseRecord(const nlohmann::json& j, int32_t top_k
 absl::Status ValidateRoutingRecord(const RoutingTraceHeader& header, const RoutingRecord& record,
                                    int64_t previous_step) {
   if (record.layer < 0 || record.layer >= header.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layer ", record.layer, " not in [0, ", header.num_layers, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", record.layer, " not in [0, ", header.num_layers, ")"));
   }
   if (record.step < previous_step) {
-    return absl::InvalidArgumentError(absl::StrCat("step ", record.step, " after step ", previous_step));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", record.step, " after step ", previous_step));
   }
   if (header.top_k <= 0 || record.ids.size() % header.top_k != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(record.ids.size(), " ids is not a multiple of top_k ", header.top_k));
+    return absl::InvalidArgumentError(
+        absl::StrCat(record.ids.size(), " ids is not a multiple of top_k ", header.top_k));
   }
   for (int32_t id : record.ids) {
     if (id < 0 || id >= header.num_experts) {
-      return absl::InvalidArgumentError(absl::StrCat("expert id ", id, " not in [0, ", header.num_experts, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert id ", id, " not in [0, ", header.num_experts, ")"));
     }
   }
   return absl::OkStatus();
@@ -106,7 +116,8 @@ absl::StatusOr<RoutingTrace> ParseRoutingTrace(absl::string_view text) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
     if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j =
+        nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return LineError(line_no, "not valid JSON");
     if (!have_header) {
       if (line_no != 1) return LineError(line_no, "the header must be the first line");
@@ -131,13 +142,18 @@ absl::StatusOr<RoutingTrace> ReadRoutingTrace(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   auto trace = ParseRoutingTrace(s.str());
-  if (!trace.ok()) return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+  if (!trace.ok())
+    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
   return trace;
 }
 
 std::string FormatRoutingTraceHeader(const RoutingTraceHeader& h) {
-  nlohmann::json j = {{"format", kFormat},        {"version", kVersion},    {"num_layers", h.num_layers},
-                      {"num_experts", h.num_experts}, {"top_k", h.top_k}, {"expert_bytes", h.expert_bytes},
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", kVersion},
+                      {"num_layers", h.num_layers},
+                      {"num_experts", h.num_experts},
+                      {"top_k", h.top_k},
+                      {"expert_bytes", h.expert_bytes},
                       {"model", h.model}};
   return j.dump();
 }
@@ -145,8 +161,10 @@ std::string FormatRoutingTraceHeader(const RoutingTraceHeader& h) {
 std::string FormatRoutingRecord(const RoutingRecord& r, int32_t top_k) {
   std::string out = absl::StrCat("{\"step\":", r.step, ",\"layer\":", r.layer, ",\"experts\":[");
   for (size_t i = 0; i < r.ids.size(); ++i) {
-    if (i % top_k == 0) absl::StrAppend(&out, i == 0 ? "[" : "],[");
-    else absl::StrAppend(&out, ",");
+    if (i % top_k == 0)
+      absl::StrAppend(&out, i == 0 ? "[" : "],[");
+    else
+      absl::StrAppend(&out, ",");
     absl::StrAppend(&out, r.ids[i]);
   }
   absl::StrAppend(&out, r.ids.empty() ? "]}" : "]]}");
@@ -161,13 +179,16 @@ RoutingTraceWriter::~RoutingTraceWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-absl::StatusOr<std::unique_ptr<RoutingTraceWriter>> RoutingTraceWriter::Create(const std::string& path,
-                                                                               const RoutingTraceHeader& header) {
-  if (header.num_layers <= 0 || header.num_experts <= 0 || header.top_k <= 0 || header.top_k > header.num_experts) {
-    return absl::InvalidArgumentError("routing trace header: num_layers, num_experts, top_k must be positive");
+absl::StatusOr<std::unique_ptr<RoutingTraceWriter>> RoutingTraceWriter::Create(
+    const std::string& path, const RoutingTraceHeader& header) {
+  if (header.num_layers <= 0 || header.num_experts <= 0 || header.top_k <= 0 ||
+      header.top_k > header.num_experts) {
+    return absl::InvalidArgumentError(
+        "routing trace header: num_layers, num_experts, top_k must be positive");
   }
   std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot create routing trace ", path));
+  if (f == nullptr)
+    return absl::PermissionDeniedError(absl::StrCat("cannot create routing trace ", path));
   std::string line = FormatRoutingTraceHeader(header) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f) != line.size()) {
     std::fclose(f);
@@ -189,7 +210,8 @@ absl::Status RoutingTraceWriter::Append(const RoutingRecord& record) {
 
 absl::Status RoutingTraceWriter::Flush() {
   absl::MutexLock lock(&mu_);
-  if (std::fflush(file_) != 0) return absl::DataLossError(absl::StrCat("cannot flush routing trace ", path_));
+  if (std::fflush(file_) != 0)
+    return absl::DataLossError(absl::StrCat("cannot flush routing trace ", path_));
   return absl::OkStatus();
 }
 

@@ -44,7 +44,9 @@ struct RoutingRecord {
   int32_t layer = 0;
   std::vector<int32_t> ids;
 
-  int64_t num_tokens(int32_t top_k) const { return top_k > 0 ? static_cast<int64_t>(ids.size()) / top_k : 0; }
+  int64_t num_tokens(int32_t top_k) const {
+    return top_k > 0 ? static_cast<int64_t>(ids.size()) / top_k : 0;
+  }
 };
 
 struct RoutingTrace {
@@ -68,8 +70,8 @@ std::string FormatRoutingRecord(const RoutingRecord& record, int32_t top_k);
 class RoutingTraceWriter {
  public:
   // Creates (truncates) `path` and writes the header.
-  static absl::StatusOr<std::unique_ptr<RoutingTraceWriter>> Create(const std::string& path,
-                                                                    const RoutingTraceHeader& header);
+  static absl::StatusOr<std::unique_ptr<RoutingTraceWriter>> Create(
+      const std::string& path, const RoutingTraceHeader& header);
   ~RoutingTraceWriter();  // flushes and closes
 
   // Validates and appends one line.

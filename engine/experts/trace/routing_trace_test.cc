@@ -42,9 +42,11 @@ TEST(RoutingTraceTest, WriteReadRoundTrip) {
 }
 
 TEST(RoutingTraceTest, TheDocumentedLineFormat) {
-  EXPECT_EQ(FormatRoutingRecord({5, 1, {3, 0, 2, 1}}, 2), R"({"step":5,"layer":1,"experts":[[3,0],[2,1]]})");
+  EXPECT_EQ(FormatRoutingRecord({5, 1, {3, 0, 2, 1}}, 2),
+            R"({"step":5,"layer":1,"experts":[[3,0],[2,1]]})");
   auto t = ParseRoutingTrace(
-      "{\"format\":\"expertd.routing_trace\",\"version\":1,\"num_layers\":2,\"num_experts\":4,\"top_k\":1}\n"
+      "{\"format\":\"expertd.routing_trace\",\"version\":1,\"num_layers\":2,\"num_experts\":4,"
+      "\"top_k\":1}\n"
       "{\"step\":0,\"layer\":1,\"experts\":[[3],[2]]}\n");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->header.expert_bytes, 0u);
@@ -54,35 +56,41 @@ TEST(RoutingTraceTest, TheDocumentedLineFormat) {
 TEST(RoutingTraceTest, WriterRejectsInvalidRecords) {
   auto w = RoutingTraceWriter::Create(TempPath("bad.jsonl"), Header());
   ASSERT_TRUE(w.ok());
-  EXPECT_FALSE((*w)->Append({0, 3, {1, 2}}).ok());   // layer out of range
-  EXPECT_FALSE((*w)->Append({0, 0, {1, 8}}).ok());   // id out of range
-  EXPECT_FALSE((*w)->Append({0, 0, {1}}).ok());      // not whole tokens
+  EXPECT_FALSE((*w)->Append({0, 3, {1, 2}}).ok());  // layer out of range
+  EXPECT_FALSE((*w)->Append({0, 0, {1, 8}}).ok());  // id out of range
+  EXPECT_FALSE((*w)->Append({0, 0, {1}}).ok());     // not whole tokens
   ASSERT_TRUE((*w)->Append({4, 0, {1, 2}}).ok());
-  EXPECT_FALSE((*w)->Append({3, 0, {1, 2}}).ok());   // step went back
+  EXPECT_FALSE((*w)->Append({3, 0, {1, 2}}).ok());  // step went back
   EXPECT_FALSE(RoutingTraceWriter::Create(TempPath("nodir/x.jsonl"), Header()).ok());
 }
 
 TEST(RoutingTraceTest, ParseErrorsNameTheLine) {
   const std::string h =
-      "{\"format\":\"expertd.routing_trace\",\"version\":1,\"num_layers\":2,\"num_experts\":4,\"top_k\":2}\n";
+      "{\"format\":\"expertd.routing_trace\",\"version\":1,\"num_layers\":2,\"num_experts\":4,"
+      "\"top_k\":2}\n";
   struct Case {
     std::string text, want;
   } cases[] = {
       {"", "no header"},
       {"{\"format\":\"other\"}\n", "line 1"},
-      {"{\"format\":\"expertd.routing_trace\",\"version\":2,\"num_layers\":2,\"num_experts\":4,\"top_k\":2}", "version"},
+      {"{\"format\":\"expertd.routing_trace\",\"version\":2,\"num_layers\":2,\"num_experts\":4,"
+       "\"top_k\":2}",
+       "version"},
       {h + "{\"step\":0,\"layer\":0,\"experts\":[[1,2]]}\nnot json\n", "line 3: not valid JSON"},
       {h + "{\"step\":0,\"layer\":0,\"experts\":[[1]]}\n", "line 2: each token needs 2"},
       {h + "{\"step\":0,\"layer\":0,\"experts\":[[1,4]]}\n", "line 2: expert id 4"},
-      {h + "{\"step\":1,\"layer\":0,\"experts\":[]}\n{\"step\":0,\"layer\":0,\"experts\":[]}\n", "line 3: step 0"},
+      {h + "{\"step\":1,\"layer\":0,\"experts\":[]}\n{\"step\":0,\"layer\":0,\"experts\":[]}\n",
+       "line 3: step 0"},
       {"\n" + h, "must be the first line"},
   };
   for (const Case& c : cases) {
     auto t = ParseRoutingTrace(c.text);
     ASSERT_FALSE(t.ok()) << c.text;
-    EXPECT_NE(t.status().message().find(c.want), std::string::npos) << t.status() << " want " << c.want;
+    EXPECT_NE(t.status().message().find(c.want), std::string::npos)
+        << t.status() << " want " << c.want;
   }
-  EXPECT_EQ(ReadRoutingTrace(TempPath("missing.jsonl")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadRoutingTrace(TempPath("missing.jsonl")).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(RoutingTraceTest, ConcurrentAppendsKeepWholeLines) {

@@ -10,7 +10,8 @@ namespace {
 
 // Draws k distinct indices with probability proportional to weights
 // (successive sampling without replacement).
-std::vector<int32_t> DrawDistinct(const std::vector<double>& weights, int32_t k, std::mt19937_64* rng) {
+std::vector<int32_t> DrawDistinct(const std::vector<double>& weights, int32_t k,
+                                  std::mt19937_64* rng) {
   std::vector<double> w = weights;
   std::vector<int32_t> out;
   for (int32_t i = 0; i < k; ++i) {
@@ -47,8 +48,8 @@ RoutingTrace GenerateSyntheticTrace(const SyntheticTraceOptions& o) {
     for (int32_t r = 0; r < o.num_experts; ++r) w[perm[r]] = 1.0 / std::pow(r + 1.0, o.zipf_s);
   }
   // previous[layer][token] = that token's last choice.
-  std::vector<std::vector<std::vector<int32_t>>> previous(o.num_layers,
-                                                          std::vector<std::vector<int32_t>>(o.tokens_per_step));
+  std::vector<std::vector<std::vector<int32_t>>> previous(
+      o.num_layers, std::vector<std::vector<int32_t>>(o.tokens_per_step));
   std::uniform_real_distribution<double> coin(0, 1);
   for (int64_t step = 0; step < o.steps; ++step) {
     for (int32_t layer = 0; layer < o.num_layers; ++layer) {
@@ -56,7 +57,8 @@ RoutingTrace GenerateSyntheticTrace(const SyntheticTraceOptions& o) {
       RoutingRecord r{step, layer, {}};
       for (int32_t t = 0; t < o.tokens_per_step; ++t) {
         std::vector<int32_t>& prev = previous[layer][t];
-        if (prev.empty() || coin(rng) >= o.stickiness) prev = DrawDistinct(weights[layer], o.top_k, &rng);
+        if (prev.empty() || coin(rng) >= o.stickiness)
+          prev = DrawDistinct(weights[layer], o.top_k, &rng);
         r.ids.insert(r.ids.end(), prev.begin(), prev.end());
       }
       trace.records.push_back(std::move(r));

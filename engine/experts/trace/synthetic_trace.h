@@ -20,8 +20,8 @@ struct SyntheticTraceOptions {
   int32_t top_k = 2;
   int64_t steps = 100;
   int32_t tokens_per_step = 1;
-  double zipf_s = 0;        // 0 = uniform; popularity of rank r ~ 1 / (r+1)^s
-  double stickiness = 0;    // probability a token reuses its previous choice
+  double zipf_s = 0;      // 0 = uniform; popularity of rank r ~ 1 / (r+1)^s
+  double stickiness = 0;  // probability a token reuses its previous choice
   uint64_t expert_bytes = 0;
   uint64_t seed = 1;
 };

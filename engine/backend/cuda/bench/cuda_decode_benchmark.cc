@@ -34,8 +34,8 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/bench/synthetic_model.h"
 #include "engine/engine.h"
-#include "engine/experts/expert_store.h"
 #include "engine/experts/bench/skewed_weight_source.h"
+#include "engine/experts/expert_store.h"
 #include "engine/greedy.h"
 
 namespace expertd::engine::cuda_bench {
@@ -53,7 +53,9 @@ struct Options {
   bool offload = true;
 };
 
-std::vector<std::string> List(const std::string& s) { return absl::StrSplit(s, ',', absl::SkipEmpty()); }
+std::vector<std::string> List(const std::string& s) {
+  return absl::StrSplit(s, ',', absl::SkipEmpty());
+}
 
 absl::StatusOr<models::zoo::ZooSpec> Spec(const std::string& name, int64_t layers) {
   models::zoo::ZooSpec s;
@@ -65,7 +67,8 @@ absl::StatusOr<models::zoo::ZooSpec> Spec(const std::string& name, int64_t layer
     s.layers = 16, s.experts = 64, s.top_k = 8, s.moe_intermediate = 1024, s.vocab = 50304;
   } else if (name == "qwen") {  // Qwen1.5-MoE-A2.7B
     s.arch = models::Architecture::kQwen2Moe;
-    s.layers = 24, s.experts = 60, s.top_k = 4, s.moe_intermediate = 1408, s.shared_intermediate = 5632;
+    s.layers = 24, s.experts = 60, s.top_k = 4, s.moe_intermediate = 1408,
+    s.shared_intermediate = 5632;
     s.vocab = 151936;
   } else {
     return absl::InvalidArgumentError("--models: expected olmoe and/or qwen, got '" + name + "'");
@@ -96,8 +99,8 @@ struct DecodeRun {
   }
 };
 
-absl::Status DecodeStep(Engine* engine, const std::vector<SequenceId>& ids, std::vector<int32_t>* next,
-                        bool routing, double* distinct) {
+absl::Status DecodeStep(Engine* engine, const std::vector<SequenceId>& ids,
+                        std::vector<int32_t>* next, bool routing, double* distinct) {
   StepRequest req;
   req.record_routing = routing;
   for (size_t i = 0; i < ids.size(); ++i) req.chunks.push_back(SequenceChunk{ids[i], {(*next)[i]}});
@@ -117,8 +120,9 @@ absl::Status DecodeStep(Engine* engine, const std::vector<SequenceId>& ids, std:
 
 // Prefills `batch` prompts, decodes o.warmup untimed steps, o.steps timed
 // ones and (with `routing_steps`) more steps recording routing.
-absl::StatusOr<DecodeRun> Decode(Engine* engine, const Options& o, int64_t batch, int64_t routing_steps,
-                                 ExpertStore* store, ExpertLayerCounters* timed) {
+absl::StatusOr<DecodeRun> Decode(Engine* engine, const Options& o, int64_t batch,
+                                 int64_t routing_steps, ExpertStore* store,
+                                 ExpertLayerCounters* timed) {
   const int64_t vocab = engine->config().vocab_size;
   static SequenceId next_id = 1;
   std::vector<SequenceId> ids;
@@ -127,20 +131,23 @@ absl::StatusOr<DecodeRun> Decode(Engine* engine, const Options& o, int64_t batch
     ids.push_back(next_id++);
     RETURN_IF_ERROR(engine->AddSequence(ids.back()));
     std::vector<int32_t> prompt;
-    for (int64_t i = 0; i < o.prompt_len; ++i) prompt.push_back(static_cast<int32_t>((ids.back() * 7919 + i * 104729) % vocab));
+    for (int64_t i = 0; i < o.prompt_len; ++i)
+      prompt.push_back(static_cast<int32_t>((ids.back() * 7919 + i * 104729) % vocab));
     prefill.chunks.push_back(SequenceChunk{ids.back(), prompt});
   }
   ASSIGN_OR_RETURN(StepResult first, engine->Step(prefill));
   std::vector<int32_t> next;
   for (const SequenceResult& s : first.sequences) next.push_back(Argmax(s.logits));
   double unused = 0;
-  for (int64_t i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(DecodeStep(engine, ids, &next, false, &unused));
+  for (int64_t i = 0; i < o.warmup; ++i)
+    RETURN_IF_ERROR(DecodeStep(engine, ids, &next, false, &unused));
   const ExpertLayerCounters before = store ? store->stats().total : ExpertLayerCounters{};
   DecodeRun run;
   for (int64_t i = 0; i < o.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(DecodeStep(engine, ids, &next, false, &unused));
-    run.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    run.step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   if (store != nullptr) {
     const ExpertLayerCounters after = store->stats().total;
@@ -151,14 +158,17 @@ absl::StatusOr<DecodeRun> Decode(Engine* engine, const Options& o, int64_t batch
     timed->bytes_host_to_device = after.bytes_host_to_device - before.bytes_host_to_device;
     timed->stall_ns = after.stall_ns - before.stall_ns;
   }
-  for (int64_t i = 0; i < routing_steps; ++i) RETURN_IF_ERROR(DecodeStep(engine, ids, &next, true, &run.distinct_experts));
+  for (int64_t i = 0; i < routing_steps; ++i)
+    RETURN_IF_ERROR(DecodeStep(engine, ids, &next, true, &run.distinct_experts));
   if (routing_steps > 0) run.distinct_experts /= static_cast<double>(routing_steps);
   for (SequenceId id : ids) RETURN_IF_ERROR(engine->RemoveSequence(id));
   return run;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(std::shared_ptr<const WeightSource> weights, const Options& o,
-                                                   const ExpertStoreOptions* store_options, ExpertStore** store) {
+absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(std::shared_ptr<const WeightSource> weights,
+                                                   const Options& o,
+                                                   const ExpertStoreOptions* store_options,
+                                                   ExpertStore** store) {
   EngineOptions eo;
   eo.backend.name = "cuda";
   eo.backend.device_memory_limit = o.device_bytes;
@@ -166,8 +176,9 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(std::shared_ptr<const WeightS
   eo.max_step_tokens = 8 * o.prompt_len;
   if (store_options != nullptr) {
     ExpertStoreOptions so = *store_options;
-    eo.expert_provider_factory = [so, store](const ExpertProviderContext& ctx)
-        -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+    eo.expert_provider_factory =
+        [so, store](
+            const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
       ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> s, ExpertStore::Create(ctx, so));
       *store = s.get();
       return std::unique_ptr<ExpertProvider>(std::move(s));
@@ -176,20 +187,25 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeEngine(std::shared_ptr<const WeightS
   return Engine::Create(std::move(weights), eo);
 }
 
-double PeakGiB(Engine* engine) { return engine->backend()->memory_stats().device_bytes_peak / double(1ull << 30); }
+double PeakGiB(Engine* engine) {
+  return engine->backend()->memory_stats().device_bytes_peak / double(1ull << 30);
+}
 
-absl::Status RunModel(const std::string& name, const Options& o, const Ceilings& ceil, std::vector<Row>* rows) {
+absl::Status RunModel(const std::string& name, const Options& o, const Ceilings& ceil,
+                      std::vector<Row>* rows) {
   ASSIGN_OR_RETURN(models::zoo::ZooSpec spec, Spec(name, o.layers));
   std::cerr << "generating synthetic " << name << " weights (" << spec.layers << " layers)\n";
   ASSIGN_OR_RETURN(std::shared_ptr<InMemoryWeightSource> base, SyntheticWeights(spec));
   const models::ModelConfig& c = base->config();
   const uint64_t expert_bytes = 3ull * c.hidden_size * c.moe_intermediate_size * 2;
-  const uint64_t dense_bytes = DecodeBytesTouched(c, models::DType::kBF16) -
-                               static_cast<uint64_t>(c.num_moe_layers() * c.num_experts_per_tok) * expert_bytes;
+  const uint64_t dense_bytes =
+      DecodeBytesTouched(c, models::DType::kBF16) -
+      static_cast<uint64_t>(c.num_moe_layers() * c.num_experts_per_tok) * expert_bytes;
   const int64_t total_experts = c.num_moe_layers() * c.num_experts;
   for (const std::string& skew_text : List(o.skews)) {
     double skew = 0;
-    if (!absl::SimpleAtod(skew_text, &skew)) return absl::InvalidArgumentError("--skews: bad number " + skew_text);
+    if (!absl::SimpleAtod(skew_text, &skew))
+      return absl::InvalidArgumentError("--skews: bad number " + skew_text);
     std::shared_ptr<const WeightSource> source = base;
     if (skew > 0) source = std::make_shared<SkewedWeightSource>(base, skew, 11);
     source = std::make_shared<PregateOverlay>(source);
@@ -199,10 +215,13 @@ absl::Status RunModel(const std::string& name, const Options& o, const Ceilings&
       ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, MakeEngine(source, o, nullptr, &none));
       for (const std::string& b : List(o.batches)) {
         int64_t batch = 0;
-        if (!absl::SimpleAtoi(b, &batch) || batch < 1 || batch > 8) return absl::InvalidArgumentError("--batches: 1..8");
-        ASSIGN_OR_RETURN(DecodeRun run, Decode(engine.get(), o, batch, o.routing_steps, nullptr, nullptr));
+        if (!absl::SimpleAtoi(b, &batch) || batch < 1 || batch > 8)
+          return absl::InvalidArgumentError("--batches: 1..8");
+        ASSIGN_OR_RETURN(DecodeRun run,
+                         Decode(engine.get(), o, batch, o.routing_steps, nullptr, nullptr));
         Row r{name, "gpu-only", skew, batch, run.Median()};
-        r.floor_ms = (dense_bytes + run.distinct_experts * expert_bytes) / (ceil.d2d_gbps * 1e9) * 1e3;
+        r.floor_ms =
+            (dense_bytes + run.distinct_experts * expert_bytes) / (ceil.d2d_gbps * 1e9) * 1e3;
         r.resident_ms = r.ms;
         r.peak_gib = PeakGiB(engine.get());
         resident_ms.push_back(r.ms);
@@ -212,9 +231,12 @@ absl::Status RunModel(const std::string& name, const Options& o, const Ceilings&
     if (!o.offload) continue;
     for (const std::string& mode : List(o.prefetch)) {
       ExpertStoreOptions so;
-      if (!ParsePrefetchKind(mode, &so.prefetch)) return absl::InvalidArgumentError("--prefetch: bad mode " + mode);
-      so.device_cache_experts = std::max<int64_t>(2, static_cast<int64_t>(o.budget * total_experts));
-      so.host_cache_bytes = static_cast<uint64_t>(total_experts + 1) * (expert_bytes + (1 << 20));  // all, pinned
+      if (!ParsePrefetchKind(mode, &so.prefetch))
+        return absl::InvalidArgumentError("--prefetch: bad mode " + mode);
+      so.device_cache_experts =
+          std::max<int64_t>(2, static_cast<int64_t>(o.budget * total_experts));
+      so.host_cache_bytes =
+          static_cast<uint64_t>(total_experts + 1) * (expert_bytes + (1 << 20));  // all, pinned
       so.pack_dir = o.pack_dir + "/" + name;
       so.io_threads = static_cast<int>(o.io_threads);
       ExpertStore* store = nullptr;
@@ -244,37 +266,47 @@ absl::Status RunModel(const std::string& name, const Options& o, const Ceilings&
 }
 
 void Print(const std::vector<Row>& rows, const Ceilings& ceil, const std::string& device) {
-  std::printf("\ndevice: %s; device copy %.0f GB/s (read+write), pinned H2D %.1f GB/s\n\n", device.c_str(),
-              ceil.d2d_gbps, ceil.h2d_pinned_gbps);
-  std::printf("| model | skew | batch | mode | ms/step | tok/s | floor ms | x floor | vs GPU-only | stall | hit | "
-              "H2D GB/s | H2D/peak | pack reads | peak GiB |\n");
+  std::printf("\ndevice: %s; device copy %.0f GB/s (read+write), pinned H2D %.1f GB/s\n\n",
+              device.c_str(), ceil.d2d_gbps, ceil.h2d_pinned_gbps);
+  std::printf(
+      "| model | skew | batch | mode | ms/step | tok/s | floor ms | x floor | vs GPU-only | stall "
+      "| hit | "
+      "H2D GB/s | H2D/peak | pack reads | peak GiB |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     const double tps = r.batch * 1e3 / r.ms;
     if (!r.offloaded) {
-      std::printf("| %s | %.1f | %lld | %s | %.3f | %.1f | %.3f | %.2f | 1.00 | - | - | - | - | - | %.1f |\n",
-                  r.model.c_str(), r.skew, static_cast<long long>(r.batch), r.mode.c_str(), r.ms, tps, r.floor_ms,
-                  r.ms / r.floor_ms, r.peak_gib);
+      std::printf(
+          "| %s | %.1f | %lld | %s | %.3f | %.1f | %.3f | %.2f | 1.00 | - | - | - | - | - | %.1f "
+          "|\n",
+          r.model.c_str(), r.skew, static_cast<long long>(r.batch), r.mode.c_str(), r.ms, tps,
+          r.floor_ms, r.ms / r.floor_ms, r.peak_gib);
     } else {
-      std::printf("| %s | %.1f | %lld | %s | %.3f | %.1f | - | - | %.2f | %.0f%% | %.0f%% | %.1f | %.0f%% | %lld | %.1f |\n",
-                  r.model.c_str(), r.skew, static_cast<long long>(r.batch), r.mode.c_str(), r.ms, tps,
-                  r.resident_ms / r.ms, r.stall * 100, r.hit * 100, r.h2d_gbps,
-                  100 * r.h2d_gbps / ceil.h2d_pinned_gbps, static_cast<long long>(r.disk_reads), r.peak_gib);
+      std::printf(
+          "| %s | %.1f | %lld | %s | %.3f | %.1f | - | - | %.2f | %.0f%% | %.0f%% | %.1f | %.0f%% "
+          "| %lld | %.1f |\n",
+          r.model.c_str(), r.skew, static_cast<long long>(r.batch), r.mode.c_str(), r.ms, tps,
+          r.resident_ms / r.ms, r.stall * 100, r.hit * 100, r.h2d_gbps,
+          100 * r.h2d_gbps / ceil.h2d_pinned_gbps, static_cast<long long>(r.disk_reads),
+          r.peak_gib);
     }
   }
 }
 
 int Main(int argc, char** argv) {
   Options o;
-  FlagSet flags("cuda_decode_benchmark [flags]: GPU decode vs the bandwidth floor, resident and offloaded");
-  flags.String("models", &o.models, "comma list: olmoe (OLMoE-1B-7B shapes), qwen (Qwen1.5-MoE-A2.7B shapes)");
+  FlagSet flags(
+      "cuda_decode_benchmark [flags]: GPU decode vs the bandwidth floor, resident and offloaded");
+  flags.String("models", &o.models,
+               "comma list: olmoe (OLMoE-1B-7B shapes), qwen (Qwen1.5-MoE-A2.7B shapes)");
   flags.String("batches", &o.batches, "decode batch sizes (1..8)");
   flags.String("prefetch", &o.prefetch, "offloaded runs: none, all, speculative, pregate");
   flags.String("skews", &o.skews, "routing skews (0 = the random model's own routing)");
   flags.Int("steps", &o.steps, 1, 100000, "timed decode steps per configuration");
   flags.Int("warmup", &o.warmup, 0, 100000, "untimed decode steps first");
   flags.Int("prompt_len", &o.prompt_len, 1, 4096, "prompt tokens per sequence");
-  flags.Int("routing_steps", &o.routing_steps, 0, 100000, "steps recording routing (for the floor)");
+  flags.Int("routing_steps", &o.routing_steps, 0, 100000,
+            "steps recording routing (for the floor)");
   flags.Int("layers", &o.layers, 0, 1024, "override the layer count (0 = the real model's)");
   flags.Int("io_threads", &o.io_threads, 1, 64, "expert store transfer workers");
   flags.Double("budget", &o.budget, 0.0, 1.0, "device expert cache, fraction of all experts");

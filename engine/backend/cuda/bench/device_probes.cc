@@ -16,14 +16,15 @@ absl::Status Check(cudaError_t e, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
-#define PROBE_CHECK(expr, what)                 \
-  do {                                          \
-    absl::Status s_ = Check((expr), what);      \
-    if (!s_.ok()) return s_;                    \
+#define PROBE_CHECK(expr, what)            \
+  do {                                     \
+    absl::Status s_ = Check((expr), what); \
+    if (!s_.ok()) return s_;               \
   } while (0)
 
 // Median milliseconds of `repeats` copies (after one warm-up copy).
-absl::StatusOr<double> TimeCopies(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind, int repeats) {
+absl::StatusOr<double> TimeCopies(void* dst, const void* src, uint64_t bytes, cudaMemcpyKind kind,
+                                  int repeats) {
   cudaStream_t stream;
   PROBE_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   cudaEvent_t start, stop;

@@ -18,8 +18,8 @@ struct Ceilings {
   double h2d_pinned_gbps = 0;  // bytes / s, pinned host -> device
 };
 
-absl::StatusOr<Ceilings> MeasureCeilings(uint64_t d2d_bytes = 2ull << 30, uint64_t h2d_bytes = 1ull << 30,
-                                         int repeats = 10);
+absl::StatusOr<Ceilings> MeasureCeilings(uint64_t d2d_bytes = 2ull << 30,
+                                         uint64_t h2d_bytes = 1ull << 30, int repeats = 10);
 
 }  // namespace expertd::engine::cuda_bench
 

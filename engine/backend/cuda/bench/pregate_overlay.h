@@ -19,7 +19,9 @@ class PregateOverlay final : public WeightSource {
  public:
   explicit PregateOverlay(std::shared_ptr<const WeightSource> base);
   const models::ModelConfig& config() const override { return base_->config(); }
-  bool Has(const std::string& name) const override { return aliases_.count(name) > 0 || base_->Has(name); }
+  bool Has(const std::string& name) const override {
+    return aliases_.count(name) > 0 || base_->Has(name);
+  }
   absl::StatusOr<models::TensorView> Get(const std::string& name) const override;
 
  private:
