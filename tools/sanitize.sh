@@ -20,7 +20,7 @@ TSAN_TARGETS=(
   //server/metrics:http_server_test
   //server/metrics:registry_test
   //engine/experts:expert_store_test
-  //engine/experts:transfer_engine_test
+  //engine/experts:transfer_pool_test
   //engine/experts:offload_engine_test
   //engine/experts:pregate_engine_test
   //tests:generate_test

@@ -22,7 +22,7 @@ UNIT=(
   //engine/backend/cpu:thread_pool_test
   //engine/backend/cpu:cpu_backend_test
   //engine/backend:backend_factory_test
-  //engine/experts:transfer_engine_test
+  //engine/experts:transfer_pool_test
   //engine/experts:expert_store_test
   //engine/experts/pack:expert_pack_test
   //engine/experts:pregate_engine_test
