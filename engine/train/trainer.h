@@ -68,6 +68,9 @@ class Trainer {
   absl::StatusOr<LossBreakdown> Evaluate(const TrainBatch& batch);
 
   int64_t steps_done() const { return steps_done_; }
+  // Resuming from a checkpoint: the optimizer steps already done (where the
+  // learning-rate schedule stands). Restore the optimizer's state() as well.
+  void RestoreStepsDone(int64_t steps) { steps_done_ = steps; }
   AdamW& optimizer() { return optimizer_; }
 
  private:
