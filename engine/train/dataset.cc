@@ -1,5 +1,6 @@
 #include "engine/train/dataset.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -117,10 +118,11 @@ absl::StatusOr<std::vector<std::pair<size_t, size_t>>> AssistantSpans(const Json
         "the chat template rewrites assistant contents; their spans cannot be located");
   }
   for (size_t k = 0; k < spans.size(); ++k) {
-    size_t end = ends[k];
-    if (!o.eos_token.empty() && full->compare(end, o.eos_token.size(), o.eos_token) == 0) {
-      end += o.eos_token.size();
+    size_t end = ends[k], stop = 0;
+    for (const std::string& s : o.stop_strings) {
+      if (!s.empty() && full->compare(end, s.size(), s) == 0) stop = std::max(stop, s.size());
     }
+    end += stop;
     if (end < spans[k].first || (k > 0 && spans[k].first < spans[k - 1].second)) {
       return absl::InvalidArgumentError("assistant turns overlap in the rendered chat");
     }

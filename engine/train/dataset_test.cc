@@ -150,7 +150,7 @@ std::string LearnedText(const models::Tokenizer& tok, const Example& ex) {
 
 TEST_F(DatasetTest, MessagesLearnOnlyAssistantTurns) {
   options_.chat = ChatMl;
-  options_.eos_token = "<|im_end|>";
+  options_.stop_strings = {"<|im_end|>"};
   options_.max_seq_len = 512;
   auto data = Load(
       R"({"messages": [{"role": "system", "content": "Be brief."},)"

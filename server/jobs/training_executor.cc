@@ -93,7 +93,11 @@ class TrainingExecutor final : public JobExecutor {
     o.tokenizer = tokenizer_.get();
     if (formatter_.has_value() && formatter_->has_template()) {
       o.chat = MakeChatRenderer(&*formatter_);
-      o.eos_token = formatter_->eos_token();
+      o.stop_strings.push_back(formatter_->eos_token());
+    }
+    for (int32_t id : config_.eos_token_ids) {
+      const std::string* token = tokenizer_ != nullptr ? tokenizer_->IdToToken(id) : nullptr;
+      if (token != nullptr) o.stop_strings.push_back(*token);
     }
     o.vocab_size = config_.vocab_size;
     o.eos_token_id = config_.eos_token_ids.empty() ? -1 : config_.eos_token_ids.front();
@@ -398,6 +402,9 @@ absl::StatusOr<std::unique_ptr<JobExecutor>> NewTrainingExecutor(
     const TrainingExecutorOptions& options) {
   auto config = models::LoadModelConfig(options.model_dir + "/config.json");
   if (!config.ok()) return Coded(config.status(), "invalid_model");
+  absl::Status generation =
+      models::ApplyGenerationConfig(options.model_dir + "/generation_config.json", &*config);
+  if (!generation.ok()) return Coded(generation, "invalid_model");
   std::unique_ptr<models::Tokenizer> tokenizer;
   const std::string tokenizer_path = options.model_dir + "/tokenizer.json";
   Env* env = options.env != nullptr ? options.env : Env::Default();

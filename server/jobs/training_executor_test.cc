@@ -276,6 +276,30 @@ TEST_F(TrainingExecutorTest, ATrainingStateOverTheMemoryLimitIsOutOfMemory) {
   EXPECT_TRUE(sink.progress.empty());
 }
 
+// PREGATE: heads trained by distillation, written where the `pregate`
+// prefetcher reads them, with their prediction quality reported.
+TEST_F(TrainingExecutorTest, PregateJobWritesTrainedHeads) {
+  JobRun run = Run("pregate");
+  run.spec.set_scope(v1::TRAIN_SCOPE_PREGATE);
+  run.spec.mutable_hyperparameters()->clear_learning_rate();
+  run.spec.mutable_hyperparameters()->set_n_epochs(1);
+  FakeSink sink;
+  ASSERT_TRUE(Executor()->Run(run, &sink).ok());
+  ASSERT_EQ(sink.checkpoints.size(), 1u);
+  auto ckpt = models::Checkpoint::Open(sink.checkpoints[0].path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_TRUE((*ckpt)->Get("model.layers.0.block_sparse_moe.pregate.weight").ok());
+  EXPECT_NE(Read(sink.checkpoints[0].path + "/config.json").find("\"expertd_pregate\": true"),
+            std::string::npos);
+  bool reported = false;
+  for (const std::string& e : sink.events) {
+    reported |= e.find("trained pre-gate precision") != std::string::npos;
+  }
+  EXPECT_TRUE(reported);
+  ASSERT_EQ(sink.progress.size(), 1u);
+  EXPECT_GT(sink.progress[0].train_loss, 0.0);
+}
+
 TEST_F(TrainingExecutorTest, StopBeforeTheFirstStepIsCancelled) {
   FakeSink sink;
   sink.stop_after_checkpoints = 0;
