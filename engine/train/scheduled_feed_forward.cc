@@ -28,6 +28,15 @@ int64_t ActsCapacity(const MlpActivations& a) {
   return Capacity(a.gate) + Capacity(a.up) + Capacity(a.act) + Capacity(a.out);
 }
 
+// Sizes a reused slice buffer and its activations once, for `rows` rows.
+void ReserveRows(int64_t rows, const MoeShape& s, std::vector<float>* in, MlpActivations* a) {
+  in->reserve(rows * s.hidden);
+  a->gate.reserve(rows * s.ffn);
+  a->up.reserve(rows * s.ffn);
+  a->act.reserve(rows * s.ffn);
+  a->out.reserve(rows * s.hidden);
+}
+
 std::string LayerName(const FeedForwardParams& p) {
   const std::string& n = p.moe ? p.router->name : p.dense.gate->name;
   const size_t layers = n.find("layers.");  // model.layers.L.<block>...
@@ -258,13 +267,22 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
   ExpertFeed feed(p, order, offload_, /*with_grads=*/false, device_, trace_);
+  // One reused buffer per stage boundary, two when the stages overlap; sized
+  // once for the largest slice.
+  const bool threaded = !save && micro_batches > 1;
+  const size_t buffers = threaded ? 2 : 1;
   std::array<std::vector<float>, 2> in;
   std::array<MlpActivations, 2> acts;
+  if (!save) {
+    int64_t r = 0;
+    for (const Task& t : tasks) r = std::max(r, t.end - t.begin);
+    for (size_t i = 0; i < buffers; ++i) ReserveRows(r, s, &in[i], &acts[i]);
+  }
   auto input_of = [&](size_t t) -> std::vector<float>& {
-    return save ? a->expert_inputs[tasks[t].expert] : in[t % 2];
+    return save ? a->expert_inputs[tasks[t].expert] : in[t % buffers];
   };
   auto acts_of = [&](size_t t) -> MlpActivations& {
-    return save ? a->expert_acts[tasks[t].expert] : acts[t % 2];
+    return save ? a->expert_acts[tasks[t].expert] : acts[t % buffers];
   };
   const std::array<std::function<absl::Status(size_t)>, 3> stages = {
       [&](size_t t) {  // dispatch: gather the task's rows
@@ -302,7 +320,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(
         }
         return absl::OkStatus();
       }};
-  RETURN_IF_ERROR(RunThreeStages(tasks.size(), !save && micro_batches > 1, stages));
+  RETURN_IF_ERROR(RunThreeStages(tasks.size(), threaded, stages));
   if (!save) {
     live->Add(Capacity(in[0]) + Capacity(in[1]) + ActsCapacity(acts[0]) + ActsCapacity(acts[1]));
   }
@@ -380,6 +398,11 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_);
   std::vector<float> xe, dout, dxe;
   MlpActivations recomputed;
+  int64_t largest = 0;
+  for (const Task& t : tasks) largest = std::max(largest, t.end - t.begin);
+  if (!save) ReserveRows(largest, s, &xe, &recomputed);
+  dout.reserve(largest * h);
+  dxe.reserve(largest * h);
   int64_t flops = 0;
   for (const Task& task : tasks) {
     const int e = task.expert;
@@ -422,13 +445,6 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   }
   // Buffers reused across tasks: their high-water mark, plus MlpBackward's
   // dact/dgate/dup for the largest task.
-  const int64_t largest = MaxSliceRows(
-      [&] {
-        std::vector<int64_t> r;
-        for (const auto& v : a.expert_rows) r.push_back(v.size());
-        return r;
-      }(),
-      a.expert_slices);
   live->Add(Capacity(xe) + Capacity(dout) + Capacity(dxe) + ActsCapacity(recomputed) +
             3 * largest * s.ffn * kF);
   feed.Finish();
