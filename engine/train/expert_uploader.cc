@@ -1,5 +1,7 @@
 #include "engine/train/expert_uploader.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 
 namespace expertd::train {
@@ -91,6 +93,7 @@ void ExpertUploader::Run() {
       }
       if (stop_) break;
     }
+    const auto start = std::chrono::steady_clock::now();
     {
       TraceRecorder::Span span(trace_, "upload " + ExpertName(host), TraceRecorder::kUpload);
       slot->gate = DeviceCopy(*host.gate);
@@ -98,6 +101,8 @@ void ExpertUploader::Run() {
       slot->down = DeviceCopy(*host.down);
     }
     std::lock_guard<std::mutex> lock(mu_);
+    upload_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     uploaded_bytes_ += bytes;
     ready_.push_back(std::move(slot));
     ++uploaded_;
@@ -132,6 +137,11 @@ void ExpertUploader::Done(size_t i) {
     ++done_;
   }
   changed_.notify_all();
+}
+
+double ExpertUploader::upload_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return upload_seconds_;
 }
 
 int64_t ExpertUploader::uploaded_bytes() const {

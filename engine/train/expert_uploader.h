@@ -48,6 +48,7 @@ class ExpertUploader {
   // accumulates into the host parameter and its slot is freed.
   void Done(size_t i);
   int64_t uploaded_bytes() const;
+  double upload_seconds() const;
 
  private:
   void Run();
@@ -64,6 +65,7 @@ class ExpertUploader {
   size_t done_ = 0;     // experts the consumer finished
   size_t uploaded_ = 0;  // experts uploaded
   int64_t uploaded_bytes_ = 0;
+  double upload_seconds_ = 0;
   bool stop_ = false;
   absl::Status error_;
   std::thread thread_;

@@ -113,6 +113,7 @@ class ExpertFeed {
     current_ = -1;
   }
   int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }
+  double upload_seconds() const { return uploader_ ? uploader_->upload_seconds() : 0; }
 
  private:
   const FeedForwardParams& p_;
@@ -327,6 +328,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(
   feed.Finish();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.uploaded_bytes += feed.uploaded_bytes();
+  stats_.upload_seconds += feed.upload_seconds();
   return absl::OkStatus();
 }
 
@@ -450,6 +452,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   feed.Finish();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.uploaded_bytes += feed.uploaded_bytes();
+  stats_.upload_seconds += feed.upload_seconds();
   stats_.recomputed_flops += flops;
   return absl::OkStatus();
 }
@@ -457,6 +460,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
 void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
   std::lock_guard<std::mutex> lock(stats_mu_);
   r->uploaded_bytes += stats_.uploaded_bytes;
+  r->upload_seconds += stats_.upload_seconds;
   r->recomputed_flops += stats_.recomputed_flops;
   r->predicted_peak_activation_bytes =
       std::max(r->predicted_peak_activation_bytes, stats_.predicted_peak);

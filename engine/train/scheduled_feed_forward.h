@@ -61,6 +61,7 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   };
   struct Stats {
     int64_t uploaded_bytes = 0, recomputed_flops = 0;
+    double upload_seconds = 0;
     int64_t predicted_peak = 0, measured_peak = 0;
     std::map<int, int> chunks, micro_batches;  // by MoE layer ordinal
   };

@@ -49,6 +49,8 @@ struct ScheduleReport {
   int64_t peak_device_bytes = 0;    // high-water mark of the step
   int64_t static_device_bytes = 0;  // weights, gradients, optimizer state on the device
   int64_t uploaded_bytes = 0;       // expert weights copied host -> device
+  double upload_seconds = 0;        // time the upload thread spent copying
+  double step_seconds = 0;          // wall time of the whole step
   int64_t ssd_read_bytes = 0, ssd_written_bytes = 0;
   int64_t recomputed_flops = 0;     // expert forward FLOPs redone in backward
   int64_t offloaded_activation_bytes = 0;

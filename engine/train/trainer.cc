@@ -1,5 +1,6 @@
 #include "engine/train/trainer.h"
 
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -130,6 +131,7 @@ absl::StatusOr<StepReport> Trainer::Step(
   if (device_ == nullptr) return RunStep(micro_batches, before_clip);
   if (!planned_) RETURN_IF_ERROR(PlanPlacement(false, ""));
   device_->ResetPeak();
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<StepReport> r = RunStep(micro_batches, before_clip);
   // Adaptive: resident until the device runs out, then the host tier (once;
   // a step that failed before its update changed nothing but gradients).
@@ -143,6 +145,8 @@ absl::StatusOr<StepReport> Trainer::Step(
   if (!r.ok()) return r.status();
   r->memory_schedule = placement_;
   r->memory_schedule.peak_device_bytes = device_->peak();
+  r->memory_schedule.step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   executor_->TakeStats(&r->memory_schedule);
   return r;
 }

@@ -152,6 +152,8 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"peak_device_bytes", r.peak_device_bytes},
           {"static_device_bytes", r.static_device_bytes},
           {"uploaded_bytes", r.uploaded_bytes},
+          {"upload_seconds", r.upload_seconds},
+          {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
           {"moe_chunks", r.moe_chunks},
