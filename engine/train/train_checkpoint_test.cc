@@ -278,9 +278,9 @@ TEST(TrainCheckpointTest, RestoreRefusesAStateThatDoesNotFit) {
   AdamW optimizer(AdamWOptions{});
   auto st = RestoreTrainingState(Env::Default(), dir, other->get(), &optimizer);
   EXPECT_FALSE(st.ok());
-  EXPECT_FALSE(RestoreTrainingState(Env::Default(), TmpDir() + "/nothing", model.get(),
-                                    &trainer.optimizer())
-                   .ok());
+  EXPECT_FALSE(
+      RestoreTrainingState(Env::Default(), TmpDir() + "/nothing", model.get(), &trainer.optimizer())
+          .ok());
 }
 
 }  // namespace

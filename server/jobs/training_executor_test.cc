@@ -185,8 +185,8 @@ TEST_F(TrainingExecutorTest, RunsReportingEveryStepAndCheckpointing) {
   EXPECT_EQ(last.model_name, "tiny:ft-mine");
   EXPECT_EQ(last.id, absl::StrCat("ckpt-full-", total));
   EXPECT_EQ(last.path, absl::StrCat(run.job_dir, "/checkpoints/step-", total));
-  for (const char* f : {"config.json", "model.safetensors", "training_state.json",
-                        "training_state.safetensors"}) {
+  for (const char* f :
+       {"config.json", "model.safetensors", "training_state.json", "training_state.safetensors"}) {
     EXPECT_TRUE(FileExists(Env::Default(), last.path + "/" + f)) << f;
   }
   auto served = models::Checkpoint::Open(last.path);
@@ -298,6 +298,42 @@ TEST_F(TrainingExecutorTest, PregateJobWritesTrainedHeads) {
   EXPECT_TRUE(reported);
   ASSERT_EQ(sink.progress.size(), 1u);
   EXPECT_GT(sink.progress[0].train_loss, 0.0);
+}
+
+// Text and prompt/completion lines through the zoo model's own tokenizer; the
+// fine-tuned directory is served by models::Checkpoint with its tokenizer
+// files beside the weights.
+TEST_F(TrainingExecutorTest, TextJobOnAModelWithATokenizer) {
+  TrainingExecutorOptions o;
+  o.model_dir = "tests/data/zoo_default";
+  o.model_name = "zoo";
+  o.clock = &clock_;
+  auto executor = NewTrainingExecutor(o);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  JobRun run;
+  run.job_id = "text";
+  run.job_dir = TmpDir() + "/jobs/text";
+  run.training_file_path = TmpDir() + "/data/text.jsonl";
+  Write(run.training_file_path,
+        "{\"text\": \"The quick brown fox jumps over the lazy dog.\"}\n"
+        "{\"prompt\": \"Capital of France?\", \"completion\": \" Paris.\"}\n"
+        "{\"text\": \"Experts route tokens.\"}\n");
+  run.spec.mutable_hyperparameters()->set_batch_size(2);
+  run.spec.mutable_hyperparameters()->set_max_seq_len(32);
+  run.spec.mutable_hyperparameters()->set_learning_rate(1e-3);
+  ASSERT_TRUE((*executor)->Validate(run).ok());
+  FakeSink sink;
+  ASSERT_TRUE((*executor)->Run(run, &sink).ok());
+  ASSERT_EQ(sink.checkpoints.size(), 1u);
+  EXPECT_EQ(sink.checkpoints[0].model_name, "zoo:ft-text");
+  const std::string dir = sink.checkpoints[0].path;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    EXPECT_EQ(Read(dir + "/" + f), Read(std::string("tests/data/zoo_default/") + f)) << f;
+  }
+  auto served = models::Checkpoint::Open(dir);
+  ASSERT_TRUE(served.ok()) << served.status();
+  auto source = models::Checkpoint::Open("tests/data/zoo_default");
+  EXPECT_EQ((*served)->Names(), (*source)->Names());
 }
 
 TEST_F(TrainingExecutorTest, StopBeforeTheFirstStepIsCancelled) {
