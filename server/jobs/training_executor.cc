@@ -306,7 +306,9 @@ absl::Status TrainingExecutor::Checkpoint(const JobRun& run, const ResolvedTrain
                                           const train::TrainingProgress& progress, JobSink* sink) {
   const std::string parent = run.job_dir + "/checkpoints";
   const std::string dir = absl::StrCat(parent, "/step-", progress.step);
+  // The checkpoints directory's own entry must survive a crash too.
   absl::Status st = CreateDirs(env(), parent);
+  if (st.ok()) st = env()->SyncDir(run.job_dir);
   if (st.ok()) {
     train::CheckpointSource source{options_.model_dir,
                                    spec.scope == JobScope::kLora ? &spec.lora : nullptr,
@@ -373,7 +375,9 @@ absl::Status TrainingExecutor::RunPregate(const JobRun& run, const ResolvedTrain
   sink->Progress(u);
   const std::string parent = run.job_dir + "/checkpoints";
   const std::string dir = absl::StrCat(parent, "/step-", po.steps);
+  // The checkpoints directory's own entry must survive a crash too.
   absl::Status st = CreateDirs(env(), parent);
+  if (st.ok()) st = env()->SyncDir(run.job_dir);
   if (st.ok()) st = train::RemoveTree(env(), dir + ".partial");
   if (st.ok()) st = train::WritePregateCheckpoint(options_.model_dir, *heads, dir + ".partial");
   if (st.ok()) st = train::RemoveTree(env(), dir);
