@@ -137,6 +137,9 @@ absl::StatusOr<ResolvedTrainingSpec> ResolveTrainingSpec(const v1::FineTuneJobSp
       out.scope = JobScope::kExperts;
       break;
     case v1::TRAIN_SCOPE_PREGATE:
+      if (config.num_moe_layers() < 2) {
+        return Invalid("scope", "TRAIN_SCOPE_PREGATE needs a model with two MoE layers or more");
+      }
       out.scope = JobScope::kPregate;
       break;
     case v1::TRAIN_SCOPE_LORA:
