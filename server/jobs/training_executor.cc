@@ -197,6 +197,22 @@ class TrainingExecutor final : public JobExecutor {
   const std::optional<chat_template::ChatFormatter> formatter_;
 };
 
+JobProgressUpdate StepUpdate(const train::StepReport& report,
+                             const train::TrainingProgress& progress, int64_t total_steps,
+                             int64_t steps_per_epoch, int64_t nanos, uint64_t memory) {
+  JobProgressUpdate u;
+  u.step = progress.step;
+  u.total_steps = total_steps;
+  u.epoch = static_cast<double>(progress.step) / steps_per_epoch;
+  u.train_loss = report.loss.ce;
+  u.learning_rate = report.lr;
+  u.grad_norm = report.grad_norm_before_clip;
+  u.tokens_per_second = nanos > 0 ? report.loss.predicted_tokens / (nanos * 1e-9) : 0.0;
+  u.trained_tokens = progress.trained_tokens;
+  u.memory_bytes = memory;
+  return u;
+}
+
 absl::StatusOr<double> ValidationLoss(train::Trainer* trainer, const train::DataStream& stream) {
   double weighted = 0;
   int64_t tokens = 0;
@@ -273,19 +289,11 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     if (!report.ok()) return Coded(report.status(), "training_failed");
     ++progress.step;
     progress.trained_tokens += report->loss.predicted_tokens;
-    const double seconds = static_cast<double>(clock()->NowNanos() - start) * 1e-9;
-    JobProgressUpdate u;
-    u.step = progress.step;
-    u.total_steps = total;
-    u.epoch = static_cast<double>(progress.step) / stream.steps_per_epoch();
-    u.train_loss = report->loss.ce;
-    u.learning_rate = report->lr;
-    u.grad_norm = report->grad_norm_before_clip;
-    u.tokens_per_second = seconds > 0 ? report->loss.predicted_tokens / seconds : 0.0;
-    u.trained_tokens = progress.trained_tokens;
-    u.memory_bytes = memory;
-    if (progress.step == 1 || progress.step % 10 == 0)
+    JobProgressUpdate u = StepUpdate(*report, progress, total, stream.steps_per_epoch(),
+                                     clock()->NowNanos() - start, memory);
+    if (progress.step == 1 || progress.step % 10 == 0) {
       u.expert_load = ExpertLoad(model.get(), batches[0]);
+    }
     const bool checkpoint =
         progress.step == total ||
         (spec.checkpoint_every_steps > 0 ? progress.step % spec.checkpoint_every_steps == 0

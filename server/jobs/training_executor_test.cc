@@ -1,5 +1,6 @@
 #include "server/jobs/training_executor.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "base/env.h"
 #include "base/fault_injection_env.h"
 #include "engine/train/train_model.h"
@@ -55,6 +57,16 @@ std::string TokenIdsFile(const std::string& name, int examples, unsigned seed) {
   Write(path, text);
   return path;
 }
+
+// Moves 1 ms forward on every reading: a step (read before and after) takes 1 ms.
+class TickingClock final : public Clock {
+ public:
+  int64_t NowNanos() const override { return now_ += 1'000'000; }
+  absl::Time Now() const override { return absl::FromUnixNanos(NowNanos()); }
+
+ private:
+  mutable std::atomic<int64_t> now_{0};
+};
 
 class FakeSink : public JobSink {
  public:
@@ -111,7 +123,7 @@ class TrainingExecutorTest : public ::testing::Test {
     return run;
   }
 
-  FakeClock clock_;
+  TickingClock clock_;
 };
 
 void ExpectCode(const absl::Status& st, const std::string& code, const std::string& text) {
@@ -168,6 +180,9 @@ TEST_F(TrainingExecutorTest, RunsReportingEveryStepAndCheckpointing) {
     EXPECT_GT(p.train_loss, 0);
     EXPECT_GT(p.grad_norm, 0);
     EXPECT_GT(p.memory_bytes, 0u);
+    const uint64_t tokens = p.trained_tokens - (i > 0 ? sink.progress[i - 1].trained_tokens : 0);
+    EXPECT_GT(tokens, 0u);
+    EXPECT_NEAR(p.tokens_per_second, tokens * 1000.0, 1e-6 * tokens * 1000.0) << p.step;
     EXPECT_EQ(p.validation_loss.has_value(), p.step % 2 == 0 || p.step == total) << p.step;
   }
   EXPECT_EQ(sink.progress[0].learning_rate, 0.0);  // warmup starts at 0
