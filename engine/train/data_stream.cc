@@ -72,8 +72,8 @@ std::vector<TrainBatch> DataStream::NextStep(DataCursor* cursor) const {
   std::vector<TrainBatch> step;
   for (int64_t m = 0; m < options_.micro_batches_per_step && cursor->position < rows(); ++m) {
     const int64_t end = std::min(rows(), cursor->position + options_.rows_per_micro_batch);
-    step.push_back(MakeBatch(std::vector<int64_t>(order.begin() + cursor->position,
-                                                  order.begin() + end)));
+    step.push_back(
+        MakeBatch(std::vector<int64_t>(order.begin() + cursor->position, order.begin() + end)));
     cursor->position = end;
   }
   if (cursor->position >= rows()) {

@@ -32,13 +32,11 @@ namespace expertd::train {
 struct DataCursor {
   int64_t epoch = 0;     // 0-based
   int64_t position = 0;  // rows of this epoch already consumed
-  bool operator==(const DataCursor& o) const {
-    return epoch == o.epoch && position == o.position;
-  }
+  bool operator==(const DataCursor& o) const { return epoch == o.epoch && position == o.position; }
 };
 
 struct DataStreamOptions {
-  int64_t max_seq_len = 0;       // > 0
+  int64_t max_seq_len = 0;  // > 0
   int64_t rows_per_micro_batch = 1;
   int64_t micro_batches_per_step = 1;  // gradient accumulation
   uint64_t seed = 0;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -25,8 +25,8 @@ const std::string& ContentEndMarker() {
   return *marker;
 }
 
-absl::Status Encode(const DatasetOptions& o, absl::string_view text, bool add_special,
-                    bool learn, Example* ex) {
+absl::Status Encode(const DatasetOptions& o, absl::string_view text, bool add_special, bool learn,
+                    Example* ex) {
   if (o.tokenizer == nullptr) {
     return absl::InvalidArgumentError("text needs a tokenizer and the model has no tokenizer.json");
   }
@@ -71,8 +71,8 @@ absl::Status CheckMessages(const Json& messages) {
   bool has_assistant = false;
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string()) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat("messages[", i, "] needs a string role and a string content"));
     }
@@ -108,8 +108,8 @@ absl::StatusOr<std::vector<std::pair<size_t, size_t>>> AssistantSpans(const Json
     const Json prefix_messages(Json(messages.begin(), messages.begin() + i));
     ASSIGN_OR_RETURN(std::string prompt, o.chat(prefix_messages, /*add_generation_prompt=*/true));
     if (!absl::StartsWith(*full, prompt)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the chat template renders messages[", i, "]'s prompt differently from the whole chat"));
+      return absl::InvalidArgumentError(absl::StrCat("the chat template renders messages[", i,
+                                                     "]'s prompt differently from the whole chat"));
     }
     spans.emplace_back(prompt.size(), 0);
   }
@@ -193,8 +193,7 @@ absl::StatusOr<Example> ParseExample(const Json& line, const DatasetOptions& o) 
   return ex;
 }
 
-absl::StatusOr<Dataset> LoadDataset(Env* env, const std::string& path,
-                                    const DatasetOptions& o) {
+absl::StatusOr<Dataset> LoadDataset(Env* env, const std::string& path, const DatasetOptions& o) {
   ASSIGN_OR_RETURN(std::string contents, ReadFileToString(env, path));
   Dataset data;
   std::vector<std::string> errors;
@@ -204,9 +203,8 @@ absl::StatusOr<Dataset> LoadDataset(Env* env, const std::string& path,
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     ++data.lines;
     Json json = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    absl::StatusOr<Example> ex = json.is_discarded()
-                                     ? absl::InvalidArgumentError("not valid JSON")
-                                     : ParseExample(json, o);
+    absl::StatusOr<Example> ex =
+        json.is_discarded() ? absl::InvalidArgumentError("not valid JSON") : ParseExample(json, o);
     if (!ex.ok()) {
       if (++bad <= o.max_reported_errors) {
         errors.push_back(absl::StrCat("line ", line_no, ": ", ex.status().message()));

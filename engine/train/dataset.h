@@ -15,8 +15,8 @@
 // and must be a prefix of the full render; it ends after the message content
 // (found by rendering the whole chat once more with a marker appended to each
 // assistant content) plus the stop string (e.g. "<|im_end|>", "<|eot_id|>")
-// the template writes right after the content, if any. A template that is not prefix-stable for a chat, or that
-// rewrites the content so the marker cannot be located, fails that line with a
+// the template writes right after the content, if any. A template that is not prefix-stable for a
+// chat, or that rewrites the content so the marker cannot be located, fails that line with a
 // reason. Each piece between span boundaries is encoded separately, so a token
 // never straddles a prompt/answer boundary.
 //
@@ -55,14 +55,14 @@ using ChatRenderer = std::function<absl::StatusOr<std::string>(
 
 struct DatasetOptions {
   const models::Tokenizer* tokenizer = nullptr;  // null: text lines are refused
-  ChatRenderer chat;                                // empty: messages lines are refused
+  ChatRenderer chat;                             // empty: messages lines are refused
   // Texts the model stops on (the template's EOS token and the tokens of the
   // generation config's eos ids): one written right after an assistant
   // content is learned with it, so the model learns to end its turn.
   std::vector<std::string> stop_strings;
-  int64_t vocab_size = 0;                           // token ids must be below it
-  int32_t eos_token_id = -1;                        // appended to text/completion; -1 none
-  int64_t max_seq_len = 0;                          // longer examples are cut to it
+  int64_t vocab_size = 0;     // token ids must be below it
+  int32_t eos_token_id = -1;  // appended to text/completion; -1 none
+  int64_t max_seq_len = 0;    // longer examples are cut to it
   int max_reported_errors = 5;
 };
 

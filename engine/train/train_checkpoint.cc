@@ -19,8 +19,9 @@
 namespace expertd::train {
 
 const char* const kCopiedModelFiles[7] = {
-    "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "vocab.json",             "merges.txt",     "tokenizer.model"};
+    "generation_config.json",  "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "vocab.json",     "merges.txt",
+    "tokenizer.model"};
 
 namespace {
 

@@ -264,6 +264,29 @@ TEST(TrainCheckpointTest, AFullDiskFailsCleanlyAndLeavesNoDirectory) {
   }
 }
 
+// What a kill -9 mid-write leaves (a partial directory, or a complete one the
+// job never recorded) is replaced by the next write of that step.
+TEST(TrainCheckpointTest, LeftoversOfACrashAreReplaced) {
+  auto model = LoadBf16(kMixtral);
+  Trainer trainer(model.get(), Options(TrainScope::kFull));
+  TrainingProgress progress;
+  RunSteps(&trainer, Stream(), 1, &progress);
+  const std::string dir = TmpDir() + "/crash_ckpt";
+  Env* env = Env::Default();
+  ASSERT_TRUE(CreateDirs(env, dir + ".partial/adapter").ok());
+  ASSERT_TRUE(WriteFileAtomically(env, dir + ".partial/model.safetensors", "torn").ok());
+  ASSERT_TRUE(CreateDirs(env, dir).ok());
+  ASSERT_TRUE(WriteFileAtomically(env, dir + "/stale.json", "{}").ok());
+  ASSERT_TRUE(WriteTrainingCheckpoint(env, *model, trainer.optimizer(), progress,
+                                      CheckpointSource{kMixtral}, dir)
+                  .ok());
+  EXPECT_FALSE(FileExists(env, dir + ".partial"));
+  EXPECT_FALSE(FileExists(env, dir + "/stale.json"));
+  auto reloaded = TrainModel::Load(dir);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  ExpectSameBits(*model, **reloaded);
+}
+
 TEST(TrainCheckpointTest, RestoreRefusesAStateThatDoesNotFit) {
   auto model = LoadBf16(kMixtral);
   Trainer trainer(model.get(), Options(TrainScope::kFull));
@@ -278,9 +301,9 @@ TEST(TrainCheckpointTest, RestoreRefusesAStateThatDoesNotFit) {
   AdamW optimizer(AdamWOptions{});
   auto st = RestoreTrainingState(Env::Default(), dir, other->get(), &optimizer);
   EXPECT_FALSE(st.ok());
-  EXPECT_FALSE(RestoreTrainingState(Env::Default(), TmpDir() + "/nothing", model.get(),
-                                    &trainer.optimizer())
-                   .ok());
+  EXPECT_FALSE(
+      RestoreTrainingState(Env::Default(), TmpDir() + "/nothing", model.get(), &trainer.optimizer())
+          .ok());
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ struct Learned {
 
 // stop_strings: what the model's generation config adds to the template's EOS.
 Learned LoadChat(const std::string& template_dir, std::vector<std::string> stop_strings = {}) {
-  auto config = ReadFileToString(Env::Default(), "models/chat_template/testdata/" + template_dir +
-                                                     "/tokenizer_config.json");
+  auto config = ReadFileToString(
+      Env::Default(), "models/chat_template/testdata/" + template_dir + "/tokenizer_config.json");
   EXPECT_TRUE(config.ok()) << config.status();
   auto formatter = chat_template::ChatFormatter::FromTokenizerConfig(*config);
   EXPECT_TRUE(formatter.ok()) << formatter.status();

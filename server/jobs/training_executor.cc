@@ -73,8 +73,7 @@ class TrainingExecutor final : public JobExecutor {
         formatter_(std::move(formatter)) {}
 
   absl::Status Validate(const JobRun& run) override {
-    ASSIGN_OR_RETURN(ResolvedTrainingSpec spec,
-                     ResolveTrainingSpec(run.spec, config_, run.job_id));
+    ASSIGN_OR_RETURN(ResolvedTrainingSpec spec, ResolveTrainingSpec(run.spec, config_, run.job_id));
     return LoadData(run, spec).status();
   }
 
@@ -151,8 +150,9 @@ class TrainingExecutor final : public JobExecutor {
     auto model = train::TrainModel::Load(dir, co);
     if (!model.ok()) return Coded(model.status(), resume ? "resume_failed" : "invalid_model");
     if (lora && resume) {
-      RETURN_IF_ERROR(Coded(train::LoadLoraAdapter(run.resume_from->path + "/adapter", model->get()),
-                            "resume_failed"));
+      RETURN_IF_ERROR(
+          Coded(train::LoadLoraAdapter(run.resume_from->path + "/adapter", model->get()),
+                "resume_failed"));
     } else if (lora) {
       RETURN_IF_ERROR(Coded(train::AttachLora(spec.lora, model->get()), "invalid_spec"));
     }
@@ -160,8 +160,7 @@ class TrainingExecutor final : public JobExecutor {
   }
 
   absl::Status RunOrFail(const JobRun& run, JobSink* sink) {
-    ASSIGN_OR_RETURN(ResolvedTrainingSpec spec,
-                     ResolveTrainingSpec(run.spec, config_, run.job_id));
+    ASSIGN_OR_RETURN(ResolvedTrainingSpec spec, ResolveTrainingSpec(run.spec, config_, run.job_id));
     ASSIGN_OR_RETURN(JobData data, LoadData(run, spec));
     const train::DataStream stream(data.train.examples, StreamOptions(spec));
     std::optional<train::DataStream> validation;
@@ -170,11 +169,11 @@ class TrainingExecutor final : public JobExecutor {
     }
     spec.train.total_steps = spec.epochs * stream.steps_per_epoch();
     spec.train.threads = std::max(1, options_.max_threads);
-    sink->Event(v1::FineTuneJobEvent::LEVEL_INFO,
-                absl::StrCat("validated ", data.train.examples.size(), " examples (",
-                             data.train.tokens, " tokens, ", data.train.truncated,
-                             " cut to max_seq_len ", spec.max_seq_len, ") packed into ",
-                             stream.rows(), " rows; ", spec.train.total_steps, " steps"));
+    sink->Event(
+        v1::FineTuneJobEvent::LEVEL_INFO,
+        absl::StrCat("validated ", data.train.examples.size(), " examples (", data.train.tokens,
+                     " tokens, ", data.train.truncated, " cut to max_seq_len ", spec.max_seq_len,
+                     ") packed into ", stream.rows(), " rows; ", spec.train.total_steps, " steps"));
     if (spec.scope == JobScope::kPregate) return RunPregate(run, spec, stream, validation, sink);
     return Train(run, spec, data, stream, validation, sink);
   }
@@ -197,6 +196,22 @@ class TrainingExecutor final : public JobExecutor {
   const std::unique_ptr<models::Tokenizer> tokenizer_;
   const std::optional<chat_template::ChatFormatter> formatter_;
 };
+
+JobProgressUpdate StepUpdate(const train::StepReport& report,
+                             const train::TrainingProgress& progress, int64_t total_steps,
+                             int64_t steps_per_epoch, int64_t nanos, uint64_t memory) {
+  JobProgressUpdate u;
+  u.step = progress.step;
+  u.total_steps = total_steps;
+  u.epoch = static_cast<double>(progress.step) / steps_per_epoch;
+  u.train_loss = report.loss.ce;
+  u.learning_rate = report.lr;
+  u.grad_norm = report.grad_norm_before_clip;
+  u.tokens_per_second = nanos > 0 ? report.loss.predicted_tokens / (nanos * 1e-9) : 0.0;
+  u.trained_tokens = progress.trained_tokens;
+  u.memory_bytes = memory;
+  return u;
+}
 
 absl::StatusOr<double> ValidationLoss(train::Trainer* trainer, const train::DataStream& stream) {
   double weighted = 0;
@@ -225,11 +240,11 @@ absl::StatusOr<train::TrainingProgress> TrainingExecutor::Resume(const JobRun& r
         "checkpoint_mismatch");
   }
   if (progress->extra.value("threads", 0) != extra["threads"]) {
-    sink->Event(v1::FineTuneJobEvent::LEVEL_WARNING,
-                absl::StrCat("the training thread cap changed since the checkpoint (",
-                             progress->extra.value("threads", 0), " -> ",
-                             extra["threads"].get<int>(),
-                             "): the result may differ from an uninterrupted run in the last bits"));
+    sink->Event(
+        v1::FineTuneJobEvent::LEVEL_WARNING,
+        absl::StrCat("the training thread cap changed since the checkpoint (",
+                     progress->extra.value("threads", 0), " -> ", extra["threads"].get<int>(),
+                     "): the result may differ from an uninterrupted run in the last bits"));
   }
   progress->extra = extra;
   trainer->RestoreStepsDone(progress->step);
@@ -246,11 +261,12 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
   train::Trainer trainer(model.get(), spec.train);  // marks the scope's parameters trainable
   const uint64_t memory = TrainingBytes(*model);
   if (options_.memory_limit_bytes > 0 && memory > options_.memory_limit_bytes) {
-    return WithJobErrorCode(
-        absl::ResourceExhaustedError(absl::StrCat(
-            "training needs ", memory, " bytes for weights, gradients and optimizer state; the "
-            "limit is ", options_.memory_limit_bytes)),
-        "out_of_memory");
+    return WithJobErrorCode(absl::ResourceExhaustedError(absl::StrCat(
+                                "training needs ", memory,
+                                " bytes for weights, gradients and optimizer state; the "
+                                "limit is ",
+                                options_.memory_limit_bytes)),
+                            "out_of_memory");
   }
   const nlohmann::json extra = {
       {"spec", ResumeFingerprint(spec)},
@@ -273,22 +289,15 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     if (!report.ok()) return Coded(report.status(), "training_failed");
     ++progress.step;
     progress.trained_tokens += report->loss.predicted_tokens;
-    const double seconds = static_cast<double>(clock()->NowNanos() - start) * 1e-9;
-    JobProgressUpdate u;
-    u.step = progress.step;
-    u.total_steps = total;
-    u.epoch = static_cast<double>(progress.step) / stream.steps_per_epoch();
-    u.train_loss = report->loss.ce;
-    u.learning_rate = report->lr;
-    u.grad_norm = report->grad_norm_before_clip;
-    u.tokens_per_second = seconds > 0 ? report->loss.predicted_tokens / seconds : 0.0;
-    u.trained_tokens = progress.trained_tokens;
-    u.memory_bytes = memory;
-    if (progress.step == 1 || progress.step % 10 == 0) u.expert_load = ExpertLoad(model.get(), batches[0]);
-    const bool checkpoint = progress.step == total ||
-                            (spec.checkpoint_every_steps > 0
-                                 ? progress.step % spec.checkpoint_every_steps == 0
-                                 : progress.cursor.position == 0);
+    JobProgressUpdate u = StepUpdate(*report, progress, total, stream.steps_per_epoch(),
+                                     clock()->NowNanos() - start, memory);
+    if (progress.step == 1 || progress.step % 10 == 0) {
+      u.expert_load = ExpertLoad(model.get(), batches[0]);
+    }
+    const bool checkpoint =
+        progress.step == total ||
+        (spec.checkpoint_every_steps > 0 ? progress.step % spec.checkpoint_every_steps == 0
+                                         : progress.cursor.position == 0);
     if (checkpoint && validation.has_value()) {
       auto loss = ValidationLoss(&trainer, *validation);
       if (!loss.ok()) return Coded(loss.status(), "training_failed");
@@ -302,11 +311,12 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
 
 absl::Status TrainingExecutor::Checkpoint(const JobRun& run, const ResolvedTrainingSpec& spec,
                                           const train::TrainModel& model, train::Trainer* trainer,
-                                          const train::TrainingProgress& progress,
-                                          JobSink* sink) {
+                                          const train::TrainingProgress& progress, JobSink* sink) {
   const std::string parent = run.job_dir + "/checkpoints";
   const std::string dir = absl::StrCat(parent, "/step-", progress.step);
+  // The checkpoints directory's own entry must survive a crash too.
   absl::Status st = CreateDirs(env(), parent);
+  if (st.ok()) st = env()->SyncDir(run.job_dir);
   if (st.ok()) {
     train::CheckpointSource source{options_.model_dir,
                                    spec.scope == JobScope::kLora ? &spec.lora : nullptr,
@@ -323,7 +333,8 @@ absl::Status TrainingExecutor::Checkpoint(const JobRun& run, const ResolvedTrain
   record.step = progress.step;
   record.model_name = FineTunedName(run);
   st = sink->CheckpointWritten(record);
-  if (!st.ok()) return JobErrorCodeOf(st) == "internal_error" ? Coded(st, "checkpoint_write_failed") : st;
+  if (!st.ok())
+    return JobErrorCodeOf(st) == "internal_error" ? Coded(st, "checkpoint_write_failed") : st;
   sink->Event(v1::FineTuneJobEvent::LEVEL_INFO,
               absl::StrCat("checkpoint ", record.id, " at step ", progress.step, ": ", dir));
   return absl::OkStatus();
@@ -352,12 +363,12 @@ absl::Status TrainingExecutor::RunPregate(const JobRun& run, const ResolvedTrain
   auto speculative = train::EvaluatePregates(model->get(), nullptr, held_out, nullptr);
   auto trained = train::EvaluatePregates(model->get(), &*heads, held_out, nullptr);
   if (speculative.ok() && trained.ok()) {
-    sink->Event(v1::FineTuneJobEvent::LEVEL_INFO,
-                absl::StrFormat("next-layer expert prediction on %s data: trained pre-gate "
-                                "precision %.4f recall %.4f; speculative precision %.4f recall %.4f",
-                                validation.has_value() ? "validation" : "training",
-                                trained->precision, trained->recall, speculative->precision,
-                                speculative->recall));
+    sink->Event(
+        v1::FineTuneJobEvent::LEVEL_INFO,
+        absl::StrFormat("next-layer expert prediction on %s data: trained pre-gate "
+                        "precision %.4f recall %.4f; speculative precision %.4f recall %.4f",
+                        validation.has_value() ? "validation" : "training", trained->precision,
+                        trained->recall, speculative->precision, speculative->recall));
   }
   JobProgressUpdate u;
   u.step = u.total_steps = po.steps;
@@ -372,7 +383,9 @@ absl::Status TrainingExecutor::RunPregate(const JobRun& run, const ResolvedTrain
   sink->Progress(u);
   const std::string parent = run.job_dir + "/checkpoints";
   const std::string dir = absl::StrCat(parent, "/step-", po.steps);
+  // The checkpoints directory's own entry must survive a crash too.
   absl::Status st = CreateDirs(env(), parent);
+  if (st.ok()) st = env()->SyncDir(run.job_dir);
   if (st.ok()) st = train::RemoveTree(env(), dir + ".partial");
   if (st.ok()) st = train::WritePregateCheckpoint(options_.model_dir, *heads, dir + ".partial");
   if (st.ok()) st = train::RemoveTree(env(), dir);
@@ -419,9 +432,8 @@ absl::StatusOr<std::unique_ptr<JobExecutor>> NewTrainingExecutor(
     if (!loaded.ok()) return Coded(loaded.status(), "invalid_model");
     formatter = *std::move(loaded);
   }
-  return std::unique_ptr<JobExecutor>(new TrainingExecutor(options, *std::move(config),
-                                                           std::move(tokenizer),
-                                                           std::move(formatter)));
+  return std::unique_ptr<JobExecutor>(new TrainingExecutor(
+      options, *std::move(config), std::move(tokenizer), std::move(formatter)));
 }
 
 }  // namespace expertd::server::jobs

@@ -1,5 +1,6 @@
 #include "server/jobs/training_executor.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "base/env.h"
 #include "base/fault_injection_env.h"
 #include "engine/train/train_model.h"
@@ -55,6 +57,16 @@ std::string TokenIdsFile(const std::string& name, int examples, unsigned seed) {
   Write(path, text);
   return path;
 }
+
+// Moves 1 ms forward on every reading: a step (read before and after) takes 1 ms.
+class TickingClock final : public Clock {
+ public:
+  int64_t NowNanos() const override { return now_ += 1'000'000; }
+  absl::Time Now() const override { return absl::FromUnixNanos(NowNanos()); }
+
+ private:
+  mutable std::atomic<int64_t> now_{0};
+};
 
 class FakeSink : public JobSink {
  public:
@@ -111,7 +123,7 @@ class TrainingExecutorTest : public ::testing::Test {
     return run;
   }
 
-  FakeClock clock_;
+  TickingClock clock_;
 };
 
 void ExpectCode(const absl::Status& st, const std::string& code, const std::string& text) {
@@ -168,6 +180,9 @@ TEST_F(TrainingExecutorTest, RunsReportingEveryStepAndCheckpointing) {
     EXPECT_GT(p.train_loss, 0);
     EXPECT_GT(p.grad_norm, 0);
     EXPECT_GT(p.memory_bytes, 0u);
+    const uint64_t tokens = p.trained_tokens - (i > 0 ? sink.progress[i - 1].trained_tokens : 0);
+    EXPECT_GT(tokens, 0u);
+    EXPECT_NEAR(p.tokens_per_second, tokens * 1000.0, 1e-6 * tokens * 1000.0) << p.step;
     EXPECT_EQ(p.validation_loss.has_value(), p.step % 2 == 0 || p.step == total) << p.step;
   }
   EXPECT_EQ(sink.progress[0].learning_rate, 0.0);  // warmup starts at 0
@@ -185,8 +200,8 @@ TEST_F(TrainingExecutorTest, RunsReportingEveryStepAndCheckpointing) {
   EXPECT_EQ(last.model_name, "tiny:ft-mine");
   EXPECT_EQ(last.id, absl::StrCat("ckpt-full-", total));
   EXPECT_EQ(last.path, absl::StrCat(run.job_dir, "/checkpoints/step-", total));
-  for (const char* f : {"config.json", "model.safetensors", "training_state.json",
-                        "training_state.safetensors"}) {
+  for (const char* f :
+       {"config.json", "model.safetensors", "training_state.json", "training_state.safetensors"}) {
     EXPECT_TRUE(FileExists(Env::Default(), last.path + "/" + f)) << f;
   }
   auto served = models::Checkpoint::Open(last.path);
@@ -298,6 +313,42 @@ TEST_F(TrainingExecutorTest, PregateJobWritesTrainedHeads) {
   EXPECT_TRUE(reported);
   ASSERT_EQ(sink.progress.size(), 1u);
   EXPECT_GT(sink.progress[0].train_loss, 0.0);
+}
+
+// Text and prompt/completion lines through the zoo model's own tokenizer; the
+// fine-tuned directory is served by models::Checkpoint with its tokenizer
+// files beside the weights.
+TEST_F(TrainingExecutorTest, TextJobOnAModelWithATokenizer) {
+  TrainingExecutorOptions o;
+  o.model_dir = "tests/data/zoo_default";
+  o.model_name = "zoo";
+  o.clock = &clock_;
+  auto executor = NewTrainingExecutor(o);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  JobRun run;
+  run.job_id = "text";
+  run.job_dir = TmpDir() + "/jobs/text";
+  run.training_file_path = TmpDir() + "/data/text.jsonl";
+  Write(run.training_file_path,
+        "{\"text\": \"The quick brown fox jumps over the lazy dog.\"}\n"
+        "{\"prompt\": \"Capital of France?\", \"completion\": \" Paris.\"}\n"
+        "{\"text\": \"Experts route tokens.\"}\n");
+  run.spec.mutable_hyperparameters()->set_batch_size(2);
+  run.spec.mutable_hyperparameters()->set_max_seq_len(32);
+  run.spec.mutable_hyperparameters()->set_learning_rate(1e-3);
+  ASSERT_TRUE((*executor)->Validate(run).ok());
+  FakeSink sink;
+  ASSERT_TRUE((*executor)->Run(run, &sink).ok());
+  ASSERT_EQ(sink.checkpoints.size(), 1u);
+  EXPECT_EQ(sink.checkpoints[0].model_name, "zoo:ft-text");
+  const std::string dir = sink.checkpoints[0].path;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    EXPECT_EQ(Read(dir + "/" + f), Read(std::string("tests/data/zoo_default/") + f)) << f;
+  }
+  auto served = models::Checkpoint::Open(dir);
+  ASSERT_TRUE(served.ok()) << served.status();
+  auto source = models::Checkpoint::Open("tests/data/zoo_default");
+  EXPECT_EQ((*served)->Names(), (*source)->Names());
 }
 
 TEST_F(TrainingExecutorTest, StopBeforeTheFirstStepIsCancelled) {

@@ -50,10 +50,9 @@ absl::Status ResolveLora(const v1::FineTuneJobSpec& spec, ResolvedTrainingSpec* 
   out->lora.alpha = l.alpha() == 0 ? 2.0 * out->lora.rank : l.alpha();
   out->lora.seed = out->seed;
   if (l.target_modules_size() > 0) {
-    static const std::set<std::string> kKnown = {"q_proj",    "k_proj",  "v_proj",
-                                                 "o_proj",    "gate_proj", "up_proj",
-                                                 "down_proj", "w1",      "w2",
-                                                 "w3"};
+    static const std::set<std::string> kKnown = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj", "w1",
+                                                 "w2",        "w3"};
     out->lora.target_modules.clear();
     for (const std::string& m : l.target_modules()) {
       if (kKnown.count(m) == 0) {
@@ -65,8 +64,7 @@ absl::Status ResolveLora(const v1::FineTuneJobSpec& spec, ResolvedTrainingSpec* 
   return absl::OkStatus();
 }
 
-absl::Status ResolveHyperparameters(const v1::Hyperparameters& h,
-                                    const models::ModelConfig& config,
+absl::Status ResolveHyperparameters(const v1::Hyperparameters& h, const models::ModelConfig& config,
                                     ResolvedTrainingSpec* out) {
   if (h.has_n_epochs() && (h.n_epochs() < 1 || h.n_epochs() > 1000)) {
     return Invalid("hyperparameters.n_epochs", "must be 1..1000");
@@ -86,7 +84,8 @@ absl::Status ResolveHyperparameters(const v1::Hyperparameters& h,
     return Invalid("hyperparameters.weight_decay", "must be >= 0");
   }
   out->train.adamw.weight_decay = wd;
-  const int64_t context = config.max_position_embeddings > 0 ? config.max_position_embeddings : 4096;
+  const int64_t context =
+      config.max_position_embeddings > 0 ? config.max_position_embeddings : 4096;
   if (h.has_max_seq_len() && (h.max_seq_len() < 2 || h.max_seq_len() > context)) {
     return Invalid("hyperparameters.max_seq_len",
                    absl::StrCat("must be 2..", context, " (the model's context)"));
@@ -138,6 +137,9 @@ absl::StatusOr<ResolvedTrainingSpec> ResolveTrainingSpec(const v1::FineTuneJobSp
       out.scope = JobScope::kExperts;
       break;
     case v1::TRAIN_SCOPE_PREGATE:
+      if (config.num_moe_layers() < 2) {
+        return Invalid("scope", "TRAIN_SCOPE_PREGATE needs a model with two MoE layers or more");
+      }
       out.scope = JobScope::kPregate;
       break;
     case v1::TRAIN_SCOPE_LORA:
@@ -166,8 +168,8 @@ nlohmann::json ResumeFingerprint(const ResolvedTrainingSpec& s) {
           {"warmup_steps", s.train.warmup_steps},
           {"lora_rank", s.scope == JobScope::kLora ? s.lora.rank : 0},
           {"lora_alpha", s.scope == JobScope::kLora ? s.lora.alpha : 0.0},
-          {"lora_targets", s.scope == JobScope::kLora ? s.lora.target_modules
-                                                      : std::vector<std::string>{}},
+          {"lora_targets",
+           s.scope == JobScope::kLora ? s.lora.target_modules : std::vector<std::string>{}},
           {"epochs", s.epochs},
           {"batch_size", s.batch_size},
           {"accumulation", s.accumulation},
