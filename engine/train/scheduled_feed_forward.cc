@@ -91,13 +91,14 @@ absl::Status RunThreeStages(size_t count, bool threaded,
 class ExpertFeed {
  public:
   ExpertFeed(const FeedForwardParams& p, const std::vector<int>& order, bool offload,
-             bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace)
-      : p_(p), order_(order) {
+             bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace,
+             std::function<void(const MlpParams&)> on_done = {})
+      : p_(p), order_(order), on_done_(std::move(on_done)) {
     if (offload) {
       uploader_ = std::make_unique<ExpertUploader>(p, order, with_grads, 2, device, trace);
     }
   }
-  ~ExpertFeed() { Finish(); }
+  ~ExpertFeed() { Finish(/*complete=*/false); }  // an error path: no gradient is final
 
   absl::StatusOr<MlpParams> Get(int expert) {
     if (uploader_ == nullptr) return p_.experts[expert];
@@ -107,9 +108,10 @@ class ExpertFeed {
     current_ = expert;
     return slot_->params();
   }
-  void Finish() {
+  void Finish(bool complete = true) {
     if (uploader_ == nullptr || current_ < 0) return;
     uploader_->Done(next_++);
+    if (complete && on_done_) on_done_(p_.experts[current_]);
     current_ = -1;
   }
   int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }
@@ -118,6 +120,7 @@ class ExpertFeed {
  private:
   const FeedForwardParams& p_;
   const std::vector<int> order_;
+  const std::function<void(const MlpParams&)> on_done_;
   std::unique_ptr<ExpertUploader> uploader_;
   DeviceExpert* slot_ = nullptr;
   int current_ = -1;
@@ -397,7 +400,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   for (const Task& t : tasks) {
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
-  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_);
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_, on_expert_done_);
   std::vector<float> xe, dout, dxe;
   MlpActivations recomputed;
   int64_t largest = 0;

@@ -21,6 +21,7 @@
 #define EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -42,6 +43,11 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   // Where the routed experts live: false = resident on the device.
   void set_offload(bool offload) { offload_ = offload; }
   bool offload() const { return offload_; }
+  // Offloaded backward: called (on the compute thread) once an expert's
+  // gradient for this backward is complete in the host tier. Null: none.
+  void set_on_expert_done(std::function<void(const MlpParams&)> fn) {
+    on_expert_done_ = std::move(fn);
+  }
 
   absl::Status Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
                        FeedForwardActivations* a, float* y, ThreadPool* pool) override;
@@ -94,6 +100,7 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   DeviceMemoryTracker* const device_;
   TraceRecorder* const trace_;
   bool offload_ = false;
+  std::function<void(const MlpParams&)> on_expert_done_;
   std::map<const FeedForwardParams*, int> ordinals_;
   std::map<int, int64_t> forward_peak_;  // by MoE layer ordinal, measured
   // MPMoE profile: per token-count range (log2 of the busiest expert's rows),

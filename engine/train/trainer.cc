@@ -2,7 +2,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -156,20 +160,96 @@ absl::Status Trainer::WriteTrace() const {
   return trace_->WriteJson(options_.memory_schedule.trace_out);
 }
 
+namespace {
+
+// Runs AdamW updates of single parameters on one thread, in arrival order.
+class OptimizerWorker {
+ public:
+  OptimizerWorker(AdamW* optimizer, std::vector<Parameter>* params, double lr)
+      : optimizer_(optimizer), params_(params), lr_(lr), thread_([this] { Run(); }) {}
+  ~OptimizerWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Push(size_t index) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(index);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      size_t index;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // closed and drained
+        index = queue_.front();
+        queue_.pop_front();
+      }
+      optimizer_->StepOne(&(*params_)[index], index, lr_, nullptr);
+    }
+  }
+
+  AdamW* const optimizer_;
+  std::vector<Parameter>* const params_;
+  const double lr_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;
+  bool closed_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+bool Trainer::EarlyExpertUpdates() const {
+  return executor_ != nullptr && executor_->offload() && options_.clip_norm <= 0.0;
+}
+
 absl::StatusOr<StepReport> Trainer::RunStep(
     const std::vector<TrainBatch>& micro_batches,
     const std::function<void(const TrainModel&)>& before_clip) {
   if (micro_batches.empty()) return absl::InvalidArgumentError("a step needs a batch");
   for (Parameter& p : model_->params()) p.ClearGrad();  // zero_grad(set_to_none=True)
   StepReport report;
+  report.lr = ScheduledLr(options_, steps_done_);
+  std::vector<Parameter>& params = model_->params();
+  optimizer_.Prepare(params.size());
+  // Without clipping an offloaded expert's gradient is final once the last
+  // micro-batch's backward is done with it: its update overlaps the rest of
+  // backward. With clipping every update waits for the global norm.
+  std::vector<char> updated(params.size(), 0);
+  std::unique_ptr<OptimizerWorker> worker;
   const float scale = 1.0f / static_cast<float>(micro_batches.size());
-  for (const TrainBatch& batch : micro_batches) {
-    ASSIGN_OR_RETURN(LossBreakdown loss,
-                     model_->Step(batch, /*backward=*/true, scale, pool_.get()));
-    report.loss.total += loss.total * scale;
-    report.loss.ce += loss.ce * scale;
-    report.loss.aux += loss.aux * scale;
-    report.loss.predicted_tokens += loss.predicted_tokens;
+  for (size_t b = 0; b < micro_batches.size(); ++b) {
+    if (EarlyExpertUpdates() && b + 1 == micro_batches.size()) {
+      worker = std::make_unique<OptimizerWorker>(&optimizer_, &params, report.lr);
+      executor_->set_on_expert_done([&](const MlpParams& e) {
+        for (Parameter* w : {e.gate, e.up, e.down}) {
+          const size_t i = static_cast<size_t>(w - params.data());
+          if (!w->has_grad || updated[i]) continue;
+          updated[i] = 1;
+          worker->Push(i);
+        }
+      });
+    }
+    absl::StatusOr<LossBreakdown> loss =
+        model_->Step(micro_batches[b], /*backward=*/true, scale, pool_.get());
+    if (executor_ != nullptr) executor_->set_on_expert_done(nullptr);
+    worker.reset();  // drains: every early update is done
+    if (!loss.ok()) return loss.status();
+    report.loss.total += loss->total * scale;
+    report.loss.ce += loss->ce * scale;
+    report.loss.aux += loss->aux * scale;
+    report.loss.predicted_tokens += loss->predicted_tokens;
   }
   if (before_clip) before_clip(*model_);
   // torch.nn.utils.clip_grad_norm_: the 2-norm of the per-parameter 2-norms.
@@ -191,8 +271,9 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       for (float& g : p.grad) g *= report.clip_coef;
     }
   }
-  report.lr = ScheduledLr(options_, steps_done_);
-  optimizer_.Step(&model_->params(), report.lr, pool_.get());
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!updated[i]) optimizer_.StepOne(&params[i], i, report.lr, pool_.get());
+  }
   ++steps_done_;
   return report;
 }

@@ -85,6 +85,9 @@ class Trainer {
   absl::Status PlanPlacement(bool force_host, const std::string& why);
   absl::StatusOr<StepReport> RunStep(const std::vector<TrainBatch>& micro_batches,
                                      const std::function<void(const TrainModel&)>& before_clip);
+  // ES-MoE's per-expert optimizer: true when an offloaded expert's AdamW update
+  // may start as soon as its gradient is final (no clipping to wait for).
+  bool EarlyExpertUpdates() const;
 
   TrainModel* model_;
   TrainOptions options_;
