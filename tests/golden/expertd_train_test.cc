@@ -429,5 +429,44 @@ TEST(ExpertdTrainScheduleTest, UnclippedExpertUpdatesOverlapBackward) {
   EXPECT_LT(first_expert_update, last_backward);
 }
 
+
+// Past --host_memory_bytes the experts' AdamW state lives in the SSD tier
+// file: still bitwise the weights of plain training; a missing --ssd_dir is a
+// clear error.
+TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
+  const std::string arch = "mixtral";
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(arch);
+  const int64_t all_experts = bytes.all - bytes.non_expert;  // 16 bytes an element
+  const std::string device = std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4);
+  const std::string host = std::to_string(all_experts / 2 + (1 << 20));  // weights, grads + 1 MB
+  const std::string plain_w = TmpDir() + "/plain_ssd.safetensors",
+                    ssd_w = TmpDir() + "/ssd.safetensors";
+  const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
+                           WriteBatch(*golden, "ssd") + " --steps=3 --threads=2";
+  Output plain = RunTrain(args + " --weights_out=" + plain_w);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const std::string offload =
+      " --offload_experts --device_memory_bytes=" + device + " --host_memory_bytes=" + host;
+  Output ssd = RunTrain(args + offload + " --ssd_dir=" + TmpDir() + " --weights_out=" + ssd_w);
+  ASSERT_EQ(ssd.status, 0) << ssd.err;
+  const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << ssd.out;
+  const nlohmann::json& report = j.at("schedule").back();
+  EXPECT_EQ(report.at("expert_placement"), "host+ssd") << report;
+  EXPECT_GT(report.at("ssd_read_bytes").get<int64_t>(), 0) << report;
+  EXPECT_EQ(report.at("ssd_read_bytes"), report.at("ssd_written_bytes")) << report;
+  std::ifstream a(plain_w, std::ios::binary), b(ssd_w, std::ios::binary);
+  const std::string wa((std::istreambuf_iterator<char>(a)), {}),
+      wb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(wa.empty());
+  EXPECT_TRUE(wa == wb) << "the SSD tier changed the weights' bits";
+
+  Output no_dir = RunTrain(args + offload);
+  EXPECT_EQ(no_dir.status, 1);
+  EXPECT_NE(no_dir.err.find("--ssd_dir"), std::string::npos) << no_dir.err;
+}
+
 }  // namespace
 }  // namespace expertd::golden
