@@ -60,32 +60,38 @@ void AdamWUpdateAvx2(const AdamWConstants& c, const float* g, float* p, float* m
 }
 
 void AdamW::Step(std::vector<Parameter>* params, double lr, engine::ThreadPool* pool) {
-  if (state_.size() != params->size()) state_.resize(params->size());
-  for (size_t i = 0; i < params->size(); ++i) {
-    Parameter& p = (*params)[i];
-    if (!p.has_grad) continue;  // torch: .grad is None -> untouched
-    AdamWParamState& s = state_[i];
-    if (s.m.empty()) {
-      s.m.assign(p.value.size(), 0.0f);
-      s.v.assign(p.value.size(), 0.0f);
-      if (p.dtype != models::DType::kF32) s.master = p.value;
-    }
-    const int64_t start_us = observer_ ? clock_() : 0;
-    ++s.step;
-    const AdamWConstants c = MakeAdamWConstants(options_, lr, s.step);
-    float* weights = s.master.empty() ? p.value.data() : s.master.data();
-    // Elementwise: chunks are independent, so any split gives the same bits.
-    engine::ParallelFor(pool, p.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      AdamWUpdateAvx2(c, p.grad.data() + begin, weights + begin, s.m.data() + begin,
-                      s.v.data() + begin, end - begin);
-    });
-    if (!s.master.empty()) {  // the model weight: master rounded to the stored dtype
-      std::vector<uint16_t> rounded(p.value.size());
-      models::ConvertFromF32(p.dtype, s.master.data(), rounded.data(), rounded.size());
-      models::ConvertToF32(p.dtype, rounded.data(), p.value.data(), rounded.size());
-    }
-    if (observer_) observer_(p, start_us, clock_());
+  Prepare(params->size());
+  for (size_t i = 0; i < params->size(); ++i) StepOne(&(*params)[i], i, lr, pool);
+}
+
+void AdamW::Prepare(size_t num_params) {
+  if (state_.size() != num_params) state_.resize(num_params);
+}
+
+void AdamW::StepOne(Parameter* param, size_t i, double lr, engine::ThreadPool* pool) {
+  Parameter& p = *param;
+  if (!p.has_grad) return;  // torch: .grad is None -> untouched
+  AdamWParamState& s = state_[i];
+  if (s.m.empty()) {
+    s.m.assign(p.value.size(), 0.0f);
+    s.v.assign(p.value.size(), 0.0f);
+    if (p.dtype != models::DType::kF32) s.master = p.value;
   }
+  const int64_t start_us = observer_ ? clock_() : 0;
+  ++s.step;
+  const AdamWConstants c = MakeAdamWConstants(options_, lr, s.step);
+  float* weights = s.master.empty() ? p.value.data() : s.master.data();
+  // Elementwise: chunks are independent, so any split gives the same bits.
+  engine::ParallelFor(pool, p.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    AdamWUpdateAvx2(c, p.grad.data() + begin, weights + begin, s.m.data() + begin,
+                    s.v.data() + begin, end - begin);
+  });
+  if (!s.master.empty()) {  // the model weight: master rounded to the stored dtype
+    std::vector<uint16_t> rounded(p.value.size());
+    models::ConvertFromF32(p.dtype, s.master.data(), rounded.data(), rounded.size());
+    models::ConvertToF32(p.dtype, rounded.data(), p.value.data(), rounded.size());
+  }
+  if (observer_) observer_(p, start_us, clock_());
 }
 
 }  // namespace expertd::train

@@ -55,6 +55,11 @@ class AdamW {
   // Updates every parameter with has_grad at learning rate `lr`.
   // REQUIRES: params is the same list (same order, sizes) on every call.
   void Step(std::vector<Parameter>* params, double lr, engine::ThreadPool* pool);
+  // The same, one parameter at a time: Prepare once per step with the
+  // parameter count, then StepOne(param, its index in params) for each
+  // parameter (in any order; distinct parameters may run concurrently).
+  void Prepare(size_t num_params);
+  void StepOne(Parameter* param, size_t index, double lr, engine::ThreadPool* pool);
 
   // For checkpointing: one entry per parameter, in params order.
   std::vector<AdamWParamState>& state() { return state_; }

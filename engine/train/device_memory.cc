@@ -10,9 +10,9 @@ namespace expertd::train {
 namespace {
 
 absl::Status DoesNotFit(int64_t bytes, const std::string& what, int64_t in_use, int64_t limit) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "device memory: ", what, " needs ", bytes, " bytes; ", in_use, " of ", limit,
-      " bytes are in use (--device_memory_bytes)"));
+  return absl::ResourceExhaustedError(absl::StrCat("device memory: ", what, " needs ", bytes,
+                                                   " bytes; ", in_use, " of ", limit,
+                                                   " bytes are in use (--device_memory_bytes)"));
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ void ExpertUploader::Run() {
       // consumer to free every slot, then fail if one still does not fit.
       changed_.wait(lock, [&] { return stop_ || uploaded_ - done_ < static_cast<size_t>(depth_); });
       while (!stop_) {
-        absl::Status st = slot->memory.Acquire(
-            device_, bytes, absl::StrCat("expert weights ", ExpertName(host)));
+        absl::Status st =
+            slot->memory.Acquire(device_, bytes, absl::StrCat("expert weights ", ExpertName(host)));
         if (st.ok()) break;
         if (uploaded_ == done_) {
           error_ = st;

@@ -62,8 +62,8 @@ class ExpertUploader {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::deque<std::unique_ptr<DeviceExpert>> ready_;  // uploaded, from index done_
-  size_t done_ = 0;     // experts the consumer finished
-  size_t uploaded_ = 0;  // experts uploaded
+  size_t done_ = 0;                                  // experts the consumer finished
+  size_t uploaded_ = 0;                              // experts uploaded
   int64_t uploaded_bytes_ = 0;
   double upload_seconds_ = 0;
   bool stop_ = false;

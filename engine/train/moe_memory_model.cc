@@ -73,10 +73,10 @@ absl::StatusOr<int> ChooseMoeChunks(const MoeShape& s, const std::vector<int64_t
     }
     break;
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "MoE activations: the busiest expert's ", max_rows, " rows need ",
-      PredictMoePeakBytes(s, rows_per_expert, 8 * mb), " bytes even in 8 chunks; ",
-      available_bytes, " bytes of device memory are free"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("MoE activations: the busiest expert's ", max_rows, " rows need ",
+                   PredictMoePeakBytes(s, rows_per_expert, 8 * mb), " bytes even in 8 chunks; ",
+                   available_bytes, " bytes of device memory are free"));
 }
 
 }  // namespace expertd::train

@@ -28,6 +28,27 @@ int64_t ActsCapacity(const MlpActivations& a) {
   return Capacity(a.gate) + Capacity(a.up) + Capacity(a.act) + Capacity(a.out);
 }
 
+// Every expert's rows split into `slices`, experts in index order, empty
+// slices skipped.
+template <typename Task>
+std::vector<Task> SliceTasks(const std::vector<int64_t>& rows, int slices) {
+  std::vector<Task> tasks;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    for (int j = 0; j < slices; ++j) {
+      const int64_t b = SliceBegin(rows[e], slices, j), end = SliceBegin(rows[e], slices, j + 1);
+      if (end > b) tasks.push_back({static_cast<int>(e), b, end});
+    }
+  }
+  return tasks;
+}
+
+// MPMoE's profile key: the busiest expert's rows, as a power-of-two range.
+int RowsBucket(int64_t max_rows) {
+  int bucket = 0;
+  while ((int64_t{1} << (bucket + 1)) <= max_rows) ++bucket;
+  return bucket;
+}
+
 // Sizes a reused slice buffer and its activations once, for `rows` rows.
 void ReserveRows(int64_t rows, const MoeShape& s, std::vector<float>* in, MlpActivations* a) {
   in->reserve(rows * s.hidden);
@@ -64,8 +85,7 @@ absl::Status RunThreeStages(size_t count, bool threaded,
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] {
-          return !error.ok() ||
-                 ((k == 0 || done[k - 1] > t) && (k == 2 || done[k + 1] + 2 > t));
+          return !error.ok() || ((k == 0 || done[k - 1] > t) && (k == 2 || done[k + 1] + 2 > t));
         });
         if (!error.ok()) return;
       }
@@ -91,13 +111,14 @@ absl::Status RunThreeStages(size_t count, bool threaded,
 class ExpertFeed {
  public:
   ExpertFeed(const FeedForwardParams& p, const std::vector<int>& order, bool offload,
-             bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace)
-      : p_(p), order_(order) {
+             bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace,
+             std::function<void(const MlpParams&)> on_done = {})
+      : p_(p), order_(order), on_done_(std::move(on_done)) {
     if (offload) {
       uploader_ = std::make_unique<ExpertUploader>(p, order, with_grads, 2, device, trace);
     }
   }
-  ~ExpertFeed() { Finish(); }
+  ~ExpertFeed() { Finish(/*complete=*/false); }  // an error path: no gradient is final
 
   absl::StatusOr<MlpParams> Get(int expert) {
     if (uploader_ == nullptr) return p_.experts[expert];
@@ -107,9 +128,10 @@ class ExpertFeed {
     current_ = expert;
     return slot_->params();
   }
-  void Finish() {
+  void Finish(bool complete = true) {
     if (uploader_ == nullptr || current_ < 0) return;
     uploader_->Done(next_++);
+    if (complete && on_done_) on_done_(p_.experts[current_]);
     current_ = -1;
   }
   int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }
@@ -118,6 +140,7 @@ class ExpertFeed {
  private:
   const FeedForwardParams& p_;
   const std::vector<int> order_;
+  const std::function<void(const MlpParams&)> on_done_;
   std::unique_ptr<ExpertUploader> uploader_;
   DeviceExpert* slot_ = nullptr;
   int current_ = -1;
@@ -145,11 +168,8 @@ int ScheduledFeedForwardExecutor::LayerOrdinal(const FeedForwardParams& p) {
   return next;
 }
 
-int ScheduledFeedForwardExecutor::ChooseMicroBatches(const MoeShape& s, int64_t max_rows) {
-  (void)s;
-  int bucket = 0;
-  while ((int64_t{1} << (bucket + 1)) <= max_rows) ++bucket;
-  const std::map<int, double>& seen = profile_[bucket];
+int ScheduledFeedForwardExecutor::ChooseMicroBatches(int64_t max_rows) {
+  const std::map<int, double>& seen = profile_[RowsBucket(max_rows)];
   for (int n : {2, 4, 8}) {
     if (!seen.count(n)) return n;  // still profiling this range
   }
@@ -174,6 +194,46 @@ absl::Status ScheduledFeedForwardExecutor::DenseForward(const FeedForwardParams&
   return absl::OkStatus();
 }
 
+absl::Status ScheduledFeedForwardExecutor::ChooseSlicing(const FeedForwardParams& p,
+                                                         const MoeShape& s,
+                                                         const std::vector<int64_t>& rows,
+                                                         int64_t max_rows, int* chunks, int* mb) {
+  *mb = schedule_.micro_batches == 0 ? ChooseMicroBatches(max_rows)
+                                     : std::max(1, schedule_.micro_batches);
+  *chunks = std::max(1, schedule_.moe_chunks);
+  if (schedule_.moe_chunks != 0) return absl::OkStatus();
+  int64_t slot = 0;  // room one expert upload needs beside the activations
+  if (offload_) {
+    for (const MlpParams& e : p.experts) slot = std::max(slot, ExpertSlotBytes(e, true));
+  }
+  ASSIGN_OR_RETURN(*chunks, ChooseMoeChunks(s, rows, *mb, device_->available() - slot));
+  return absl::OkStatus();
+}
+
+absl::Status ScheduledFeedForwardExecutor::ReserveForward(const MoeShape& s,
+                                                          const std::vector<int64_t>& rows, int mb,
+                                                          const std::string& layer,
+                                                          FeedForwardActivations* a,
+                                                          DeviceReservation* working) {
+  DeviceReservation routing;
+  RETURN_IF_ERROR(routing.Acquire(device_, RoutingBytes(s), "the routing state of " + layer));
+  a->held.push_back(std::move(routing));
+  const int slices = a->expert_slices;
+  if (slices > 1) {  // the reused slice buffers, for the forward only
+    return working->Acquire(
+        device_, (mb > 1 ? 2 : 1) * ExpertForwardBytes(s, MaxSliceRows(rows, slices)),
+        absl::StrCat("the expert buffers of ", layer, " in ", slices, " slices"));
+  }
+  int64_t saved = 0;
+  for (int64_t r : rows) saved += ExpertForwardBytes(s, r);
+  DeviceReservation held;
+  RETURN_IF_ERROR(held.Acquire(device_, saved,
+                               absl::StrCat("the expert activations saved for backward of ", layer,
+                                            " (--moe_chunks splits them)")));
+  a->held.push_back(std::move(held));
+  return absl::OkStatus();
+}
+
 absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, const float* x,
                                                    int64_t n, int64_t hidden,
                                                    FeedForwardActivations* a, float* y,
@@ -190,56 +250,25 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
     rows[e] = static_cast<int64_t>(a->expert_rows[e].size());
     max_rows = std::max(max_rows, rows[e]);
   }
-  const int mb = schedule_.micro_batches == 0 ? ChooseMicroBatches(s, max_rows)
-                                              : std::max(1, schedule_.micro_batches);
-  int chunks = std::max(1, schedule_.moe_chunks);
-  if (schedule_.moe_chunks == 0) {
-    int64_t slots = 0;  // room one expert upload needs beside the activations
-    if (offload_) {
-      for (const MlpParams& e : p.experts) slots = std::max(slots, ExpertSlotBytes(e, true));
-    }
-    ASSIGN_OR_RETURN(chunks, ChooseMoeChunks(s, rows, mb, device_->available() - slots));
-  }
+  int mb = 1, chunks = 1;
+  RETURN_IF_ERROR(ChooseSlicing(p, s, rows, max_rows, &chunks, &mb));
   const int slices = chunks * mb;
   const bool save = slices == 1;
   a->expert_slices = slices;
   const std::string layer = LayerName(p);
-  DeviceReservation routing, working;
-  RETURN_IF_ERROR(routing.Acquire(device_, RoutingBytes(s), "the routing state of " + layer));
-  a->held.push_back(std::move(routing));
-  if (save) {
-    int64_t saved = 0;
-    for (int64_t r : rows) saved += ExpertForwardBytes(s, r);
-    RETURN_IF_ERROR(working.Acquire(
-        device_, saved,
-        absl::StrCat("the expert activations saved for backward of ", layer,
-                     " (--moe_chunks splits them)")));
-    a->held.push_back(std::move(working));
-  } else {
-    const int64_t r = MaxSliceRows(rows, slices);
-    RETURN_IF_ERROR(working.Acquire(device_, (mb > 1 ? 2 : 1) * ExpertForwardBytes(s, r),
-                                    absl::StrCat("the expert buffers of ", layer, " in ", slices,
-                                                 " slices")));
-  }
-  std::vector<Task> tasks;
-  for (int e = 0; e < s.experts; ++e) {
-    for (int j = 0; j < slices; ++j) {
-      const int64_t b = SliceBegin(rows[e], slices, j), end = SliceBegin(rows[e], slices, j + 1);
-      if (end > b) tasks.push_back({e, b, end});
-    }
-  }
+  DeviceReservation working;
+  RETURN_IF_ERROR(ReserveForward(s, rows, mb, layer, a, &working));
+  const std::vector<Task> tasks = SliceTasks<Task>(rows, slices);
   a->expert_inputs.assign(s.experts, {});
   a->expert_acts.assign(s.experts, {});
   std::fill(y, y + n * hidden, 0.0f);
   LiveBytes live;
-  live.Add(Capacity(a->probs) + Capacity(a->topk_ids) + Capacity(a->topk_weight) + 2 * n * s.top_k *
-                                                                                      4);
+  live.Add(Capacity(a->probs) + Capacity(a->topk_ids) + Capacity(a->topk_weight) +
+           2 * n * s.top_k * 4);
   const auto start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(ExpertsForward(p, s, tasks, save, mb, x, a, y, &live, pool));
   if (schedule_.micro_batches == 0) {
-    int bucket = 0;
-    while ((int64_t{1} << (bucket + 1)) <= max_rows) ++bucket;
-    profile_[bucket].emplace(
+    profile_[RowsBucket(max_rows)].emplace(
         mb, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   working.Reset();
@@ -258,10 +287,12 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
   return absl::OkStatus();
 }
 
-absl::Status ScheduledFeedForwardExecutor::ExpertsForward(
-    const FeedForwardParams& p, const MoeShape& s, const std::vector<Task>& tasks, bool save,
-    int micro_batches, const float* x, FeedForwardActivations* a, float* y, LiveBytes* live,
-    ThreadPool* pool) {
+absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParams& p,
+                                                          const MoeShape& s,
+                                                          const std::vector<Task>& tasks, bool save,
+                                                          int micro_batches, const float* x,
+                                                          FeedForwardActivations* a, float* y,
+                                                          LiveBytes* live, ThreadPool* pool) {
   const int64_t h = s.hidden, k = s.top_k;
   std::vector<int> order;
   for (const Task& t : tasks) {
@@ -359,16 +390,10 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
       RouterBackwardBytes(s) + ExpertBackwardBytes(s, r) + (save ? 0 : ExpertForwardBytes(s, r)) +
           (p.shared.gate != nullptr ? n * (3 * p.shared.width() + hidden) * kF : 0),
       "the MoE backward buffers of " + LayerName(p)));
-  std::vector<Task> tasks;
-  for (int e = 0; e < s.experts; ++e) {
-    for (int j = 0; j < slices; ++j) {
-      const int64_t b = SliceBegin(rows[e], slices, j), end = SliceBegin(rows[e], slices, j + 1);
-      if (end > b) tasks.push_back({e, b, end});
-    }
-  }
+  const std::vector<Task> tasks = SliceTasks<Task>(rows, slices);
   LiveBytes live;
-  int64_t held = Capacity(a.probs) + Capacity(a.topk_ids) + Capacity(a.topk_weight) +
-                 2 * n * s.top_k * 4;
+  int64_t held =
+      Capacity(a.probs) + Capacity(a.topk_ids) + Capacity(a.topk_weight) + 2 * n * s.top_k * 4;
   for (int64_t e = 0; e < s.experts; ++e) {
     held += Capacity(a.expert_inputs[e]) + ActsCapacity(a.expert_acts[e]);
   }
@@ -382,8 +407,7 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   MoeRouterAndSharedBackward(p, x, a, dy, dweight, aux_dprob, n, hidden, dx, pool);
   a.held.clear();
   std::lock_guard<std::mutex> lock(stats_mu_);
-  stats_.measured_peak =
-      std::max({stats_.measured_peak, live.peak(), forward_peak_[ordinal]});
+  stats_.measured_peak = std::max({stats_.measured_peak, live.peak(), forward_peak_[ordinal]});
   return absl::OkStatus();
 }
 
@@ -397,7 +421,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   for (const Task& t : tasks) {
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
-  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_);
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_, on_expert_done_);
   std::vector<float> xe, dout, dxe;
   MlpActivations recomputed;
   int64_t largest = 0;

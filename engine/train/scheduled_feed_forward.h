@@ -21,8 +21,10 @@
 #define EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/train/device_memory.h"
@@ -42,13 +44,17 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   // Where the routed experts live: false = resident on the device.
   void set_offload(bool offload) { offload_ = offload; }
   bool offload() const { return offload_; }
+  // Offloaded backward: called (on the compute thread) once an expert's
+  // gradient for this backward is complete in the host tier. Null: none.
+  void set_on_expert_done(std::function<void(const MlpParams&)> fn) {
+    on_expert_done_ = std::move(fn);
+  }
 
   absl::Status Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
                        FeedForwardActivations* a, float* y, ThreadPool* pool) override;
-  absl::Status Backward(const FeedForwardParams& p, const float* x,
-                        const FeedForwardActivations& a, const float* dy,
-                        const std::vector<float>& aux_dprob, int64_t n, int64_t hidden, float* dx,
-                        ThreadPool* pool) override;
+  absl::Status Backward(const FeedForwardParams& p, const float* x, const FeedForwardActivations& a,
+                        const float* dy, const std::vector<float>& aux_dprob, int64_t n,
+                        int64_t hidden, float* dx, ThreadPool* pool) override;
 
   // Adds what happened since the last call into *r (uploads, recompute,
   // chosen c and n per MoE layer, predicted vs measured activation peaks).
@@ -77,13 +83,22 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   };
 
   int LayerOrdinal(const FeedForwardParams& p);
-  int ChooseMicroBatches(const MoeShape& s, int64_t max_rows);
+  int ChooseMicroBatches(int64_t max_rows);
+  // MemFine's c and MPMoE's n for this layer and step.
+  absl::Status ChooseSlicing(const FeedForwardParams& p, const MoeShape& s,
+                             const std::vector<int64_t>& rows, int64_t max_rows, int* chunks,
+                             int* mb);
+  // The layer's routing state and saved expert activations (held in a->held
+  // until backward), or the forward's reused slice buffers (*working).
+  absl::Status ReserveForward(const MoeShape& s, const std::vector<int64_t>& rows, int mb,
+                              const std::string& layer, FeedForwardActivations* a,
+                              DeviceReservation* working);
   absl::Status DenseForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
                             FeedForwardActivations* a, float* y, ThreadPool* pool);
   absl::Status ExpertsForward(const FeedForwardParams& p, const MoeShape& s,
                               const std::vector<Task>& tasks, bool save, int micro_batches,
-                              const float* x, FeedForwardActivations* a, float* y,
-                              LiveBytes* live, ThreadPool* pool);
+                              const float* x, FeedForwardActivations* a, float* y, LiveBytes* live,
+                              ThreadPool* pool);
   absl::Status ExpertsBackward(const FeedForwardParams& p, const MoeShape& s,
                                const std::vector<Task>& tasks, const float* x,
                                const FeedForwardActivations& a, const float* dy,
@@ -94,6 +109,7 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   DeviceMemoryTracker* const device_;
   TraceRecorder* const trace_;
   bool offload_ = false;
+  std::function<void(const MlpParams&)> on_expert_done_;
   std::map<const FeedForwardParams*, int> ordinals_;
   std::map<int, int64_t> forward_peak_;  // by MoE layer ordinal, measured
   // MPMoE profile: per token-count range (log2 of the busiest expert's rows),

@@ -70,7 +70,7 @@ struct Result {
 };
 
 Result RunBlock(FeedForwardExecutor* ex, bool skewed, ScheduledFeedForwardExecutor* sched = nullptr,
-           DeviceMemoryTracker* device = nullptr) {
+                DeviceMemoryTracker* device = nullptr) {
   Block b(skewed);
   const std::vector<float> x = Input(skewed);
   Result r;
@@ -206,8 +206,9 @@ TEST(MoeMemoryModelTest, ChunksSnapToPowersOfTwoAndFailPastEight) {
     EXPECT_LE(*c, want);
     EXPECT_LE(PredictMoePeakBytes(shape, rows, *c), budget);
   }
-  EXPECT_EQ(ChooseMoeChunks(shape, rows, 1, PredictMoePeakBytes(shape, rows, 8) - 1).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      ChooseMoeChunks(shape, rows, 1, PredictMoePeakBytes(shape, rows, 8) - 1).status().code(),
+      absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

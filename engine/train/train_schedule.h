@@ -52,10 +52,10 @@ struct ScheduleReport {
   double upload_seconds = 0;        // time the upload thread spent copying
   double step_seconds = 0;          // wall time of the whole step
   int64_t ssd_read_bytes = 0, ssd_written_bytes = 0;
-  int64_t recomputed_flops = 0;     // expert forward FLOPs redone in backward
+  int64_t recomputed_flops = 0;  // expert forward FLOPs redone in backward
   int64_t offloaded_activation_bytes = 0;
-  std::vector<int> moe_chunks;      // per MoE layer, the last chosen c
-  std::vector<int> micro_batches;   // per MoE layer, the last chosen n
+  std::vector<int> moe_chunks;                  // per MoE layer, the last chosen c
+  std::vector<int> micro_batches;               // per MoE layer, the last chosen n
   int64_t predicted_peak_activation_bytes = 0;  // max over MoE layers (memory model)
   int64_t measured_peak_activation_bytes = 0;   // max over MoE layers (tracker)
 };

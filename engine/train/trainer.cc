@@ -2,7 +2,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -103,10 +107,12 @@ absl::Status Trainer::PlanPlacement(bool force_host, const std::string& why) {
                    : absl::StrCat("experts (", expert_bytes, " bytes with gradients and AdamW "
                                   "state) and the rest (", other_bytes, " bytes) exceed the device's ",
                                   limit, " bytes");
-    if (sch.host_memory_bytes > 0 && expert_bytes > sch.host_memory_bytes) {
-      return absl::UnimplementedError(absl::StrCat(
-          "the experts need ", expert_bytes, " bytes of host memory, more than --host_memory_bytes=",
-          sch.host_memory_bytes, ", and the SSD tier is not implemented yet"));
+    RETURN_IF_ERROR(PlanSsdTier(experts, expert_bytes));
+    if (ssd_ != nullptr) {
+      r.expert_placement = "host+ssd";
+      r.placement_reason += absl::StrCat("; their optimizer state past --host_memory_bytes=",
+                                         sch.host_memory_bytes, " (", ssd_->file_bytes(),
+                                         " bytes) is in the SSD tier");
     }
   } else {
     r.expert_placement = "resident";
@@ -132,6 +138,8 @@ absl::StatusOr<StepReport> Trainer::Step(
   if (!planned_) RETURN_IF_ERROR(PlanPlacement(false, ""));
   device_->ResetPeak();
   const auto start = std::chrono::steady_clock::now();
+  const int64_t ssd_read_before = ssd_ != nullptr ? ssd_->bytes_read() : 0;
+  const int64_t ssd_written_before = ssd_ != nullptr ? ssd_->bytes_written() : 0;
   absl::StatusOr<StepReport> r = RunStep(micro_batches, before_clip);
   // Adaptive: resident until the device runs out, then the host tier (once;
   // a step that failed before its update changed nothing but gradients).
@@ -144,6 +152,10 @@ absl::StatusOr<StepReport> Trainer::Step(
   }
   if (!r.ok()) return r.status();
   r->memory_schedule = placement_;
+  if (ssd_ != nullptr) {
+    r->memory_schedule.ssd_read_bytes = ssd_->bytes_read() - ssd_read_before;
+    r->memory_schedule.ssd_written_bytes = ssd_->bytes_written() - ssd_written_before;
+  }
   r->memory_schedule.peak_device_bytes = device_->peak();
   r->memory_schedule.step_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -156,20 +168,156 @@ absl::Status Trainer::WriteTrace() const {
   return trace_->WriteJson(options_.memory_schedule.trace_out);
 }
 
+namespace {
+
+// Runs AdamW updates of single parameters on one thread, in arrival order.
+class OptimizerWorker {
+ public:
+  explicit OptimizerWorker(std::function<absl::Status(size_t)> update)
+      : update_(std::move(update)), thread_([this] { Run(); }) {}
+  ~OptimizerWorker() { Close(); }
+  void Push(size_t index) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(index);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      size_t index;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // closed and drained
+        index = queue_.front();
+        queue_.pop_front();
+      }
+      absl::Status st = update_(index);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (status_.ok()) status_ = st;
+    }
+  }
+
+ public:
+  // The first failed update (valid after destruction began: read it before).
+  absl::Status Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return status_;
+  }
+
+ private:
+  const std::function<absl::Status(size_t)> update_;
+  absl::Status status_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;
+  bool closed_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::Status Trainer::UpdateParam(size_t i, double lr, engine::ThreadPool* pool) {
+  Parameter* p = &model_->params()[i];
+  if (ssd_ == nullptr || !ssd_->Holds(i) || !p->has_grad) {
+    optimizer_.StepOne(p, i, lr, pool);
+    return absl::OkStatus();
+  }
+  AdamWParamState* state = &optimizer_.state()[i];
+  RETURN_IF_ERROR(ssd_->Load(i, state));
+  optimizer_.StepOne(p, i, lr, pool);
+  return ssd_->Store(i, state);
+}
+
+absl::Status Trainer::PlanSsdTier(const std::set<const Parameter*>& experts,
+                                  int64_t expert_bytes) {
+  const TrainSchedule& sch = options_.memory_schedule;
+  if (sch.host_memory_bytes <= 0 || expert_bytes <= sch.host_memory_bytes) return absl::OkStatus();
+  if (sch.ssd_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the experts' training state (", expert_bytes, " bytes) exceeds --host_memory_bytes=",
+        sch.host_memory_bytes, "; give --ssd_dir for the SSD tier"));
+  }
+  // The host tier keeps every expert's weight and gradient (8 bytes an
+  // element) and, in parameter order, the optimizer state that still fits.
+  std::vector<Parameter>& params = model_->params();
+  int64_t host = 0;
+  for (const Parameter* p : experts) host += 2 * p->numel() * static_cast<int64_t>(sizeof(float));
+  if (host > sch.host_memory_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "host memory: the experts' weights and gradients need ", host,
+        " bytes, more than --host_memory_bytes=", sch.host_memory_bytes));
+  }
+  ASSIGN_OR_RETURN(ssd_, SsdTier::Create(sch.ssd_dir));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter& p = params[i];
+    if (!experts.count(&p) || !p.trainable) continue;
+    const bool master = p.dtype != models::DType::kF32;
+    const int64_t state = p.numel() * static_cast<int64_t>(sizeof(float)) * (master ? 3 : 2);
+    if (host + state <= sch.host_memory_bytes) {
+      host += state;
+      continue;
+    }
+    ssd_->Add(i, p.numel(), master);
+    // State already in memory (a later placement) moves to the file now.
+    if (i < optimizer_.state().size()) RETURN_IF_ERROR(ssd_->Store(i, &optimizer_.state()[i]));
+  }
+  return absl::OkStatus();
+}
+
+bool Trainer::EarlyExpertUpdates() const {
+  return executor_ != nullptr && executor_->offload() && options_.clip_norm <= 0.0;
+}
+
 absl::StatusOr<StepReport> Trainer::RunStep(
     const std::vector<TrainBatch>& micro_batches,
     const std::function<void(const TrainModel&)>& before_clip) {
   if (micro_batches.empty()) return absl::InvalidArgumentError("a step needs a batch");
   for (Parameter& p : model_->params()) p.ClearGrad();  // zero_grad(set_to_none=True)
   StepReport report;
+  report.lr = ScheduledLr(options_, steps_done_);
+  std::vector<Parameter>& params = model_->params();
+  optimizer_.Prepare(params.size());
+  // Without clipping an offloaded expert's gradient is final once the last
+  // micro-batch's backward is done with it: its update overlaps the rest of
+  // backward. With clipping every update waits for the global norm.
+  std::vector<char> updated(params.size(), 0);
+  std::unique_ptr<OptimizerWorker> worker;
   const float scale = 1.0f / static_cast<float>(micro_batches.size());
-  for (const TrainBatch& batch : micro_batches) {
-    ASSIGN_OR_RETURN(LossBreakdown loss,
-                     model_->Step(batch, /*backward=*/true, scale, pool_.get()));
-    report.loss.total += loss.total * scale;
-    report.loss.ce += loss.ce * scale;
-    report.loss.aux += loss.aux * scale;
-    report.loss.predicted_tokens += loss.predicted_tokens;
+  for (size_t b = 0; b < micro_batches.size(); ++b) {
+    if (EarlyExpertUpdates() && b + 1 == micro_batches.size()) {
+      worker = std::make_unique<OptimizerWorker>(
+          [this, lr = report.lr](size_t i) { return UpdateParam(i, lr, nullptr); });
+      executor_->set_on_expert_done([&](const MlpParams& e) {
+        for (Parameter* w : {e.gate, e.up, e.down}) {
+          const size_t i = static_cast<size_t>(w - params.data());
+          if (!w->has_grad || updated[i]) continue;
+          updated[i] = 1;
+          worker->Push(i);
+        }
+      });
+    }
+    absl::StatusOr<LossBreakdown> loss =
+        model_->Step(micro_batches[b], /*backward=*/true, scale, pool_.get());
+    if (executor_ != nullptr) executor_->set_on_expert_done(nullptr);
+    if (worker != nullptr) {  // drains: every early update is done
+      absl::Status updates = worker->Close();
+      worker.reset();
+      RETURN_IF_ERROR(updates);
+    }
+    if (!loss.ok()) return loss.status();
+    report.loss.total += loss->total * scale;
+    report.loss.ce += loss->ce * scale;
+    report.loss.aux += loss->aux * scale;
+    report.loss.predicted_tokens += loss->predicted_tokens;
   }
   if (before_clip) before_clip(*model_);
   // torch.nn.utils.clip_grad_norm_: the 2-norm of the per-parameter 2-norms.
@@ -191,8 +339,9 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       for (float& g : p.grad) g *= report.clip_coef;
     }
   }
-  report.lr = ScheduledLr(options_, steps_done_);
-  optimizer_.Step(&model_->params(), report.lr, pool_.get());
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!updated[i]) RETURN_IF_ERROR(UpdateParam(i, report.lr, pool_.get()));
+  }
   ++steps_done_;
   return report;
 }

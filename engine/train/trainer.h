@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,7 @@
 #include "engine/train/adamw.h"
 #include "engine/train/device_memory.h"
 #include "engine/train/scheduled_feed_forward.h"
+#include "engine/train/ssd_tier.h"
 #include "engine/train/trace_recorder.h"
 #include "engine/train/train_schedule.h"
 #include "engine/train/train_model.h"
@@ -88,6 +90,13 @@ class Trainer {
   absl::Status PlanPlacement(bool force_host, const std::string& why);
   absl::StatusOr<StepReport> RunStep(const std::vector<TrainBatch>& micro_batches,
                                      const std::function<void(const TrainModel&)>& before_clip);
+  // ES-MoE's per-expert optimizer: true when an offloaded expert's AdamW update
+  // may start as soon as its gradient is final (no clipping to wait for).
+  bool EarlyExpertUpdates() const;
+  // AdamW on params[i], through the SSD tier when its state lives there.
+  absl::Status UpdateParam(size_t i, double lr, engine::ThreadPool* pool);
+  // Spills experts' optimizer state to the SSD tier past --host_memory_bytes.
+  absl::Status PlanSsdTier(const std::set<const Parameter*>& experts, int64_t expert_bytes);
 
   TrainModel* model_;
   TrainOptions options_;
@@ -99,6 +108,7 @@ class Trainer {
   std::unique_ptr<TraceRecorder> trace_;
   ScheduledFeedForwardExecutor* executor_ = nullptr;  // owned by model_
   DeviceReservation static_bytes_;
+  std::unique_ptr<SsdTier> ssd_;
   bool planned_ = false;
   ScheduleReport placement_;
 };

@@ -3,6 +3,7 @@
 // its JSON and --grads_out file against train_golden.json.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -378,6 +379,93 @@ TEST(ExpertdTrainScheduleTest, OffloadIsBitwisePlainAndPlainDoesNotFit) {
     if (e.at("ph") == "X") lanes.insert(e.at("tid").get<int>());
   }
   EXPECT_EQ(lanes, (std::set<int>{1, 2, 5})) << "compute, upload and optimizer lanes";
+}
+
+
+// Without clipping an offloaded expert's AdamW update starts as soon as its
+// gradient is final, overlapping the rest of backward, and the weights are
+// still bitwise those of plain training.
+TEST(ExpertdTrainScheduleTest, UnclippedExpertUpdatesOverlapBackward) {
+  const std::string arch = "mixtral";
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(arch);
+  const std::string device = std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4);
+  const std::string plain_w = TmpDir() + "/plain_noclip.safetensors",
+                    off_w = TmpDir() + "/off_noclip.safetensors",
+                    trace = TmpDir() + "/trace_noclip.json";
+  const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
+                           WriteBatch(*golden, "noclip") + " --steps=3 --threads=2 --clip_norm=0";
+  Output plain = RunTrain(args + " --weights_out=" + plain_w);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  Output off =
+      RunTrain(args + " --offload_experts --device_memory_bytes=" + device + " --weights_out=" + off_w);
+  ASSERT_EQ(off.status, 0) << off.err;
+  std::ifstream a(plain_w, std::ios::binary), b(off_w, std::ios::binary);
+  const std::string wa((std::istreambuf_iterator<char>(a)), {}),
+      wb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(wa.empty());
+  EXPECT_TRUE(wa == wb) << "early expert updates changed the weights' bits";
+  // One step's timeline: some expert's update starts before the step's last
+  // backward expert compute (with clipping, every update would come after).
+  Output one = RunTrain("--model=" + FixtureDir(arch) + " --batch=" + WriteBatch(*golden, "noclip") +
+                        " --steps=1 --threads=2 --clip_norm=0 --offload_experts" +
+                        " --device_memory_bytes=" + device + " --trace_out=" + trace);
+  ASSERT_EQ(one.status, 0) << one.err;
+  std::ifstream t(trace);
+  const nlohmann::json tj = nlohmann::json::parse(t, nullptr, false);
+  ASSERT_FALSE(tj.is_discarded());
+  int64_t first_expert_update = -1, last_backward = -1;
+  for (const nlohmann::json& e : tj.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const std::string name = e.at("name");
+    const int64_t ts = e.at("ts");
+    if (name.rfind("AdamW ", 0) == 0 && name.find(".experts.") != std::string::npos) {
+      first_expert_update = first_expert_update < 0 ? ts : std::min(first_expert_update, ts);
+    }
+    if (name.rfind("backward expert", 0) == 0) last_backward = std::max(last_backward, ts);
+  }
+  ASSERT_GE(first_expert_update, 0);
+  EXPECT_LT(first_expert_update, last_backward);
+}
+
+
+// Past --host_memory_bytes the experts' AdamW state lives in the SSD tier
+// file: still bitwise the weights of plain training; a missing --ssd_dir is a
+// clear error.
+TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
+  const std::string arch = "mixtral";
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(arch);
+  const int64_t all_experts = bytes.all - bytes.non_expert;  // 16 bytes an element
+  const std::string device = std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4);
+  const std::string host = std::to_string(all_experts / 2 + (1 << 20));  // weights, grads + 1 MB
+  const std::string plain_w = TmpDir() + "/plain_ssd.safetensors",
+                    ssd_w = TmpDir() + "/ssd.safetensors";
+  const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
+                           WriteBatch(*golden, "ssd") + " --steps=3 --threads=2";
+  Output plain = RunTrain(args + " --weights_out=" + plain_w);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const std::string offload =
+      " --offload_experts --device_memory_bytes=" + device + " --host_memory_bytes=" + host;
+  Output ssd = RunTrain(args + offload + " --ssd_dir=" + TmpDir() + " --weights_out=" + ssd_w);
+  ASSERT_EQ(ssd.status, 0) << ssd.err;
+  const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << ssd.out;
+  const nlohmann::json& report = j.at("schedule").back();
+  EXPECT_EQ(report.at("expert_placement"), "host+ssd") << report;
+  EXPECT_GT(report.at("ssd_read_bytes").get<int64_t>(), 0) << report;
+  EXPECT_EQ(report.at("ssd_read_bytes"), report.at("ssd_written_bytes")) << report;
+  std::ifstream a(plain_w, std::ios::binary), b(ssd_w, std::ios::binary);
+  const std::string wa((std::istreambuf_iterator<char>(a)), {}),
+      wb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(wa.empty());
+  EXPECT_TRUE(wa == wb) << "the SSD tier changed the weights' bits";
+
+  Output no_dir = RunTrain(args + offload);
+  EXPECT_EQ(no_dir.status, 1);
+  EXPECT_NE(no_dir.err.find("--ssd_dir"), std::string::npos) << no_dir.err;
 }
 
 }  // namespace

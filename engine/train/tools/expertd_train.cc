@@ -153,6 +153,8 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"static_device_bytes", r.static_device_bytes},
           {"uploaded_bytes", r.uploaded_bytes},
           {"upload_seconds", r.upload_seconds},
+          {"ssd_read_bytes", r.ssd_read_bytes},
+          {"ssd_written_bytes", r.ssd_written_bytes},
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
