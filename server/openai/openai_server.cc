@@ -14,6 +14,7 @@
 #include "server/model_runtime.h"
 #include "server/openai/api_request.h"
 #include "server/openai/api_response.h"
+#include "server/openai/connection_watch.h"
 #include "server/openai/session.h"
 
 namespace expertd::server::openai {
@@ -332,9 +333,18 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
     return;
   }
 
+  // The response is written only at the end: watch the connection meanwhile,
+  // so a client that gives up frees its sequences as a gRPC cancel does.
+  const int client_socket = ConnectionSocket(req.remote_addr, req.remote_port, req.local_port);
   std::vector<ChoiceResult> results((*session)->choices());
   while (true) {
     const bool done = (*session)->finished();
+    if (!done && PeerClosed(client_socket)) {
+      (*session)->Cancel();
+      record(absl::StatusCode::kCancelled);
+      EXPERTD_LOG(Info, "openai client disconnected").With("id", id);
+      return;
+    }
     for (ChoiceUpdate& u : (*session)->Take(done ? absl::ZeroDuration() : kPollInterval)) {
       ChoiceResult& r = results[u.choice];
       r.text += u.update.text;
