@@ -143,13 +143,27 @@ TEST_F(OpenAiHttpTest, LogitBiasBansAndForcesTokensLikeTheGrpcField) {
   EXPECT_EQ(bad["error"]["param"], "logit_bias");
 }
 
-TEST_F(OpenAiHttpTest, ChatWithoutTemplateIsRefusedNamingMessages) {
+TEST_F(OpenAiHttpTest, ZooModelAnswersChatWithItsOwnTemplate) {
   json out = Post("/v1/completions", {{"model", "zoo"}, {"prompt", "a"}, {"max_tokens", 3}});
   EXPECT_EQ(out["usage"]["completion_tokens"].get<int>(), 3);
-  // No chat template in the zoo model and none given: chat answers 400 naming messages.
-  json chat = Post("/v1/chat/completions",
-                   {{"model", "zoo"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}, 400);
-  EXPECT_EQ(chat["error"]["param"], "messages");
+  // The zoo's tokenizer_config.json carries a chat template: "<s>ROLE\nCONTENT</s>\n" per
+  // turn, then "<s>assistant\n". The chat prompt is exactly that text, tokenized.
+  json chat = Post("/v1/chat/completions", {{"model", "zoo"},
+                                            {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                            {"max_tokens", 4},
+                                            {"temperature", 0}});
+  ASSERT_TRUE(chat.is_object());
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["usage"]["completion_tokens"].get<int>(), 4);
+  v1::GenerateRequest req;
+  req.set_text("<s>user\nhi</s>\n<s>assistant\n");
+  req.set_add_special_tokens(false);  // a chat prompt has the template's tokens only
+  req.mutable_sampling()->set_temperature(0);
+  req.mutable_stopping()->set_max_new_tokens(4);
+  v1::GenerateUnaryResponse grpc_out = Grpc(req);
+  EXPECT_EQ(chat["usage"]["prompt_tokens"].get<uint32_t>(), grpc_out.usage().prompt_tokens());
+  EXPECT_EQ(chat["choices"][0]["message"]["content"].get<std::string>(), grpc_out.text());
 }
 
 }  // namespace
