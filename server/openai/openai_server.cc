@@ -169,6 +169,10 @@ absl::Status OpenAiServer::Start(const std::string& listen) {
   http_ = std::make_unique<httplib::Server>();
   http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http_->set_payload_max_length(32 << 20);
+  // One SSE event per token is a small write: without TCP_NODELAY, Nagle's
+  // algorithm holds it until the previous one is acknowledged, and the
+  // client's delayed ACK makes that up to 40 ms (gRPC sets it too).
+  http_->set_tcp_nodelay(true);
   http_->set_read_timeout(60);
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     HandleModels(req, res);
