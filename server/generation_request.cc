@@ -1,5 +1,6 @@
 #include "server/generation_request.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,8 @@
 
 namespace expertd::server {
 namespace {
+
+constexpr int kMaxLogitBiasEntries = 1024;
 
 absl::Status FieldError(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
@@ -22,7 +25,29 @@ absl::Status CheckRange(absl::string_view field, float v, float lo, float hi,
   return absl::OkStatus();
 }
 
-absl::Status ApplySampling(const v1::SamplingParams& p, SamplingOptions* s) {
+absl::Status ApplyLogitBias(const v1::SamplingParams& p, const ValidationLimits& limits,
+                            SamplingOptions* s) {
+  if (p.logit_bias_size() > kMaxLogitBiasEntries) {
+    return FieldError("sampling.logit_bias",
+                      absl::StrCat("at most ", kMaxLogitBiasEntries, " entries"));
+  }
+  for (const auto& [id, bias] : p.logit_bias()) {
+    if (id >= static_cast<uint32_t>(limits.vocab_size)) {
+      return FieldError("sampling.logit_bias", absl::StrCat("token id ", id,
+                                                            " is outside the vocabulary (size ",
+                                                            limits.vocab_size, ")"));
+    }
+    RETURN_IF_ERROR(CheckRange("sampling.logit_bias", bias, -100, 100));
+    s->logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+  }
+  // Map order is unspecified: sort, so equal requests give equal params.
+  std::sort(s->logit_bias.begin(), s->logit_bias.end());
+  return absl::OkStatus();
+}
+
+absl::Status ApplySampling(const v1::SamplingParams& p, const ValidationLimits& limits,
+                           SamplingOptions* s) {
+  RETURN_IF_ERROR(ApplyLogitBias(p, limits, s));
   if (p.has_temperature()) {
     RETURN_IF_ERROR(CheckRange("sampling.temperature", p.temperature(), 0, 100));
     s->temperature = p.temperature();
@@ -176,7 +201,7 @@ absl::StatusOr<GenerationRequest> ValidateGenerateRequest(const v1::GenerateRequ
                                             limits.model_name, "')"));
   }
   r.sampling.seed = random_seed;
-  RETURN_IF_ERROR(ApplySampling(req.sampling(), &r.sampling));
+  RETURN_IF_ERROR(ApplySampling(req.sampling(), limits, &r.sampling));
   RETURN_IF_ERROR(ApplyStopping(req.stopping(), limits, &r));
   if (req.logprobs().top_n() > static_cast<uint32_t>(limits.max_top_logprobs)) {
     return FieldError("logprobs.top_n", absl::StrCat("must be at most ", limits.max_top_logprobs));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,7 @@ struct SamplingOptions {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias), sorted by id
 };
 
 struct GenerationRequest {

@@ -74,6 +74,8 @@ TEST(GenerationRequestTest, ExplicitValuesCarriedOver) {
   s->set_presence_penalty(-1);
   s->set_frequency_penalty(0.5f);
   s->set_seed(7);
+  (*s->mutable_logit_bias())[42] = -100;
+  (*s->mutable_logit_bias())[9] = 2.5f;
   r.mutable_stopping()->set_max_new_tokens(8);
   r.mutable_stopping()->set_min_new_tokens(2);
   r.mutable_stopping()->add_stop("\n\n");
@@ -87,6 +89,8 @@ TEST(GenerationRequestTest, ExplicitValuesCarriedOver) {
   EXPECT_EQ(v->request_id, "client-42");
   EXPECT_EQ(v->sampling.top_k, 5);
   EXPECT_EQ(v->sampling.seed, 7u);
+  EXPECT_EQ(v->sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{9, 2.5f}, {42, -100.0f}}));  // by id
   EXPECT_EQ(v->max_new_tokens, 8);
   EXPECT_EQ(v->min_new_tokens, 2);
   EXPECT_EQ(v->stop, std::vector<std::string>{"\n\n"});
@@ -153,6 +157,10 @@ TEST(GenerationRequestTest, EveryBadFieldIsNamed) {
                 "sampling.presence_penalty");
   ExpectInvalid(with([](auto* r) { r->mutable_sampling()->set_frequency_penalty(-3); }),
                 "sampling.frequency_penalty");
+  ExpectInvalid(with([](auto* r) { (*r->mutable_sampling()->mutable_logit_bias())[100] = 1; }),
+                "sampling.logit_bias");  // vocab_size 100
+  ExpectInvalid(with([](auto* r) { (*r->mutable_sampling()->mutable_logit_bias())[5] = 101; }),
+                "sampling.logit_bias");
   ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_max_new_tokens(0); }),
                 "stopping.max_new_tokens");
   ExpectInvalid(with([](auto* r) { r->mutable_stopping()->set_max_new_tokens(1000); }),

@@ -46,6 +46,7 @@ engine::SamplingParams ToEngine(const GenerationRequest& r) {
   p.repetition_penalty = s.repetition_penalty;
   p.presence_penalty = s.presence_penalty;
   p.frequency_penalty = s.frequency_penalty;
+  p.logit_bias = s.logit_bias;
   return p;
 }
 

@@ -100,13 +100,70 @@ TEST_F(OpenAiHttpTest, SameGreedyTokensThroughHttpAndGrpc) {
   EXPECT_EQ(by_ids["choices"][0]["text"].get<std::string>(), grpc_out.text());
 }
 
-TEST_F(OpenAiHttpTest, ChatWithoutTemplateIsRefusedNamingMessages) {
+TEST_F(OpenAiHttpTest, LogitBiasBansAndForcesTokensLikeTheGrpcField) {
+  const std::string prompt = "The quick brown fox";
+  v1::GenerateRequest req;
+  req.set_text(prompt);
+  req.mutable_sampling()->set_temperature(0);
+  req.mutable_stopping()->set_max_new_tokens(6);
+  req.mutable_stopping()->set_ignore_eos(true);
+  const v1::GenerateUnaryResponse plain = Grpc(req);
+  ASSERT_EQ(plain.token_ids_size(), 6);
+  const uint32_t first = plain.token_ids(0);
+
+  // Banning the greedy first token changes it, through gRPC and HTTP alike.
+  (*req.mutable_sampling()->mutable_logit_bias())[first] = -100;
+  const v1::GenerateUnaryResponse banned = Grpc(req);
+  ASSERT_EQ(banned.token_ids_size(), 6);
+  EXPECT_NE(banned.token_ids(0), first);
+  json http = Post("/v1/completions", {{"model", "zoo"},
+                                       {"prompt", prompt},
+                                       {"max_tokens", 6},
+                                       {"temperature", 0},
+                                       {"ignore_eos", true},
+                                       {"logit_bias", {{std::to_string(first), -100}}}});
+  EXPECT_EQ(http["choices"][0]["text"].get<std::string>(), banned.text());
+
+  // +100 on one token makes every sampled token that token, even at temperature 1.
+  const uint32_t forced = banned.token_ids(0);
+  v1::GenerateRequest force;
+  force.set_text(prompt);
+  force.mutable_sampling()->set_temperature(1);
+  force.mutable_sampling()->set_seed(5);
+  force.mutable_stopping()->set_max_new_tokens(5);
+  force.mutable_stopping()->set_ignore_eos(true);
+  (*force.mutable_sampling()->mutable_logit_bias())[forced] = 100;
+  const v1::GenerateUnaryResponse all = Grpc(force);
+  ASSERT_EQ(all.token_ids_size(), 5);
+  for (uint32_t id : all.token_ids()) EXPECT_EQ(id, forced);
+
+  // Outside the vocabulary: 400 naming logit_bias.
+  json bad = Post("/v1/completions",
+                  {{"model", "zoo"}, {"prompt", prompt}, {"logit_bias", {{"99999999", 1}}}}, 400);
+  EXPECT_EQ(bad["error"]["param"], "logit_bias");
+}
+
+TEST_F(OpenAiHttpTest, ZooModelAnswersChatWithItsOwnTemplate) {
   json out = Post("/v1/completions", {{"model", "zoo"}, {"prompt", "a"}, {"max_tokens", 3}});
   EXPECT_EQ(out["usage"]["completion_tokens"].get<int>(), 3);
-  // No chat template in the zoo model and none given: chat answers 400 naming messages.
-  json chat = Post("/v1/chat/completions",
-                   {{"model", "zoo"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}, 400);
-  EXPECT_EQ(chat["error"]["param"], "messages");
+  // The zoo's tokenizer_config.json carries a chat template: "<s>ROLE\nCONTENT</s>\n" per
+  // turn, then "<s>assistant\n". The chat prompt is exactly that text, tokenized.
+  json chat = Post("/v1/chat/completions", {{"model", "zoo"},
+                                            {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                            {"max_tokens", 4},
+                                            {"temperature", 0}});
+  ASSERT_TRUE(chat.is_object());
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["usage"]["completion_tokens"].get<int>(), 4);
+  v1::GenerateRequest req;
+  req.set_text("<s>user\nhi</s>\n<s>assistant\n");
+  req.set_add_special_tokens(false);  // a chat prompt has the template's tokens only
+  req.mutable_sampling()->set_temperature(0);
+  req.mutable_stopping()->set_max_new_tokens(4);
+  v1::GenerateUnaryResponse grpc_out = Grpc(req);
+  EXPECT_EQ(chat["usage"]["prompt_tokens"].get<uint32_t>(), grpc_out.usage().prompt_tokens());
+  EXPECT_EQ(chat["choices"][0]["message"]["content"].get<std::string>(), grpc_out.text());
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ void OpenAiRunner::Run(const v1::GenerateRequest& request, RequestRecord record,
     return;
   }
   httplib::Client client(host_, port_);
+  client.set_tcp_nodelay(true);  // as gRPC: no Nagle delay on small writes
   client.set_read_timeout(static_cast<time_t>(timeout_s_) + 1);
   client.set_connection_timeout(10);
   httplib::Headers headers;

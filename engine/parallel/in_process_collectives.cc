@@ -1,5 +1,7 @@
 #include "engine/parallel/in_process_collectives.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <utility>
 
@@ -238,14 +240,19 @@ absl::Status InProcessGroup::Arrive() {
     cv_.SignalAll();
     return absl::OkStatus();
   }
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  // A fake clock cannot wake a sleeping thread: wait in slices of real time
+  // and read the deadline's clock between them.
+  const absl::Time deadline = options_.clock->Now() + options_.timeout;
   while (generation_ == generation && broken_.ok()) {
-    if (cv_.WaitWithDeadline(&mu_, deadline) && generation_ == generation && broken_.ok()) {
+    const absl::Duration left = deadline - options_.clock->Now();
+    if (left <= absl::ZeroDuration()) {
       broken_ = absl::DeadlineExceededError(
           absl::StrCat("collective: ", world_size_ - arrived_, " of ", world_size_,
                        " ranks did not arrive within ", absl::FormatDuration(options_.timeout)));
       cv_.SignalAll();
+      break;
     }
+    cv_.WaitWithTimeout(&mu_, std::min(left, kClockPollInterval));
   }
   return generation_ != generation ? absl::OkStatus() : broken_;
 }

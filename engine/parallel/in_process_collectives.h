@@ -16,7 +16,9 @@
 //
 // A rank that does not arrive within `timeout` breaks the group
 // (DeadlineExceeded for everyone waiting, Aborted afterwards), so a test or a
-// server whose rank died fails instead of hanging.
+// server whose rank died fails instead of hanging. The timeout is measured on
+// `clock` (base/clock.h): a test with a FakeClock advances it instead of
+// waiting, and a waiting rank notices within kClockPollInterval of real time.
 #ifndef EXPERTD_ENGINE_PARALLEL_IN_PROCESS_COLLECTIVES_H_
 #define EXPERTD_ENGINE_PARALLEL_IN_PROCESS_COLLECTIVES_H_
 
@@ -27,14 +29,20 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "engine/parallel/collectives.h"
 
 namespace expertd::engine::parallel {
 
 struct InProcessOptions {
-  // How long a rank waits for its peers at one rendezvous.
+  // How long a rank waits for its peers at one rendezvous, on `clock`.
   absl::Duration timeout = absl::Seconds(120);
+  // Not owned; must outlive the group.
+  const Clock* clock = RealClock::Get();
 };
+
+// How often (real time) a waiting rank re-reads the clock for its deadline.
+inline constexpr absl::Duration kClockPollInterval = absl::Milliseconds(20);
 
 class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
  public:

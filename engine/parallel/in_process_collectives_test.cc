@@ -5,6 +5,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "engine/parallel/test_util.h"
 #include "gtest/gtest.h"
@@ -199,6 +201,35 @@ TEST(InProcessCollectives, MissingRankTimesOutThenFailsFast) {
       InProcessOptions{absl::Milliseconds(50)});
   EXPECT_EQ(status[0].code(), absl::StatusCode::kDeadlineExceeded) << status[0];
   EXPECT_FALSE(later[0].ok());
+}
+
+TEST(InProcessCollectives, TimeoutIsMeasuredOnTheGroupsClock) {
+  // An hour on the fake clock passes in a few real milliseconds: the missing
+  // rank's peer fails as soon as the clock is advanced past the deadline.
+  FakeClock clock;
+  std::atomic<bool> waiting_done{false};
+  std::vector<absl::Status> status = RunRanks(
+      2,
+      [&](int r, Collectives* c) {
+        if (r == 0) {
+          absl::Status s = c->Barrier();
+          waiting_done = true;
+          return s;
+        }
+        // Rank 1 never joins; it moves time until rank 0 gives up, failing
+        // the test after 30 s of real time instead of hanging.
+        const absl::Time real_deadline = absl::Now() + absl::Seconds(30);
+        while (!waiting_done && absl::Now() < real_deadline) {
+          clock.Advance(absl::Minutes(10));
+          absl::SleepFor(kClockPollInterval);
+        }
+        return absl::OkStatus();
+      },
+      InProcessOptions{absl::Hours(1), &clock});
+  ASSERT_TRUE(waiting_done);
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kDeadlineExceeded) << status[0];
+  EXPECT_NE(status[0].message().find("1h"), absl::string_view::npos) << status[0];
+  EXPECT_GE(clock.Now(), absl::FromUnixSeconds(3600));
 }
 
 TEST(InProcessCollectives, AbortReleasesWaitingPeers) {

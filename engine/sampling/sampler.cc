@@ -36,6 +36,13 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   st.Update(Range("presence_penalty", p.presence_penalty, -2, 2));
   st.Update(Range("frequency_penalty", p.frequency_penalty, -2, 2));
   st.Update(Range("top_logprobs", p.top_logprobs, 0, 20));
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0) {
+      st.Update(absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: token id ", token, " is negative")));
+    }
+    st.Update(Range("logit_bias", bias, -100, 100));
+  }
   return st;
 }
 
@@ -45,6 +52,9 @@ Sampler::Sampler(const SamplingParams& params, absl::Span<const int32_t> prompt)
 std::vector<float> Sampler::Penalized(absl::Span<const float> logits) const {
   std::vector<float> l(logits.begin(), logits.end());
   const int32_t vocab = static_cast<int32_t>(l.size());
+  for (const auto& [t, bias] : params_.logit_bias) {
+    if (t >= 0 && t < vocab) l[t] += bias;
+  }
   if (params_.repetition_penalty != 1.0) {
     const float p = static_cast<float>(params_.repetition_penalty);
     for (int32_t t : seen_) {

@@ -6,6 +6,9 @@
 // tokens whatever else the server is running.
 //
 // Pipeline, in this order (Hugging Face's logits processors, then warpers):
+//   0. logit_bias (OpenAI semantics, as vLLM applies it: first): the bias of
+//      each listed token id is added to its logit; ids outside the logits are
+//      ignored here (the server refuses them against the vocabulary first).
 //   1. repetition_penalty (HF semantics, over prompt + generated tokens):
 //      a logit l of a seen token becomes l / p if l > 0, else l * p.
 //   2. presence / frequency penalties (OpenAI semantics, generated tokens
@@ -29,6 +32,7 @@
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +48,9 @@ struct SamplingParams {
   double repetition_penalty = 1.0;  // (0, 100]; 1 = off
   double presence_penalty = 0.0;    // [-2, 2]
   double frequency_penalty = 0.0;   // [-2, 2]
+  // (token id, bias) pairs added to the logits before everything else; bias in
+  // [-100, 100] (OpenAI's range: -100 bans a token, 100 all but forces it).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
   bool logprobs = false;     // report the chosen token's logprob
   int32_t top_logprobs = 0;  // [0, 20] alternatives to report
@@ -78,9 +85,9 @@ class Sampler {
   // Samples the next token from `logits` [vocab] and records it as generated.
   SampleResult Sample(absl::Span<const float> logits);
 
-  // Steps 1-2 on a copy of the logits.
+  // Steps 0-2 on a copy of the logits.
   std::vector<float> Penalized(absl::Span<const float> logits) const;
-  // Steps 1-4 (temperature > 0).
+  // Steps 0-4 (temperature > 0).
   Distribution Filtered(absl::Span<const float> logits) const;
 
   const std::vector<int32_t>& generated() const { return generated_; }

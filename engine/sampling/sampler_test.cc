@@ -116,6 +116,47 @@ TEST(SamplerTest, LogprobsAreTheModelDistributionWithTopAlternatives) {
   EXPECT_EQ(r.top[1].token, 1);
 }
 
+TEST(SamplerTest, LogitBiasShiftsGreedyAndSampledChoices) {
+  SamplingParams p = Params(0.0);
+  p.logit_bias = {{0, -100.0f}, {2, 0.3f}};
+  Sampler greedy(p, {});
+  // 0 is banned; 2's logit log(0.2) + 0.3 is still below 1's log(0.3), and
+  // above it with a bias of 1.
+  EXPECT_EQ(greedy.Sample(LogitsFor({0.5, 0.3, 0.2})).token, 1);
+  p.logit_bias = {{0, -100.0f}, {2, 1.0f}};
+  Sampler greedy2(p, {});
+  EXPECT_EQ(greedy2.Sample(LogitsFor({0.5, 0.3, 0.2})).token, 2);  // log(0.2) + 1 > log(0.3)
+
+  // Sampling: the filtered distribution is softmax(logits + bias).
+  p = Params(1.0);
+  p.logit_bias = {{1, static_cast<float>(std::log(3.0))}};  // 0.25 * 3 = 0.75 vs 0.25
+  Sampler s(p, {});
+  Distribution d = s.Filtered(LogitsFor({0.25, 0.25, 0.5}));
+  ASSERT_EQ(d.ids.size(), 3u);
+  EXPECT_EQ(d.ids[0], 1);
+  EXPECT_NEAR(d.probs[0], 0.75 / 1.5, 1e-6);
+  EXPECT_NEAR(d.probs[1], 0.5 / 1.5, 1e-6);
+
+  // -100 on every token but one forces it, whatever the seed.
+  p = Params(1.0);
+  p.logit_bias = {{0, -100.0f}, {1, -100.0f}};
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    p.seed = seed;
+    Sampler forced(p, {});
+    EXPECT_EQ(forced.Sample(LogitsFor({0.45, 0.45, 0.1})).token, 2);
+  }
+}
+
+TEST(SamplerTest, LogitBiasLeavesReportedLogprobsAndIgnoresIdsOutsideTheLogits) {
+  SamplingParams p = Params(0.0);
+  p.logprobs = true;
+  p.logit_bias = {{1, 10.0f}, {99, 100.0f}};  // 99 is past this vocabulary
+  Sampler s(p, {});
+  SampleResult r = s.Sample(LogitsFor({0.5, 0.3, 0.2}));
+  EXPECT_EQ(r.token, 1);
+  EXPECT_NEAR(r.logprob, std::log(0.3), 1e-6);  // the model's, as OpenAI reports
+}
+
 TEST(SamplerTest, ValidationNamesTheField) {
   SamplingParams p;
   EXPECT_TRUE(ValidateSamplingParams(p).ok());
@@ -133,6 +174,13 @@ TEST(SamplerTest, ValidationNamesTheField) {
   p = SamplingParams{};
   p.repetition_penalty = NAN;
   EXPECT_FALSE(ValidateSamplingParams(p).ok());
+  p = SamplingParams{};
+  p.logit_bias = {{3, 100.5f}};
+  EXPECT_NE(ValidateSamplingParams(p).message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_NE(ValidateSamplingParams(p).message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{3, -100.0f}};
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
 }
 
 }  // namespace

@@ -87,6 +87,19 @@ std::string TokenizerJson(const ZooTokenizer& t) {
   return doc.dump(2) + "\n";
 }
 
+// A chat template in the shape of ChatML, with the zoo's own special tokens as
+// turn markers (it has no <|im_start|>): each turn is "<s>ROLE\nCONTENT</s>\n",
+// and the generation prompt opens an assistant turn, so a zoo model answers
+// chat completions out of the box. Written in the Jinja subset every real
+// template uses (models/chat_template renders it exactly as jinja2 does).
+constexpr char kZooChatTemplate[] =
+    "{%- for message in messages %}"
+    "{{- bos_token + message['role'] + '\n' + (message['content'] or '') + eos_token + '\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{{- bos_token + 'assistant\n' }}"
+    "{%- endif %}";
+
 std::string TokenizerConfigJson(const ZooTokenizer& t, int64_t model_max_length) {
   ojson doc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                {"bos_token", t.specials[kZooBosId]},
@@ -96,7 +109,8 @@ std::string TokenizerConfigJson(const ZooTokenizer& t, int64_t model_max_length)
                {"add_bos_token", false},
                {"add_eos_token", false},
                {"clean_up_tokenization_spaces", false},
-               {"model_max_length", model_max_length}};
+               {"model_max_length", model_max_length},
+               {"chat_template", kZooChatTemplate}};
   return doc.dump(2) + "\n";
 }
 

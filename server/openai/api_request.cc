@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -81,9 +82,19 @@ absl::Status ParseSampling(const json& body, v1::SamplingParams* s) {
                                            : static_cast<uint64_t>(seed->get<int64_t>()));
   }
   if (const json* bias = Field(body, "logit_bias")) {
+    // {"<token id>": bias}: OpenAI's keys are token ids as strings.
     if (!bias->is_object())
       return ParamError("logit_bias", "must be an object of token id -> bias");
-    if (!bias->empty()) return ParamError("logit_bias", "is not supported by this server");
+    for (const auto& [key, value] : bias->items()) {
+      uint32_t id;
+      if (!absl::SimpleAtoi(key, &id) || key.empty() || key[0] == '+' || key[0] == '-') {
+        return ParamError("logit_bias", absl::StrCat("'", key, "' is not a token id"));
+      }
+      if (!value.is_number()) {
+        return ParamError("logit_bias", absl::StrCat("the bias of ", key, " must be a number"));
+      }
+      (*s->mutable_logit_bias())[id] = value.get<float>();
+    }
   }
   return absl::OkStatus();
 }
@@ -314,6 +325,7 @@ std::string OpenAiParamOf(Endpoint endpoint, const std::string& message) {
       {"sampling.repetition_penalty", "repetition_penalty"},
       {"sampling.presence_penalty", "presence_penalty"},
       {"sampling.frequency_penalty", "frequency_penalty"},
+      {"sampling.logit_bias", "logit_bias"},
       {"stopping.max_new_tokens", "max_tokens"},
       {"stopping.min_new_tokens", "min_tokens"},
       {"stopping.stop", "stop"},

@@ -48,6 +48,30 @@ TEST(ApiRequestTest, CompletionFieldsMapToTheGenerateRequest) {
   EXPECT_TRUE(g.add_special_tokens());
 }
 
+TEST(ApiRequestTest, LogitBiasMapsTokenIdStringsToTheGenerateRequest) {
+  absl::StatusOr<ApiRequest> r = Parse(
+      Endpoint::kCompletions,
+      R"({"model": "m", "prompt": "x", "logit_bias": {"7": -100, "12": 2.5, "0": 100}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& bias = r->generate.sampling().logit_bias();
+  ASSERT_EQ(bias.size(), 3u);
+  EXPECT_FLOAT_EQ(bias.at(7), -100.0f);
+  EXPECT_FLOAT_EQ(bias.at(12), 2.5f);
+  EXPECT_FLOAT_EQ(bias.at(0), 100.0f);
+  EXPECT_NE(ErrorOf(Endpoint::kCompletions,
+                    R"({"model": "m", "prompt": "x", "logit_bias": {"-3": 1}})")
+                .find("logit_bias"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(Endpoint::kCompletions,
+                    R"({"model": "m", "prompt": "x", "logit_bias": {"3": "big"}})")
+                .find("logit_bias"),
+            std::string::npos);
+  // Range and vocabulary are checked with the gRPC request's rules.
+  EXPECT_EQ(OpenAiParamOf(Endpoint::kCompletions,
+                          "sampling.logit_bias: token id 99999 is outside the vocabulary"),
+            "logit_bias");
+}
+
 TEST(ApiRequestTest, PromptForms) {
   auto tokens = Parse(Endpoint::kCompletions, R"({"model": "m", "prompt": [1, 2, 3]})");
   ASSERT_TRUE(tokens.ok());
@@ -95,7 +119,7 @@ TEST(ApiRequestTest, ErrorsNameTheParameter) {
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "stop": 5})"},
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "logprobs": 21})"},
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "stream_options": {}})"},
-      {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "logit_bias": {"1": 5}})"},
+      {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "logit_bias": {"x1": 5}})"},
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "seed": 1.5})"},
       {Endpoint::kCompletions, R"({"model": "m", "prompt": "x", "presence_penalty": 3})"},
       {Endpoint::kChatCompletions, R"({"model": "m", "messages": []})"},

@@ -14,6 +14,7 @@
 #include "server/model_runtime.h"
 #include "server/openai/api_request.h"
 #include "server/openai/api_response.h"
+#include "server/openai/connection_watch.h"
 #include "server/openai/session.h"
 
 namespace expertd::server::openai {
@@ -168,6 +169,10 @@ absl::Status OpenAiServer::Start(const std::string& listen) {
   http_ = std::make_unique<httplib::Server>();
   http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http_->set_payload_max_length(32 << 20);
+  // One SSE event per token is a small write: without TCP_NODELAY, Nagle's
+  // algorithm holds it until the previous one is acknowledged, and the
+  // client's delayed ACK makes that up to 40 ms (gRPC sets it too).
+  http_->set_tcp_nodelay(true);
   http_->set_read_timeout(60);
   http_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     HandleModels(req, res);
@@ -332,9 +337,18 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
     return;
   }
 
+  // The response is written only at the end: watch the connection meanwhile,
+  // so a client that gives up frees its sequences as a gRPC cancel does.
+  const int client_socket = ConnectionSocket(req.remote_addr, req.remote_port, req.local_port);
   std::vector<ChoiceResult> results((*session)->choices());
   while (true) {
     const bool done = (*session)->finished();
+    if (!done && PeerClosed(client_socket)) {
+      (*session)->Cancel();
+      record(absl::StatusCode::kCancelled);
+      EXPERTD_LOG(Info, "openai client disconnected").With("id", id);
+      return;
+    }
     for (ChoiceUpdate& u : (*session)->Take(done ? absl::ZeroDuration() : kPollInterval)) {
       ChoiceResult& r = results[u.choice];
       r.text += u.update.text;

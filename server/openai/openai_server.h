@@ -11,9 +11,11 @@
 // Errors use OpenAI's shape {"error": {message, type, param, code}}: 400 with
 // the parameter named, 401 (missing or wrong API key, compared in constant
 // time), 404 (unknown model or path), 429 with Retry-After (queue full), 503
-// (loading or draining). A streaming client that disconnects is detected at
-// the next write; its sequences are cancelled and their KV blocks freed within
-// one scheduler step, as a gRPC cancel.
+// (loading or draining). A client that disconnects has its sequences
+// cancelled and their KV blocks freed within one scheduler step, as a gRPC
+// cancel: a streaming one is detected at the next write, a non-streaming one
+// by watching its socket while the handler waits (connection_watch.h, every
+// 100 ms).
 //
 // Thread safety: Start/Stop from one thread; requests run on the HTTP
 // library's worker threads (kWorkerThreads), one per open request.

@@ -234,6 +234,21 @@ describe('expertd OpenAI API with the official client', () => {
     await until('no running sequence', async () => (await metric(d, 'expertd:num_requests_running')) === 0);
     assert.equal(await metric(d, 'expertd:kv_cache_usage_perc'), 0);
   });
+
+  test('client disconnect before a non-streaming answer aborts the sequence and frees its KV blocks', async () => {
+    const abortsBefore = await metric(d, 'expertd:request_success_total', 'finished_reason="abort"');
+    const controller = new AbortController();
+    const pending = d.client.completions.create(
+      { model: MODEL, prompt: 'Long story', max_tokens: 3000, temperature: 0 },
+      { signal: controller.signal });
+    await until('the request running', async () => (await metric(d, 'expertd:num_requests_running')) === 1);
+    controller.abort();  // closes the connection; the server has written nothing yet
+    await assert.rejects(pending, (e) => e instanceof OpenAI.APIUserAbortError);
+    await until('the abort in /metrics', async () =>
+      (await metric(d, 'expertd:request_success_total', 'finished_reason="abort"')) === abortsBefore + 1);
+    await until('no running sequence', async () => (await metric(d, 'expertd:num_requests_running')) === 0);
+    assert.equal(await metric(d, 'expertd:kv_cache_usage_perc'), 0);
+  });
 });
 
 describe('overload and drain', () => {
