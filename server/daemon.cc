@@ -62,13 +62,20 @@ ServingMetricsInfo MetricsInfo(const ServerOptions& o) {
   return info;
 }
 
+std::unique_ptr<TokenizePool> MakeTokenizePool(const ServerOptions& o) {
+  if (o.tokenize_threads <= 0) return nullptr;
+  return std::make_unique<TokenizePool>(TokenizePool::Options{
+      static_cast<int>(o.tokenize_threads), static_cast<int>(o.tokenize_queue_length)});
+}
+
 }  // namespace
 
 Daemon::Daemon(ServerOptions options)
     : state_(std::move(options)),
       metrics_(MetricsInfo(state_.options())),
       scheduler_metrics_(&metrics_),
-      inference_service_(&state_, &metrics_),
+      tokenize_pool_(MakeTokenizePool(state_.options())),
+      inference_service_(&state_, &metrics_, tokenize_pool_.get()),
       admin_service_(&state_) {
   // Gauges stay true between steps too: refresh them on every scrape.
   metrics_.AddCollectHook([this] {
@@ -106,7 +113,8 @@ absl::Status Daemon::Start() {
         .With("port", metrics_http_->port());
   }
   if (!o.http_listen.empty()) {
-    openai_http_ = std::make_unique<openai::OpenAiServer>(&state_, &metrics_, o.api_key);
+    openai_http_ = std::make_unique<openai::OpenAiServer>(&state_, &metrics_, o.api_key,
+                                                          tokenize_pool_.get());
     absl::Status s = openai_http_->Start(o.http_listen);
     if (!s.ok()) {
       StopHttpListeners();

@@ -31,6 +31,7 @@
 #include "server/openai/openai_server.h"
 #include "server/scheduler_metrics.h"
 #include "server/serving_state.h"
+#include "server/tokenize_pool.h"
 #include "server/version.h"
 
 namespace expertd::server {
@@ -69,6 +70,9 @@ class Daemon {
   ServingState state_;
   ServingMetrics metrics_;              // after state_: built from its options
   SchedulerMetrics scheduler_metrics_;  // feeds metrics_ from the scheduler
+  // Before the services: it outlives every call they queue on it. Null with
+  // --tokenize_threads=0 (tokenize inline on the serving threads).
+  std::unique_ptr<TokenizePool> tokenize_pool_;
   InferenceServiceImpl inference_service_;
   AdminServiceImpl admin_service_;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;

@@ -111,25 +111,54 @@ void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
 GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler,
                                                      GenerationRequest request,
                                                      RequestSummary summary, RpcDone done) {
+  GenerateStreamReactor* r = New(scheduler, request.deadline, std::move(summary), std::move(done));
+  r->Start(std::move(request));
+  return r;
+}
+
+GenerateStreamReactor* GenerateStreamReactor::New(Scheduler* scheduler, absl::Time deadline,
+                                                  RequestSummary summary, RpcDone done) {
   std::shared_ptr<GenerateStreamReactor> r(
-      new GenerateStreamReactor(scheduler, request.deadline, std::move(summary), std::move(done)));
+      new GenerateStreamReactor(scheduler, deadline, std::move(summary), std::move(done)));
   r->self_ = r;
+  return r.get();
+}
+
+void GenerateStreamReactor::Start(absl::StatusOr<GenerationRequest> request) {
+  grpc::Status refused;
   {
-    absl::MutexLock lock(&r->mu_);
-    r->request_id_ = request.request_id;
+    absl::MutexLock lock(&mu_);
+    if (request.ok()) {
+      request_id_ = request->request_id;
+      summary_.prompt_tokens = static_cast<int32_t>(request->prompt.size());
+    }
+    if (!request.ok()) {
+      refused = ToGrpcStatus(request.status());
+    } else if (cancelled_) {
+      refused = final_status_;  // OnCancel's: CANCELLED or DEADLINE_EXCEEDED
+    }
+    if (!refused.ok()) finish_called_ = true;
   }
-  absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
+  if (!refused.ok()) return FinishWith(refused);
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
+      scheduler_->Submit(*std::move(request), shared_from_this());
   if (!handle.ok()) {
     {
-      absl::MutexLock lock(&r->mu_);
-      r->finish_called_ = true;
+      absl::MutexLock lock(&mu_);
+      finish_called_ = true;
     }
-    r->FinishWith(ToGrpcStatus(handle.status()));
-    return r.get();
+    return FinishWith(ToGrpcStatus(handle.status()));
   }
-  absl::MutexLock lock(&r->mu_);
-  r->handle_ = *std::move(handle);
-  return r.get();
+  absl::StatusCode cancelled_meanwhile = absl::StatusCode::kOk;
+  {
+    absl::MutexLock lock(&mu_);
+    handle_ = *handle;
+    if (cancelled_) cancelled_meanwhile = CancelReason(started_, deadline_, absl::Now());
+  }
+  if (cancelled_meanwhile != absl::StatusCode::kOk) {  // OnCancel saw no handle yet
+    (*handle)->Cancel(cancelled_meanwhile);
+    scheduler_->Notify();
+  }
 }
 
 void GenerateStreamReactor::OnUpdate(GenerationUpdate u) {
@@ -211,6 +240,7 @@ void GenerateStreamReactor::OnCancel() {
     absl::MutexLock lock(&mu_);
     handle = handle_;
     final_status_ = CancelStatus(why);
+    cancelled_ = true;
   }
   if (handle != nullptr) {
     handle->Cancel(why);
@@ -241,21 +271,56 @@ void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
 GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
                                                    RequestSummary summary,
                                                    grpc::ByteBuffer* response, RpcDone done) {
+  GenerateUnaryReactor* r =
+      New(scheduler, request.deadline, std::move(summary), response, std::move(done));
+  r->Start(std::move(request));
+  return r;
+}
+
+GenerateUnaryReactor* GenerateUnaryReactor::New(Scheduler* scheduler, absl::Time deadline,
+                                                RequestSummary summary,
+                                                grpc::ByteBuffer* response, RpcDone done) {
   std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(
-      scheduler, request.deadline, std::move(summary), response, std::move(done)));
+      scheduler, deadline, std::move(summary), response, std::move(done)));
   r->self_ = r;
-  {
-    absl::MutexLock lock(&r->mu_);
-    r->message_.set_request_id(request.request_id);
-  }
-  absl::StatusOr<std::shared_ptr<RequestHandle>> handle = scheduler->Submit(std::move(request), r);
-  if (!handle.ok()) {
-    r->FinishWith(ToGrpcStatus(handle.status()));
-    return r.get();
-  }
-  absl::MutexLock lock(&r->mu_);
-  r->handle_ = *std::move(handle);
   return r.get();
+}
+
+void GenerateUnaryReactor::Start(absl::StatusOr<GenerationRequest> request) {
+  grpc::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (request.ok()) {
+      message_.set_request_id(request->request_id);
+      summary_.prompt_tokens = static_cast<int32_t>(request->prompt.size());
+    }
+    if (!request.ok()) {
+      refused = ToGrpcStatus(request.status());
+    } else if (cancelled_ != absl::StatusCode::kOk) {
+      refused = CancelStatus(cancelled_);
+    }
+    if (!refused.ok()) done_ = true;
+  }
+  if (!refused.ok()) return FinishWith(refused);
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
+      scheduler_->Submit(*std::move(request), shared_from_this());
+  if (!handle.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    return FinishWith(ToGrpcStatus(handle.status()));
+  }
+  absl::StatusCode cancelled_meanwhile;
+  {
+    absl::MutexLock lock(&mu_);
+    handle_ = *handle;
+    cancelled_meanwhile = cancelled_;
+  }
+  if (cancelled_meanwhile != absl::StatusCode::kOk) {  // OnCancel saw no handle yet
+    (*handle)->Cancel(cancelled_meanwhile);
+    scheduler_->Notify();
+  }
 }
 
 void GenerateUnaryReactor::OnUpdate(GenerationUpdate u) {
@@ -275,6 +340,7 @@ void GenerateUnaryReactor::OnCancel() {
   {
     absl::MutexLock lock(&mu_);
     handle = handle_;
+    cancelled_ = why;
   }
   if (handle != nullptr) {
     handle->Cancel(why);

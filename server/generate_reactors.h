@@ -46,6 +46,13 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
  public:
   static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request,
                                        RequestSummary summary, RpcDone done);
+  // A call whose request is still being prepared (its prompt tokenized off
+  // the serving threads): Start() must follow exactly once, from any thread.
+  static GenerateStreamReactor* New(Scheduler* scheduler, absl::Time deadline,
+                                    RequestSummary summary, RpcDone done);
+  // Submits the validated request, or ends the call with its error, or with
+  // the cancel or deadline that came while it was being prepared.
+  void Start(absl::StatusOr<GenerationRequest> request);
 
   void OnUpdate(GenerationUpdate update) override;  // scheduler thread
   void OnWriteDone(bool ok) override;
@@ -81,6 +88,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   bool final_seen_ ABSL_GUARDED_BY(mu_) = false;  // the last update arrived
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // OnCancel came (maybe before Start)
 };
 
 // Unary: collects every update into the response and finishes once (the
@@ -92,6 +100,11 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
   static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
                                       RequestSummary summary, grpc::ByteBuffer* response,
                                       RpcDone done);
+  // As GenerateStreamReactor::New and Start.
+  static GenerateUnaryReactor* New(Scheduler* scheduler, absl::Time deadline,
+                                   RequestSummary summary, grpc::ByteBuffer* response,
+                                   RpcDone done);
+  void Start(absl::StatusOr<GenerationRequest> request);
 
   void OnUpdate(GenerationUpdate update) override;
   void OnCancel() override;
@@ -118,6 +131,7 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
   v1::GenerateUnaryResponse message_ ABSL_GUARDED_BY(mu_);  // serialized into *response_ at the end
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusCode cancelled_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kOk;  // OnCancel's reason
 };
 
 }  // namespace expertd::server

@@ -12,6 +12,7 @@
 #include "server/proto_time.h"
 #include "server/reactors.h"
 #include "server/request_decoding.h"
+#include "server/tokenize_pool.h"
 #include "server/version.h"
 
 namespace expertd::server {
@@ -35,10 +36,11 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
   return absl::FromChrono(d);
 }
 
-// The model (or why there is none yet), the runtime, and a validated request.
-struct Prepared {
+// A decoded call for the served model, not validated yet.
+struct Decoded {
   std::shared_ptr<const LoadedModel> model;
-  GenerationRequest request;
+  v1::GenerateRequest request;
+  absl::Time deadline;
 };
 
 // Starts a call's summary: ids (the server's also goes to the client as
@@ -53,27 +55,50 @@ RequestSummary StartSummary(ServingState* state, grpc::CallbackServerContext* ct
   return s;
 }
 
-absl::StatusOr<Prepared> Prepare(ServingState* state, grpc::CallbackServerContext* ctx,
-                                 const grpc::ByteBuffer& raw, RequestSummary* summary) {
-  Prepared p;
+absl::StatusOr<Decoded> Decode(ServingState* state, grpc::CallbackServerContext* ctx,
+                               const grpc::ByteBuffer& raw, RequestSummary* summary) {
+  Decoded d;
   grpc::Slice bytes;
   if (!raw.DumpToSingleSlice(&bytes).ok()) return absl::InvalidArgumentError("unreadable request");
-  v1::GenerateRequest req;
   RETURN_IF_ERROR(DecodeMessage(
-      absl::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()), &req));
-  summary->client_request_id = req.request_id().size() <= 128 ? req.request_id() : "";
-  absl::Status accepting = state->CheckAcceptingRequests();
-  if (!accepting.ok()) return accepting;
-  p.model = state->model();
-  ModelRuntime* rt = p.model->runtime.get();
-  auto validated = ValidateGenerateRequest(req, rt->limits(), rt->text_tokenizer(), RandomSeed(),
-                                           summary->request_id);
-  if (!validated.ok()) return validated.status();
-  p.request = *std::move(validated);
-  p.request.arrival = summary->arrival;  // read from the daemon's clock
-  p.request.deadline = DeadlineOf(ctx);
-  summary->prompt_tokens = static_cast<int32_t>(p.request.prompt.size());
-  return p;
+      absl::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()), &d.request));
+  summary->client_request_id =
+      d.request.request_id().size() <= 128 ? d.request.request_id() : "";
+  RETURN_IF_ERROR(state->CheckAcceptingRequests());
+  d.model = state->model();
+  d.deadline = DeadlineOf(ctx);
+  return d;
+}
+
+// Field checks and tokenization: the part that may take long.
+absl::StatusOr<GenerationRequest> Validate(const Decoded& d, const RequestSummary& summary) {
+  ModelRuntime* rt = d.model->runtime.get();
+  ASSIGN_OR_RETURN(GenerationRequest r,
+                   ValidateGenerateRequest(d.request, rt->limits(), rt->text_tokenizer(),
+                                           RandomSeed(), summary.request_id));
+  r.arrival = summary.arrival;  // read from the daemon's clock
+  r.deadline = d.deadline;
+  return r;
+}
+
+// A text prompt long enough to tokenize off the serving thread. Prompts over
+// the model's bytes bound are not: validation refuses them by size at once.
+bool TokenizeOffThread(const Decoded& d) {
+  if (d.request.prompt_case() != v1::GenerateRequest::kText) return false;
+  const size_t bytes = d.request.text().size();
+  const size_t bound = d.model->runtime->limits().max_prompt_bytes;
+  return bytes > kInlineTokenizeBytes && (bound == 0 || bytes <= bound);
+}
+
+// Validates on the pool (or inline when it refuses the job: then the call
+// ends with its RESOURCE_EXHAUSTED) and hands the result to the reactor.
+template <typename Reactor>
+void StartOffThread(TokenizePool* pool, Decoded d, const RequestSummary& summary,
+                    Reactor* reactor) {
+  absl::Status queued = pool->Submit([d = std::move(d), summary, reactor]() mutable {
+    reactor->Start(Validate(d, summary));
+  });
+  if (!queued.ok()) reactor->Start(queued);
 }
 
 }  // namespace
@@ -98,28 +123,41 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
   RequestSummary summary = StartSummary(state_, ctx, "Generate");
-  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
-  if (!p.ok()) {
-    grpc::Status status = ToGrpcStatus(p.status());
+  absl::StatusOr<Decoded> d = Decode(state_, ctx, *request, &summary);
+  if (!d.ok()) {
+    grpc::Status status = ToGrpcStatus(d.status());
     Recorder()(status, summary);
     return new FinishedWriteReactor<grpc::ByteBuffer>(status);
   }
-  return GenerateStreamReactor::Create(p->model->runtime->scheduler(), std::move(p->request),
-                                       std::move(summary), Recorder());
+  Scheduler* scheduler = d->model->runtime->scheduler();
+  auto* reactor = GenerateStreamReactor::New(scheduler, d->deadline, summary, Recorder());
+  if (tokenize_pool_ != nullptr && TokenizeOffThread(*d)) {
+    StartOffThread(tokenize_pool_, *std::move(d), summary, reactor);
+  } else {
+    reactor->Start(Validate(*d, summary));
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServerContext* ctx,
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
   RequestSummary summary = StartSummary(state_, ctx, "GenerateUnary");
-  absl::StatusOr<Prepared> p = Prepare(state_, ctx, *request, &summary);
-  if (!p.ok()) {
-    grpc::Status status = ToGrpcStatus(p.status());
+  absl::StatusOr<Decoded> d = Decode(state_, ctx, *request, &summary);
+  if (!d.ok()) {
+    grpc::Status status = ToGrpcStatus(d.status());
     Recorder()(status, summary);
     return FinishUnary(ctx, std::move(status));
   }
-  return GenerateUnaryReactor::Create(p->model->runtime->scheduler(), std::move(p->request),
-                                      std::move(summary), response, Recorder());
+  Scheduler* scheduler = d->model->runtime->scheduler();
+  auto* reactor =
+      GenerateUnaryReactor::New(scheduler, d->deadline, summary, response, Recorder());
+  if (tokenize_pool_ != nullptr && TokenizeOffThread(*d)) {
+    StartOffThread(tokenize_pool_, *std::move(d), summary, reactor);
+  } else {
+    reactor->Start(Validate(*d, summary));
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerContext* ctx,
@@ -134,11 +172,26 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerCon
                 grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                              "Tokenize: the model directory has no tokenizer.json"));
   }
-  auto ids = tok->Encode(request->text(),
-                         request->has_add_special_tokens() ? request->add_special_tokens() : true);
-  if (!ids.ok()) return Done(ctx, "Tokenize", ToGrpcStatus(ids.status()));
-  for (int32_t id : *ids) response->add_token_ids(static_cast<uint32_t>(id));
-  return Done(ctx, "Tokenize", grpc::Status::OK);
+  auto encode = [model, tok, request, response]() -> grpc::Status {
+    auto ids = tok->Encode(request->text(), request->has_add_special_tokens()
+                                                ? request->add_special_tokens()
+                                                : true);
+    if (!ids.ok()) return ToGrpcStatus(ids.status());
+    for (int32_t id : *ids) response->add_token_ids(static_cast<uint32_t>(id));
+    return grpc::Status::OK;
+  };
+  if (tokenize_pool_ == nullptr || request->text().size() <= kInlineTokenizeBytes)
+    return Done(ctx, "Tokenize", encode());
+  // Long text: encoded on the pool; the call ends from there.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto finish = [this, reactor](grpc::Status status) {
+    if (metrics_ != nullptr)
+      metrics_->OnRpcFinished("Tokenize", static_cast<absl::StatusCode>(status.error_code()));
+    reactor->Finish(std::move(status));
+  };
+  absl::Status queued = tokenize_pool_->Submit([encode, finish] { finish(encode()); });
+  if (!queued.ok()) finish(ToGrpcStatus(queued));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceServiceImpl::Detokenize(grpc::CallbackServerContext* ctx,

@@ -9,6 +9,7 @@
 #include "server/metrics/serving_metrics.h"
 #include "server/request_log.h"
 #include "server/serving_state.h"
+#include "server/tokenize_pool.h"
 
 namespace expertd::server {
 
@@ -23,9 +24,12 @@ using InferenceServiceBase = v1::InferenceService::WithRawCallbackMethod_Generat
 
 class InferenceServiceImpl final : public InferenceServiceBase {
  public:
-  // `metrics` may be null (tests).
-  InferenceServiceImpl(ServingState* state, ServingMetrics* metrics)
-      : state_(state), metrics_(metrics) {}
+  // `metrics` may be null (tests). `tokenize_pool` (may be null: everything
+  // inline) tokenizes long text prompts off gRPC's threads; it must outlive
+  // the server's calls.
+  InferenceServiceImpl(ServingState* state, ServingMetrics* metrics,
+                       TokenizePool* tokenize_pool = nullptr)
+      : state_(state), metrics_(metrics), tokenize_pool_(tokenize_pool) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request) override;
@@ -53,7 +57,8 @@ class InferenceServiceImpl final : public InferenceServiceBase {
   std::function<void(const grpc::Status&, const RequestSummary&)> Recorder();
 
   ServingState* const state_;      // not owned; outlives the service
-  ServingMetrics* const metrics_;  // not owned; may be null
+  ServingMetrics* const metrics_;      // not owned; may be null
+  TokenizePool* const tokenize_pool_;  // not owned; may be null
 };
 
 }  // namespace expertd::server

@@ -50,6 +50,10 @@ struct ServerOptions {
   int64_t max_batch_tokens = 2048;  // tokens per engine step (prefill chunks + decodes)
   int64_t max_running_requests = 64;
   int64_t max_queue_length = 256;  // waiting requests before RESOURCE_EXHAUSTED
+  // Long text prompts are tokenized on their own threads, off gRPC's and the
+  // HTTP API's (server/tokenize_pool.h); more waiting get RESOURCE_EXHAUSTED.
+  int64_t tokenize_threads = 1;
+  int64_t tokenize_queue_length = 32;
 
   // Admin API.
   std::string admin_token;       // bearer token; empty = admin API refused

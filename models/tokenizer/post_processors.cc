@@ -7,6 +7,15 @@
 
 namespace expertd::models {
 
+std::vector<int32_t> PostProcessor::AddedIds() const {
+  std::vector<int32_t> out;
+  for (const Step& s : steps_) {
+    out.insert(out.end(), s.before.begin(), s.before.end());
+    out.insert(out.end(), s.after.begin(), s.after.end());
+  }
+  return out;
+}
+
 void PostProcessor::Apply(std::vector<int32_t>* ids) const {
   for (const Step& s : steps_) {
     if (s.before.empty() && s.after.empty()) continue;

@@ -25,6 +25,8 @@ class PostProcessor {
   void Apply(std::vector<int32_t>* ids) const;
   // The first id the template puts before the text (the BOS), if any.
   absl::optional<int32_t> FirstPrefixId() const;
+  // Every id the template adds (before and after the text).
+  std::vector<int32_t> AddedIds() const;
 
  private:
   std::vector<Step> steps_;

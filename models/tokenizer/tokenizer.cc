@@ -77,6 +77,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromJson(absl::string_
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: ", e.what()));
   }
+  // The template's ids go into every encoding: each must name a token (an
+  // unknown one would reach the model, and Decode, as an id it cannot map).
+  if (tok->post_processor_ != nullptr) {
+    for (int32_t id : tok->post_processor_->AddedIds()) {
+      if (!tok->IsValidId(id)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokenizer.json: post_processor adds token id ", id, ", which is not in the vocabulary"));
+      }
+    }
+  }
   tok->DeriveWellKnownIds();
   return tok;
 }

@@ -151,8 +151,12 @@ struct StreamState {
 
 }  // namespace
 
-OpenAiServer::OpenAiServer(ServingState* state, ServingMetrics* metrics, std::string api_key)
-    : state_(state), metrics_(metrics), api_key_(std::move(api_key)) {}
+OpenAiServer::OpenAiServer(ServingState* state, ServingMetrics* metrics, std::string api_key,
+                           TokenizePool* tokenize_pool)
+    : state_(state),
+      metrics_(metrics),
+      api_key_(std::move(api_key)),
+      tokenize_pool_(tokenize_pool) {}
 
 OpenAiServer::~OpenAiServer() { Stop(); }
 
@@ -283,7 +287,8 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
   }
   const std::string id = NewId(endpoint == Endpoint::kCompletions ? "cmpl" : "chatcmpl");
   absl::StatusOr<std::shared_ptr<Session>> session =
-      Session::Start(*request, model->runtime.get(), state_->options().kv_block_size, id, &error);
+      Session::Start(*request, model->runtime.get(), state_->options().kv_block_size, id,
+                     tokenize_pool_, &error);
   if (!session.ok()) return fail(error);
 
   json envelope =

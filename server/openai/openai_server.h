@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "server/metrics/serving_metrics.h"
 #include "server/serving_state.h"
+#include "server/tokenize_pool.h"
 
 namespace httplib {
 class Server;
@@ -47,7 +48,10 @@ class OpenAiServer {
 
   // `state` and `metrics` (may be null) must outlive the server. An empty
   // `api_key` leaves the API open.
-  OpenAiServer(ServingState* state, ServingMetrics* metrics, std::string api_key);
+  // `tokenize_pool` (may be null: inline) tokenizes long prompts off the
+  // HTTP worker threads; it must outlive the server.
+  OpenAiServer(ServingState* state, ServingMetrics* metrics, std::string api_key,
+               TokenizePool* tokenize_pool = nullptr);
   ~OpenAiServer();  // Stops.
 
   // Binds `listen` (host:port; port 0 picks one) and serves on a thread.
@@ -65,6 +69,7 @@ class OpenAiServer {
   ServingState* const state_;
   ServingMetrics* const metrics_;
   const std::string api_key_;
+  TokenizePool* const tokenize_pool_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int port_ = 0;

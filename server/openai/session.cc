@@ -37,11 +37,22 @@ ApiError BadRequest(std::string message, std::string param) {
   return e;
 }
 
+ApiError RateLimited(const absl::Status& s) {
+  ApiError e;
+  e.http_status = 429;
+  e.type = "rate_limit_exceeded";
+  e.code = "rate_limit_exceeded";
+  e.message = std::string(s.message());
+  e.retry_after_seconds = 1;
+  return e;
+}
+
 // The prompt as token ids: the rendered chat, a text prompt, or given ids.
+// Refused by size before tokenizing; long ones tokenized on the pool.
 absl::StatusOr<std::vector<uint32_t>> PromptIds(const ApiRequest& request,
                                                 const PromptInput& prompt,
                                                 const std::string& chat_text, ModelRuntime* runtime,
-                                                ApiError* error) {
+                                                TokenizePool* pool, ApiError* error) {
   if (prompt.is_tokens) return prompt.token_ids;
   const std::string& text =
       request.endpoint == Endpoint::kChatCompletions ? chat_text : prompt.text;
@@ -51,7 +62,25 @@ absl::StatusOr<std::vector<uint32_t>> PromptIds(const ApiRequest& request,
     *error = BadRequest("the model has no tokenizer.json: send the prompt as token ids", param);
     return absl::FailedPreconditionError(error->message);
   }
-  absl::StatusOr<std::vector<int32_t>> ids = tokenize(text, request.generate.add_special_tokens());
+  const ValidationLimits& limits = runtime->limits();
+  if (limits.max_prompt_bytes > 0 && text.size() > limits.max_prompt_bytes) {
+    *error = BadRequest(absl::StrCat("the prompt is ", text.size(), " bytes; the model's context of ",
+                                     limits.max_context, " tokens holds at most ",
+                                     limits.max_prompt_bytes, " bytes of text"),
+                        param);
+    return absl::InvalidArgumentError(error->message);
+  }
+  const bool add_special = request.generate.add_special_tokens();
+  absl::StatusOr<std::vector<int32_t>> ids = absl::InternalError("not tokenized");
+  if (pool != nullptr && text.size() > kInlineTokenizeBytes) {
+    absl::Status queued = pool->RunAndWait([&] { ids = tokenize(text, add_special); });
+    if (!queued.ok()) {
+      *error = RateLimited(queued);
+      return queued;
+    }
+  } else {
+    ids = tokenize(text, add_special);
+  }
   if (!ids.ok()) {
     *error = BadRequest(std::string(ids.status().message()), param);
     return ids.status();
@@ -82,10 +111,7 @@ ApiError FromSubmitStatus(const absl::Status& s) {
   if (absl::IsResourceExhausted(s) && absl::StartsWith(s.message(), "the request needs")) {
     e.param = "max_tokens";  // can never fit: retrying will not help
   } else if (absl::IsResourceExhausted(s)) {
-    e.http_status = 429;
-    e.type = "rate_limit_exceeded";
-    e.code = "rate_limit_exceeded";
-    e.retry_after_seconds = 1;
+    e = RateLimited(s);
   } else if (absl::IsUnavailable(s)) {
     e.http_status = 503;
     e.type = "service_unavailable";
@@ -101,7 +127,9 @@ ApiError FromSubmitStatus(const absl::Status& s) {
 absl::StatusOr<std::shared_ptr<Session>> Session::Start(const ApiRequest& request,
                                                         ModelRuntime* runtime,
                                                         int64_t kv_block_size,
-                                                        const std::string& id, ApiError* error) {
+                                                        const std::string& id,
+                                                        TokenizePool* tokenize_pool,
+                                                        ApiError* error) {
   std::string chat_text;
   std::vector<PromptInput> prompts = request.prompts;
   if (request.endpoint == Endpoint::kChatCompletions) {
@@ -127,7 +155,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Start(const ApiRequest& reques
   std::vector<GenerationRequest> validated;
   for (const PromptInput& prompt : prompts) {
     ASSIGN_OR_RETURN(std::vector<uint32_t> ids,
-                     PromptIds(request, prompt, chat_text, runtime, error));
+                     PromptIds(request, prompt, chat_text, runtime, tokenize_pool, error));
     v1::GenerateRequest g = request.generate;
     g.clear_text();
     for (uint32_t tok : ids) g.mutable_token_ids()->add_ids(tok);

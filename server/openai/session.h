@@ -18,6 +18,7 @@
 #include "server/model_runtime.h"
 #include "server/openai/api_request.h"
 #include "server/scheduler.h"
+#include "server/tokenize_pool.h"
 
 namespace expertd::server::openai {
 
@@ -41,10 +42,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // Renders/tokenizes/validates the request and submits all its choices
   // (prompts x n, choice = prompt * n + i). `id` names the scheduler requests.
   // On failure `error` says how to answer. `runtime` must outlive the session.
+  // Long prompts are tokenized on `tokenize_pool` (null: inline); a full pool
+  // answers 429.
   static absl::StatusOr<std::shared_ptr<Session>> Start(const ApiRequest& request,
                                                         ModelRuntime* runtime,
                                                         int64_t kv_block_size,
-                                                        const std::string& id, ApiError* error);
+                                                        const std::string& id,
+                                                        TokenizePool* tokenize_pool,
+                                                        ApiError* error);
   ~Session();  // cancels choices still running
 
   int choices() const { return static_cast<int>(prompt_tokens_.size()); }
