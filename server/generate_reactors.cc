@@ -108,11 +108,13 @@ void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
   Finish(status);
 }
 
-GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler,
+GenerateStreamReactor* GenerateStreamReactor::Create(std::shared_ptr<const void> keep_alive,
+                                                     Scheduler* scheduler,
                                                      GenerationRequest request,
                                                      RequestSummary summary, RpcDone done) {
   std::shared_ptr<GenerateStreamReactor> r(
       new GenerateStreamReactor(scheduler, request.deadline, std::move(summary), std::move(done)));
+  r->keep_alive_ = std::move(keep_alive);
   r->self_ = r;
   {
     absl::MutexLock lock(&r->mu_);
@@ -238,11 +240,13 @@ void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
   Finish(status);
 }
 
-GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
+GenerateUnaryReactor* GenerateUnaryReactor::Create(std::shared_ptr<const void> keep_alive,
+                                                   Scheduler* scheduler, GenerationRequest request,
                                                    RequestSummary summary,
                                                    grpc::ByteBuffer* response, RpcDone done) {
   std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(
       scheduler, request.deadline, std::move(summary), response, std::move(done)));
+  r->keep_alive_ = std::move(keep_alive);
   r->self_ = r;
   {
     absl::MutexLock lock(&r->mu_);

@@ -36,6 +36,10 @@ absl::StatusCode CancelReason(absl::Time started, absl::Time deadline, absl::Tim
 // the request log line).
 using RpcDone = std::function<void(const grpc::Status&, const RequestSummary&)>;
 
+// Both reactors hold `keep_alive` (the model whose scheduler runs the
+// request) until they are destroyed, so a model replaced by a checkpoint
+// activation lives until its last request is done.
+//
 // Streaming. Shared-owned: by itself until OnDone, and by the scheduler
 // (as the request's observer) until the request ends, so a late update
 // never touches freed memory. Writes serialized GenerateResponses (the
@@ -44,8 +48,9 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
                                     public GenerationObserver,
                                     public std::enable_shared_from_this<GenerateStreamReactor> {
  public:
-  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request,
-                                       RequestSummary summary, RpcDone done);
+  static GenerateStreamReactor* Create(std::shared_ptr<const void> keep_alive, Scheduler* scheduler,
+                                       GenerationRequest request, RequestSummary summary,
+                                       RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;  // scheduler thread
   void OnWriteDone(bool ok) override;
@@ -65,6 +70,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   bool NextActionLocked(bool* finish, grpc::Status* status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Act();
 
+  std::shared_ptr<const void> keep_alive_;  // set once, by Create
   Scheduler* const scheduler_;
   const absl::Time deadline_;  // the call's; OnCancel near it means DEADLINE_EXCEEDED
   const absl::Time started_ = absl::Now();
@@ -89,9 +95,9 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
                                    public GenerationObserver,
                                    public std::enable_shared_from_this<GenerateUnaryReactor> {
  public:
-  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
-                                      RequestSummary summary, grpc::ByteBuffer* response,
-                                      RpcDone done);
+  static GenerateUnaryReactor* Create(std::shared_ptr<const void> keep_alive, Scheduler* scheduler,
+                                      GenerationRequest request, RequestSummary summary,
+                                      grpc::ByteBuffer* response, RpcDone done);
 
   void OnUpdate(GenerationUpdate update) override;
   void OnCancel() override;
@@ -107,6 +113,7 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
         summary_(std::move(summary)) {}
   void FinishWith(const grpc::Status& status);
 
+  std::shared_ptr<const void> keep_alive_;  // set once, by Create
   Scheduler* const scheduler_;
   const absl::Time deadline_;
   const absl::Time started_ = absl::Now();
