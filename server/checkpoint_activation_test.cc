@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -275,6 +278,73 @@ TEST_F(CheckpointActivationTest, InFlightStreamKeepsOldWeightsNewRequestsGetNewO
       << metrics;
   EXPECT_NE(metrics.find("served_model_name=\"tuned\",checkpoint_id=\"ckpt-tuned-1\"} 1"),
             std::string::npos);
+}
+
+// The OpenAI API shares the scheduler: a streamed completion started before
+// the switch finishes on the old weights, a later one names the new model.
+TEST_F(CheckpointActivationTest, OpenAiStreamStartedBeforeTheSwitchKeepsOldWeights) {
+  StartDaemon();
+  std::string prompt = "[";
+  for (uint32_t id : Prompt()) prompt += (prompt.size() > 1 ? "," : "") + std::to_string(id);
+  prompt += "]";
+  auto body = [&](const std::string& model, bool stream) {
+    return absl::StrCat(R"({"model": ")", model, R"(", "prompt": )", prompt, R"(, "max_tokens": )",
+                        kLong, R"(, "temperature": 0, "ignore_eos": true, "stream": )",
+                        stream ? "true" : "false", "}");
+  };
+  httplib::Client client("127.0.0.1", daemon_->http_port());
+  client.set_read_timeout(120, 0);
+  auto whole = client.Post("/v1/completions", body("base-model", false), "application/json");
+  ASSERT_TRUE(whole && whole->status == 200);
+  const std::string base_text =
+      nlohmann::json::parse(whole->body)["choices"][0]["text"].get<std::string>();
+  ASSERT_FALSE(base_text.empty());
+
+  bool straddled = false;
+  for (int attempt = 0; attempt < 8 && !straddled; ++attempt) {
+    grpc::Status s = Activate("", "base");
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    std::string sse;
+    absl::Notification first_chunk;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = body("base-model", true);
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      sse.append(data, n);
+      if (!first_chunk.HasBeenNotified()) first_chunk.Notify();
+      return true;
+    };
+    int stream_status = 0;  // the HTTP status; 0: no response
+    std::thread reader([&] {
+      httplib::Result r = client.send(req);
+      if (r) stream_status = r->status;
+    });
+    ASSERT_TRUE(first_chunk.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    s = Activate("", "ckpt-tuned-1");
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    straddled = RunningRequests() >= 1;
+    reader.join();
+    ASSERT_EQ(stream_status, 200);
+    std::string text;
+    for (absl::string_view line : absl::StrSplit(sse, '\n')) {
+      if (!absl::ConsumePrefix(&line, "data: ") || line == "[DONE]") continue;
+      nlohmann::json chunk = nlohmann::json::parse(line, nullptr, false);
+      ASSERT_FALSE(chunk.is_discarded()) << line;
+      ASSERT_TRUE(chunk.contains("choices")) << line;  // an error event would not have them
+      EXPECT_EQ(chunk["model"], "base-model");
+      text += chunk["choices"][0]["text"].get<std::string>();
+    }
+    EXPECT_EQ(text, base_text) << "attempt " << attempt;
+  }
+  ASSERT_TRUE(straddled) << "no stream was still running when the switch landed";
+  auto after = client.Post("/v1/completions", body("tuned", false), "application/json");
+  ASSERT_TRUE(after && after->status == 200);
+  EXPECT_NE(nlohmann::json::parse(after->body)["choices"][0]["text"].get<std::string>(), base_text);
+  auto old_name = client.Post("/v1/completions", body("base-model", false), "application/json");
+  ASSERT_TRUE(old_name);
+  EXPECT_EQ(old_name->status, 404);
 }
 
 TEST_F(CheckpointActivationTest, RefusedCheckpointsLeaveTheServedModelServing) {
