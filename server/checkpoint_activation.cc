@@ -52,6 +52,22 @@ absl::Status CheckTokenizers(const models::Tokenizer* served, const models::Toke
   return absl::OkStatus();
 }
 
+// The candidate directory's config.json and tokenizer.json against the served
+// model (CheckServingCompatible); a file that does not parse is its error.
+absl::Status CheckDirectoryCompatible(const LoadedModel& served, const std::string& dir) {
+  absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(dir + "/config.json");
+  if (!config.ok()) return config.status();
+  std::unique_ptr<models::Tokenizer> tokenizer;
+  const std::string tokenizer_path = dir + "/tokenizer.json";
+  if (FileExists(tokenizer_path)) {
+    auto loaded = models::Tokenizer::LoadFromFile(tokenizer_path);
+    if (!loaded.ok()) return Prefixed(loaded.status(), "tokenizer.json: ");
+    tokenizer = *std::move(loaded);
+  }
+  return CheckServingCompatible(served.config, served.runtime->tokenizer(), *config,
+                                tokenizer.get());
+}
+
 }  // namespace
 
 absl::Status CheckServingCompatible(const models::ModelConfig& served,
@@ -189,19 +205,8 @@ absl::StatusOr<ActivationResult> CheckpointActivator::LoadAndSwitch(const Target
   const std::string where =
       absl::StrCat("checkpoint '", target.checkpoint_id, "' (", target.dir, "): ");
   // Cheap checks first: the config and tokenizer, before gigabytes of weights.
-  absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(target.dir + "/config.json");
-  if (!config.ok()) return Prefixed(config.status(), where);
-  std::unique_ptr<models::Tokenizer> tokenizer;
-  const std::string tokenizer_path = target.dir + "/tokenizer.json";
-  if (FileExists(tokenizer_path)) {
-    auto loaded = models::Tokenizer::LoadFromFile(tokenizer_path);
-    if (!loaded.ok()) return Prefixed(loaded.status(), absl::StrCat(where, "tokenizer.json: "));
-    tokenizer = *std::move(loaded);
-  }
-  absl::Status compatible = CheckServingCompatible(served->config, served->runtime->tokenizer(),
-                                                   *config, tokenizer.get());
+  absl::Status compatible = CheckDirectoryCompatible(*served, target.dir);
   if (!compatible.ok()) return Prefixed(compatible, where);
-  tokenizer.reset();
 
   const absl::Time start = state_->clock()->Now();
   ServerOptions options = state_->options();
