@@ -64,11 +64,32 @@ grpc::ServerWriteReactor<v1::FineTuneJobEvent>* AdminServiceImpl::WatchFineTuneJ
       auth.ok() ? Unimplemented("WatchFineTuneJob", kNoTrainer) : auth);
 }
 
-grpc::ServerUnaryReactor* AdminServiceImpl::ActivateCheckpoint(grpc::CallbackServerContext* ctx,
-                                                               const v1::ActivateCheckpointRequest*,
-                                                               v1::ActivateCheckpointResponse*) {
+grpc::ServerUnaryReactor* AdminServiceImpl::ActivateCheckpoint(
+    grpc::CallbackServerContext* ctx, const v1::ActivateCheckpointRequest* request,
+    v1::ActivateCheckpointResponse* response) {
   grpc::Status auth = Authenticate(ctx);
-  return FinishUnary(ctx, auth.ok() ? Unimplemented("ActivateCheckpoint", kNoTrainer) : auth);
+  if (!auth.ok()) return FinishUnary(ctx, auth);
+  if (activator_ == nullptr) {
+    return FinishUnary(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "ActivateCheckpoint: not available in this server"));
+  }
+  // Loading takes seconds to minutes: the activator's thread finishes the call.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  activator_->ActivateAsync(
+      request->job_id(), request->checkpoint_id(),
+      [reactor, response](absl::StatusOr<ActivationResult> result) {
+        if (!result.ok()) {
+          reactor->Finish(ToGrpcStatus(result.status()));
+          return;
+        }
+        response->set_model_name(result->model_name);
+        response->set_checkpoint_id(result->checkpoint_id);
+        const int64_t ns = absl::ToUnixNanos(result->activate_time);
+        response->mutable_activate_time()->set_seconds(ns / 1000000000);
+        response->mutable_activate_time()->set_nanos(static_cast<int32_t>(ns % 1000000000));
+        reactor->Finish(grpc::Status::OK);
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerContext* ctx,

@@ -4,13 +4,17 @@
 #define EXPERTD_SERVER_ADMIN_SERVICE_H_
 
 #include "proto/expertd.grpc.pb.h"
+#include "server/checkpoint_activation.h"
 #include "server/serving_state.h"
 
 namespace expertd::server {
 
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
-  explicit AdminServiceImpl(ServingState* state) : state_(state) {}
+  // `activator` (null: ActivateCheckpoint answers FAILED_PRECONDITION) must
+  // outlive the service. The checkpoint catalog is set on the activator.
+  explicit AdminServiceImpl(ServingState* state, CheckpointActivator* activator = nullptr)
+      : state_(state), activator_(activator) {}
 
   grpc::ServerUnaryReactor* SubmitFineTune(grpc::CallbackServerContext* ctx,
                                            const v1::SubmitFineTuneRequest* request,
@@ -37,7 +41,8 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   // Authentication result for this call's metadata.
   grpc::Status Authenticate(grpc::CallbackServerContext* ctx) const;
 
-  ServingState* const state_;  // not owned
+  ServingState* const state_;             // not owned
+  CheckpointActivator* const activator_;  // not owned; may be null
 };
 
 }  // namespace expertd::server

@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -75,14 +76,23 @@ Daemon::Daemon(ServerOptions options)
       metrics_(MetricsInfo(state_.options())),
       scheduler_metrics_(&metrics_),
       tokenize_pool_(MakeTokenizePool(state_.options())),
+      activator_(&state_, &scheduler_metrics_, &metrics_),
       inference_service_(&state_, &metrics_, tokenize_pool_.get()),
-      admin_service_(&state_) {
+      admin_service_(&state_, &activator_) {
   // Gauges stay true between steps too: refresh them on every scrape.
   metrics_.AddCollectHook([this] {
     std::shared_ptr<const LoadedModel> model = state_.model();
     if (model == nullptr || model->runtime == nullptr) return;
-    SchedulerStats s = model->runtime->scheduler()->stats();
-    metrics_.UpdateScheduler({s.running, s.waiting, s.kv_cache_usage});
+    // Requests still finishing on a replaced model count too.
+    int64_t running = 0, waiting = 0;
+    for (const std::shared_ptr<const LoadedModel>& live : state_.live_models()) {
+      if (live->runtime == nullptr) continue;
+      SchedulerStats s = live->runtime->scheduler()->stats();
+      running += s.running;
+      waiting += s.waiting;
+    }
+    metrics_.UpdateScheduler(
+        {running, waiting, model->runtime->scheduler()->stats().kv_cache_usage});
     if (const engine::ExpertStore* store = model->runtime->expert_store()) {
       metrics_.UpdateExpertCache(ToMetricsSnapshot(store->stats()));
     }
@@ -241,9 +251,14 @@ void Daemon::Shutdown() {
   // In-flight generations get the grace period; whatever still runs then ends
   // with finish_reason CANCELLED, and the RPC layer gets a short final flush.
   if (loader_.joinable()) loader_.join();
-  std::shared_ptr<const LoadedModel> model = state_.model();
-  if (model != nullptr && model->runtime != nullptr) {
-    model->runtime->scheduler()->Drain(absl::Milliseconds(static_cast<int64_t>(grace * 1000)));
+  // One grace period for all: the served model and any replaced model whose
+  // requests are still finishing.
+  const absl::Time drain_deadline =
+      absl::Now() + absl::Milliseconds(static_cast<int64_t>(grace * 1000));
+  for (const std::shared_ptr<const LoadedModel>& model : state_.live_models()) {
+    if (model->runtime == nullptr) continue;
+    model->runtime->scheduler()->Drain(
+        std::max(absl::ZeroDuration(), drain_deadline - absl::Now()));
   }
   const auto flush_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   server_->Shutdown(flush_deadline);

@@ -12,7 +12,9 @@
 //   Shutdown()  drains: health NOT_SERVING, new requests get UNAVAILABLE,
 //               in-flight calls get shutdown_grace_seconds to finish, then the
 //               server stops, then the metrics port (scrapes work during the
-//               drain; /health answers 503). Idempotent.
+//               drain; /health answers 503). Requests still finishing on a
+//               model replaced by ActivateCheckpoint drain the same way.
+//               Idempotent.
 //
 // Thread safety: Start and Shutdown from one thread (main); the rest is safe.
 #ifndef EXPERTD_SERVER_DAEMON_H_
@@ -25,7 +27,9 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "server/admin_service.h"
+#include "server/checkpoint_activation.h"
 #include "server/inference_service.h"
+#include "server/jobs/job_executor.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/serving_metrics.h"
 #include "server/openai/openai_server.h"
@@ -58,6 +62,10 @@ class Daemon {
   // True once background loading ended; load_status() then says how.
   bool load_finished() const { return load_done_.HasBeenNotified(); }
   absl::Status load_status() const;
+  // Where ActivateCheckpoint resolves checkpoint ids (the job store); until
+  // one is set only "base" can be activated. `catalog` must outlive the
+  // daemon; may be set before or after Start.
+  void SetCheckpointCatalog(jobs::CheckpointCatalog* catalog) { activator_.SetCatalog(catalog); }
 
  private:
   absl::Status LoadModel();
@@ -73,6 +81,7 @@ class Daemon {
   // Before the services: it outlives every call they queue on it. Null with
   // --tokenize_threads=0 (tokenize inline on the serving threads).
   std::unique_ptr<TokenizePool> tokenize_pool_;
+  CheckpointActivator activator_;       // ActivateCheckpoint
   InferenceServiceImpl inference_service_;
   AdminServiceImpl admin_service_;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;

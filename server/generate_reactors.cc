@@ -108,18 +108,22 @@ void GenerateStreamReactor::FinishWith(const grpc::Status& status) {
   Finish(status);
 }
 
-GenerateStreamReactor* GenerateStreamReactor::Create(Scheduler* scheduler,
+GenerateStreamReactor* GenerateStreamReactor::Create(std::shared_ptr<const void> keep_alive,
+                                                     Scheduler* scheduler,
                                                      GenerationRequest request,
                                                      RequestSummary summary, RpcDone done) {
-  GenerateStreamReactor* r = New(scheduler, request.deadline, std::move(summary), std::move(done));
+  GenerateStreamReactor* r =
+      New(std::move(keep_alive), scheduler, request.deadline, std::move(summary), std::move(done));
   r->Start(std::move(request));
   return r;
 }
 
-GenerateStreamReactor* GenerateStreamReactor::New(Scheduler* scheduler, absl::Time deadline,
+GenerateStreamReactor* GenerateStreamReactor::New(std::shared_ptr<const void> keep_alive,
+                                                  Scheduler* scheduler, absl::Time deadline,
                                                   RequestSummary summary, RpcDone done) {
   std::shared_ptr<GenerateStreamReactor> r(
       new GenerateStreamReactor(scheduler, deadline, std::move(summary), std::move(done)));
+  r->keep_alive_ = std::move(keep_alive);
   r->self_ = r;
   return r.get();
 }
@@ -268,20 +272,24 @@ void GenerateUnaryReactor::FinishWith(const grpc::Status& status) {
   Finish(status);
 }
 
-GenerateUnaryReactor* GenerateUnaryReactor::Create(Scheduler* scheduler, GenerationRequest request,
+GenerateUnaryReactor* GenerateUnaryReactor::Create(std::shared_ptr<const void> keep_alive,
+                                                   Scheduler* scheduler, GenerationRequest request,
                                                    RequestSummary summary,
                                                    grpc::ByteBuffer* response, RpcDone done) {
   GenerateUnaryReactor* r =
-      New(scheduler, request.deadline, std::move(summary), response, std::move(done));
+      New(std::move(keep_alive), scheduler, request.deadline, std::move(summary), response,
+          std::move(done));
   r->Start(std::move(request));
   return r;
 }
 
-GenerateUnaryReactor* GenerateUnaryReactor::New(Scheduler* scheduler, absl::Time deadline,
+GenerateUnaryReactor* GenerateUnaryReactor::New(std::shared_ptr<const void> keep_alive,
+                                                Scheduler* scheduler, absl::Time deadline,
                                                 RequestSummary summary,
                                                 grpc::ByteBuffer* response, RpcDone done) {
   std::shared_ptr<GenerateUnaryReactor> r(new GenerateUnaryReactor(
       scheduler, deadline, std::move(summary), response, std::move(done)));
+  r->keep_alive_ = std::move(keep_alive);
   r->self_ = r;
   return r.get();
 }

@@ -36,6 +36,10 @@ absl::StatusCode CancelReason(absl::Time started, absl::Time deadline, absl::Tim
 // the request log line).
 using RpcDone = std::function<void(const grpc::Status&, const RequestSummary&)>;
 
+// Both reactors hold `keep_alive` (the model whose scheduler runs the
+// request) until they are destroyed, so a model replaced by a checkpoint
+// activation lives until its last request is done.
+//
 // Streaming. Shared-owned: by itself until OnDone, and by the scheduler
 // (as the request's observer) until the request ends, so a late update
 // never touches freed memory. Writes serialized GenerateResponses (the
@@ -44,12 +48,13 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
                                     public GenerationObserver,
                                     public std::enable_shared_from_this<GenerateStreamReactor> {
  public:
-  static GenerateStreamReactor* Create(Scheduler* scheduler, GenerationRequest request,
-                                       RequestSummary summary, RpcDone done);
+  static GenerateStreamReactor* Create(std::shared_ptr<const void> keep_alive, Scheduler* scheduler,
+                                       GenerationRequest request, RequestSummary summary,
+                                       RpcDone done);
   // A call whose request is still being prepared (its prompt tokenized off
   // the serving threads): Start() must follow exactly once, from any thread.
-  static GenerateStreamReactor* New(Scheduler* scheduler, absl::Time deadline,
-                                    RequestSummary summary, RpcDone done);
+  static GenerateStreamReactor* New(std::shared_ptr<const void> keep_alive, Scheduler* scheduler,
+                                    absl::Time deadline, RequestSummary summary, RpcDone done);
   // Submits the validated request, or ends the call with its error, or with
   // the cancel or deadline that came while it was being prepared.
   void Start(absl::StatusOr<GenerationRequest> request);
@@ -72,6 +77,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBu
   bool NextActionLocked(bool* finish, grpc::Status* status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Act();
 
+  std::shared_ptr<const void> keep_alive_;  // set once, by Create
   Scheduler* const scheduler_;
   const absl::Time deadline_;  // the call's; OnCancel near it means DEADLINE_EXCEEDED
   const absl::Time started_ = absl::Now();
@@ -97,13 +103,13 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
                                    public GenerationObserver,
                                    public std::enable_shared_from_this<GenerateUnaryReactor> {
  public:
-  static GenerateUnaryReactor* Create(Scheduler* scheduler, GenerationRequest request,
-                                      RequestSummary summary, grpc::ByteBuffer* response,
-                                      RpcDone done);
+  static GenerateUnaryReactor* Create(std::shared_ptr<const void> keep_alive, Scheduler* scheduler,
+                                      GenerationRequest request, RequestSummary summary,
+                                      grpc::ByteBuffer* response, RpcDone done);
   // As GenerateStreamReactor::New and Start.
-  static GenerateUnaryReactor* New(Scheduler* scheduler, absl::Time deadline,
-                                   RequestSummary summary, grpc::ByteBuffer* response,
-                                   RpcDone done);
+  static GenerateUnaryReactor* New(std::shared_ptr<const void> keep_alive, Scheduler* scheduler,
+                                   absl::Time deadline, RequestSummary summary,
+                                   grpc::ByteBuffer* response, RpcDone done);
   void Start(absl::StatusOr<GenerationRequest> request);
 
   void OnUpdate(GenerationUpdate update) override;
@@ -120,6 +126,7 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor,
         summary_(std::move(summary)) {}
   void FinishWith(const grpc::Status& status);
 
+  std::shared_ptr<const void> keep_alive_;  // set once, by Create
   Scheduler* const scheduler_;
   const absl::Time deadline_;
   const absl::Time started_ = absl::Now();

@@ -130,7 +130,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(
     return new FinishedWriteReactor<grpc::ByteBuffer>(status);
   }
   Scheduler* scheduler = d->model->runtime->scheduler();
-  auto* reactor = GenerateStreamReactor::New(scheduler, d->deadline, summary, Recorder());
+  auto* reactor =
+      GenerateStreamReactor::New(d->model, scheduler, d->deadline, summary, Recorder());
   if (tokenize_pool_ != nullptr && TokenizeOffThread(*d)) {
     StartOffThread(tokenize_pool_, *std::move(d), summary, reactor);
   } else {
@@ -151,7 +152,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServ
   }
   Scheduler* scheduler = d->model->runtime->scheduler();
   auto* reactor =
-      GenerateUnaryReactor::New(scheduler, d->deadline, summary, response, Recorder());
+      GenerateUnaryReactor::New(d->model, scheduler, d->deadline, summary, response, Recorder());
   if (tokenize_pool_ != nullptr && TokenizeOffThread(*d)) {
     StartOffThread(tokenize_pool_, *std::move(d), summary, reactor);
   } else {
@@ -246,13 +247,20 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GetServerInfo(
   response->set_draining(state_->draining());
   response->set_max_batch_tokens(state_->options().max_batch_tokens);
   response->set_max_queue_length(state_->options().max_queue_length);
-  std::shared_ptr<const LoadedModel> model = state_->model();
-  if (model != nullptr && model->runtime != nullptr) {
+  // Requests still finishing on a replaced model count too; the KV cache is
+  // the served model's (live_models() lists it first).
+  int64_t running = 0, waiting = 0;
+  bool first = true;
+  for (const std::shared_ptr<const LoadedModel>& model : state_->live_models()) {
+    if (model->runtime == nullptr) continue;
     SchedulerStats stats = model->runtime->scheduler()->stats();
-    response->set_running_requests(stats.running);
-    response->set_waiting_requests(stats.waiting);
-    response->set_kv_cache_usage(stats.kv_cache_usage);
+    running += stats.running;
+    waiting += stats.waiting;
+    if (first) response->set_kv_cache_usage(stats.kv_cache_usage);
+    first = false;
   }
+  response->set_running_requests(static_cast<uint32_t>(running));
+  response->set_waiting_requests(static_cast<uint32_t>(waiting));
   return Done(ctx, "GetServerInfo", grpc::Status::OK);
 }
 

@@ -89,6 +89,19 @@ ServingMetrics::ServingMetrics(const ServingMetricsInfo& info) : registry_(Const
         ->Set(1);
   }
 
+  checkpoint_activations_total_ = r.AddCounter(
+      "expertd:checkpoint_activations_total",
+      "Checkpoint activations attempted (past request validation), by result (ok, error).",
+      {"result"});
+  checkpoint_activations_total_->WithLabels({"ok"});
+  checkpoint_activations_total_->WithLabels({"error"});
+  active_model_info_ = r.AddGauge(
+      "expertd:active_model_info",
+      "The served model (value 1; name and checkpoint are labels; 0 for models served before).",
+      {"served_model_name", "checkpoint_id"});
+  active_model_ = active_model_info_->WithLabels({info.model_name, "base"});
+  active_model_->Set(1);
+
   // Scheduler state.
   num_requests_running_ = r.AddGauge("expertd:num_requests_running",
                                      "Requests in the running batch (being prefilled or decoded).")
@@ -250,6 +263,17 @@ void ServingMetrics::OnRequestFinished(const FinishedRequest& r) {
 }
 
 void ServingMetrics::OnPreemption() { num_preemptions_total_->Increment(); }
+
+void ServingMetrics::OnCheckpointActivation(bool ok, const std::string& served_model_name,
+                                            const std::string& checkpoint_id) {
+  checkpoint_activations_total_->WithLabels({ok ? "ok" : "error"})->Increment();
+  if (!ok) return;
+  absl::MutexLock lock(&active_mu_);
+  Gauge* next = active_model_info_->WithLabels({served_model_name, checkpoint_id});
+  if (active_model_ != nullptr && active_model_ != next) active_model_->Set(0);
+  next->Set(1);
+  active_model_ = next;
+}
 
 void ServingMetrics::OnRpcFinished(absl::string_view rpc, absl::StatusCode code) {
   requests_total_->WithLabels({std::string(rpc), absl::StatusCodeToString(code)})->Increment();

@@ -10,6 +10,7 @@
 //   gRPC service, per finished RPC:    OnRpcFinished()
 //   engine owner, any time or in a collect hook (runs on every scrape):
 //                                      UpdateExpertCache()
+//   checkpoint activation, per call:   OnCheckpointActivation()
 // Every method is thread-safe, cheap (atomics; no allocation after the first
 // use of a label value) and never blocks on a scrape for long.
 //
@@ -131,6 +132,14 @@ class ServingMetrics {
   // its whole new value, so exported counters never decrease.
   void UpdateExpertCache(const ExpertCacheSnapshot& snapshot);
 
+  // --- checkpoint activation (AdminService.ActivateCheckpoint) ---
+  // Counts the attempt in expertd:checkpoint_activations_total{result="ok"|
+  // "error"}; on success expertd:active_model_info{served_model_name,
+  // checkpoint_id} becomes 1 for the new model and 0 for the one it replaced
+  // (the constant model_name label stays the name the daemon started with).
+  void OnCheckpointActivation(bool ok, const std::string& served_model_name = "",
+                              const std::string& checkpoint_id = "");
+
   // Runs on every scrape, before rendering: the place to pull snapshots
   // (UpdateScheduler / UpdateExpertCache) from objects that keep their own.
   void AddCollectHook(std::function<void()> hook) { registry_.AddCollectHook(std::move(hook)); }
@@ -180,6 +189,12 @@ class ServingMetrics {
   metrics::Family<Gauge>* experts_on_device_;               // {layer}
   metrics::Family<Gauge>* expert_cache_used_bytes_;         // {tier}
   metrics::Family<Gauge>* expert_cache_capacity_bytes_;     // {tier}
+
+  // Checkpoint activation.
+  metrics::Family<Counter>* checkpoint_activations_total_;  // {result}
+  metrics::Family<Gauge>* active_model_info_;               // {served_model_name, checkpoint_id}
+  absl::Mutex active_mu_;                                   // serialises OnCheckpointActivation
+  Gauge* active_model_ ABSL_GUARDED_BY(active_mu_) = nullptr;
 
   absl::Mutex expert_mu_;  // serialises UpdateExpertCache
   std::map<int, ExpertLayerCounters> last_expert_ ABSL_GUARDED_BY(expert_mu_);
