@@ -109,6 +109,7 @@ absl::Status Daemon::Start() {
         .With("port", openai_http_->port())
         .With("api_key", !o.api_key.empty());
   }
+  OpenJobSystem();
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service is built on its own (upb) messages, so reflection
   // would list grpc.health.v1.Health without being able to describe it. The
@@ -146,6 +147,36 @@ absl::Status Daemon::Start() {
     load_done_.Notify();
   });
   return absl::OkStatus();
+}
+
+void Daemon::OpenJobSystem() {
+  const ServerOptions& o = state_.options();
+  if (o.data_dir.empty()) {
+    admin_service_.SetJobSystem(nullptr, absl::FailedPreconditionError(
+                                             "fine-tune jobs and files need --data_dir (the "
+                                             "daemon runs without one)"));
+    return;
+  }
+  jobs::JobSystemOptions options;
+  options.data_dir = o.data_dir;
+  options.max_upload_bytes = o.max_upload_bytes;
+  options.clock = state_.clock();
+  std::unique_ptr<jobs::JobExecutor> executor;  // none in this build: Submit says so
+  absl::StatusOr<std::unique_ptr<jobs::JobSystem>> opened =
+      jobs::JobSystem::Open(options, std::move(executor));
+  if (!opened.ok()) {
+    EXPERTD_LOG(Error, "fine-tune jobs disabled: --data_dir is unusable")
+        .With("data_dir", o.data_dir)
+        .With("error", opened.status());
+    admin_service_.SetJobSystem(
+        nullptr, absl::FailedPreconditionError(absl::StrCat(
+                     "fine-tune jobs are disabled: --data_dir '", o.data_dir,
+                     "' is unusable: ", opened.status().message())));
+    return;
+  }
+  jobs_ = *std::move(opened);
+  admin_service_.SetJobSystem(jobs_.get(), absl::OkStatus());
+  EXPERTD_LOG(Info, "fine-tune jobs enabled").With("data_dir", o.data_dir);
 }
 
 absl::Status Daemon::LoadModel() {
@@ -199,6 +230,8 @@ void Daemon::Shutdown() {
   if (model != nullptr && model->runtime != nullptr) {
     model->runtime->scheduler()->Drain(absl::Milliseconds(static_cast<int64_t>(grace * 1000)));
   }
+  // The running fine-tune job stops at a step boundary, resumable.
+  if (jobs_ != nullptr) jobs_->manager()->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
   if (openai_http_ != nullptr) openai_http_->Stop();

@@ -9,7 +9,9 @@
 //   Shutdown()  drains: health NOT_SERVING, new requests get UNAVAILABLE,
 //               in-flight calls get shutdown_grace_seconds to finish, then the
 //               server stops, then the metrics port (scrapes work during the
-//               drain; /health answers 503). Idempotent.
+//               drain; /health answers 503). A running fine-tune job stops at
+//               its next step boundary and stays queued: it resumes from its
+//               last checkpoint on the next start. Idempotent.
 //
 // Thread safety: Start and Shutdown from one thread (main); the rest is safe.
 #ifndef EXPERTD_SERVER_DAEMON_H_
@@ -23,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/admin_service.h"
 #include "server/inference_service.h"
+#include "server/jobs/job_system.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/serving_metrics.h"
 #include "server/openai/openai_server.h"
@@ -57,7 +60,13 @@ class Daemon {
   absl::Status LoadModel();
   void SetHealth(bool serving);
 
+  // Opens --data_dir's job system; a failure leaves the daemon serving with
+  // the job RPCs refused (the reason is logged and returned by them).
+  void OpenJobSystem();
+
   ServingState state_;
+  // Before admin_service_ and server_: destroyed after the server stops.
+  std::unique_ptr<jobs::JobSystem> jobs_;
   ServingMetrics metrics_;              // after state_: built from its options
   SchedulerMetrics scheduler_metrics_;  // feeds metrics_ from the scheduler
   InferenceServiceImpl inference_service_;
