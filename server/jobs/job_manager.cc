@@ -226,10 +226,6 @@ void JobManager::RemoveWatcher(const std::string& job_id, JobWatcher* watcher) {
 }
 
 absl::StatusOr<v1::FineTuneJob> JobManager::Submit(const v1::SubmitFineTuneRequest& request) {
-  if (executor_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "SubmitFineTune: training not available (this daemon runs without a training executor)");
-  }
   const v1::FineTuneJobSpec& spec = request.spec();
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the daemon is shutting down; submit again later");
@@ -248,6 +244,12 @@ absl::StatusOr<v1::FineTuneJob> JobManager::Submit(const v1::SubmitFineTuneReque
   RETURN_IF_ERROR(files_->Resolve("spec.training_file", spec.training_file()).status());
   if (!spec.validation_file().empty()) {
     RETURN_IF_ERROR(files_->Resolve("spec.validation_file", spec.validation_file()).status());
+  }
+  // After the spec checks, so a daemon without an executor still says what
+  // is wrong with a spec.
+  if (executor_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "SubmitFineTune: training not available (this daemon runs without a training executor)");
   }
   v1::FineTuneJob job;
   job.set_id(NewRandomId("ftjob-"));

@@ -389,8 +389,9 @@ TEST_F(JobManagerTest, NoExecutorMeansTrainingNotAvailable) {
   o.data_dir = data_dir_;
   auto system = JobSystem::Open(o, nullptr);
   ASSERT_TRUE(system.ok());
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), data_dir_ + "/x.jsonl", "{}\n").ok());
   v1::SubmitFineTuneRequest r;
-  r.mutable_spec()->set_training_file("x");
+  r.mutable_spec()->set_training_file("x.jsonl");
   auto job = (*system)->manager()->Submit(r);
   EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(job.status().message().find("training not available"), std::string::npos);
