@@ -449,7 +449,13 @@ absl::StatusOr<JobRun> JobManager::MakeRun(const v1::FineTuneJob& job) {
   }
   run.job_dir = absl::StrCat(files_->data_dir(), "/jobs/", job.id());
   absl::Status made = CreateDirs(options_.env, run.job_dir);
-  if (!made.ok()) return WithJobErrorCode(made, JobErrorCodeFor(made));
+  if (!made.ok()) {
+    // ENOSPC is a full disk; anything else (EACCES, EROFS, a file in the
+    // way) means the directory cannot be written.
+    return WithJobErrorCode(
+        absl::Status(made.code(), absl::StrCat("cannot create the job directory: ", made.message())),
+        absl::IsResourceExhausted(made) ? "disk_full" : "data_dir_unwritable");
+  }
   ASSIGN_OR_RETURN(std::vector<CheckpointRecord> checkpoints, store_->Checkpoints(job.id()));
   if (!checkpoints.empty()) run.resume_from = checkpoints.back();
   return run;

@@ -358,7 +358,10 @@ TEST_F(JobManagerTest, UnwritableJobDirectoryFailsTheJob) {
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), manager()->data_dir() + "/jobs", "x").ok());
   const std::string id = Submit(Request(file));
   ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_FAILED));
-  EXPECT_FALSE(manager()->Get(id)->error().code().empty());
+  auto job = manager()->Get(id);
+  EXPECT_EQ(job->error().code(), "data_dir_unwritable");
+  EXPECT_NE(job->error().message().find("cannot create the job directory"), std::string::npos)
+      << job->error().message();
 }
 
 TEST_F(JobManagerTest, ShutdownStopsAtAStepBoundaryAndTheJobResumes) {
