@@ -12,6 +12,9 @@
 //                                              # AdminService.GetExpertStats, as JSON
 // AdminService commands use --admin_addr when the daemon serves AdminService
 // on its own port (expertd --admin_listen), else --server.
+//   expertctl --admin_token_file=F files upload|list|delete ...
+//   expertctl --admin_token_file=F finetune create|get|list|cancel|watch|activate ...
+//                                              # fine-tune jobs (client/job_commands.h)
 // TLS: --tls (system roots) or --tls_ca=CA.pem, optionally --tls_server_name
 // when the certificate names another host than --server.
 // Exit status: 0 on success, 1 when the call fails (the gRPC status is printed
@@ -29,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
+#include "client/job_commands.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/expertd.grpc.pb.h"
@@ -238,12 +242,16 @@ int ExpertStats(const std::shared_ptr<grpc::Channel>& channel, const Options& o)
 
 int main(int argc, char** argv) {
   Options o;
+  expertd::client::JobCommandOptions jo;
   expertd::FlagSet flags(
       "expertctl: talk to an expertd daemon.\n"
       "usage: expertctl [--server=HOST:PORT] COMMAND\n"
       "commands: health [--service=NAME] | info | server-info | generate | tokenize | detokenize "
       "|\n"
-      "          expert-stats [--per_expert] (admin: --admin_token_file)");
+      "          expert-stats [--per_expert] (admin: --admin_token_file) |\n"
+      "          files upload PATH | files list | files delete FILE_ID |\n"
+      "          finetune create --training_file=ID | finetune get|cancel|watch|activate JOB |\n"
+      "          finetune list   (files and finetune: admin, --admin_token_file)");
   flags.String("server", &o.server, "expertd address");
   flags.String("admin_addr", &o.admin_addr,
                "address of AdminService when the daemon serves it on --admin_listen "
@@ -270,13 +278,32 @@ int main(int argc, char** argv) {
   flags.String("admin_token_file", &o.admin_token_file,
                "file holding the AdminService bearer token");
   flags.Bool("per_expert", &o.per_expert, "expert-stats: one entry per (layer, expert)");
+  flags.String("purpose", &jo.purpose, "files upload: the file's purpose (default fine-tune)");
+  flags.String("training_file", &jo.training_file,
+               "finetune create: an uploaded file id or a path inside the server's --data_dir");
+  flags.String("validation_file", &jo.validation_file, "finetune create: held-out data");
+  flags.String("spec_json", &jo.spec_json,
+               "finetune create: a FineTuneJobSpec as JSON (the flags below override it)");
+  flags.Int("epochs", &jo.epochs, 0, 10000, "finetune create: epochs (0: the server's default)");
+  flags.Int("batch_size", &jo.batch_size, 0, 65536, "finetune create: sequences per step");
+  flags.Double("learning_rate", &jo.learning_rate, 0, 1, "finetune create: AdamW learning rate");
+  flags.String("suffix", &jo.suffix, "finetune create: appended to the fine-tuned model name");
+  flags.String("scope", &jo.scope, "finetune create: full | experts | pregate | lora");
+  flags.Int("job_seed", &jo.seed, -1, INT64_MAX, "finetune create: training seed (-1: unset)");
+  flags.String("request_id", &jo.request_id, "finetune create: idempotency key");
+  flags.Int("page_size", &jo.page_size, 0, 100, "finetune list: jobs per page (0: 20)");
+  flags.String("page_token", &jo.page_token, "finetune list: from the previous page");
+  flags.Int("after_sequence", &jo.after_sequence, 0, INT64_MAX,
+            "finetune watch: replay events after this sequence");
+  flags.String("checkpoint_id", &jo.checkpoint_id, "finetune activate: a checkpoint id");
   std::vector<std::string> args;
   absl::Status s = flags.Parse(argc, argv, &args);
   if (s.ok() && flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
   }
-  if (!s.ok() || args.size() != 1) {
+  const bool job_command = s.ok() && !args.empty() && (args[0] == "files" || args[0] == "finetune");
+  if (!s.ok() || (args.size() != 1 && !job_command)) {
     std::fprintf(stderr, "expertctl: %s\n%s",
                  s.ok() ? "expected one command" : std::string(s.message()).c_str(),
                  flags.Usage().c_str());
@@ -292,6 +319,11 @@ int main(int argc, char** argv) {
   std::shared_ptr<grpc::Channel> admin_channel = channel;
   if (!o.admin_addr.empty()) admin_channel = *MakeChannel(o, o.admin_addr);  // TLS checked above
   const std::string& cmd = args[0];
+  if (job_command) {
+    jo.admin_token_file = o.admin_token_file;
+    jo.timeout_seconds = o.timeout_seconds;
+    return expertd::client::RunJobCommand(admin_channel, jo, args);
+  }
   if (cmd == "expert-stats") return ExpertStats(admin_channel, o);
   if (cmd == "health") return Health(channel, o);
   if (cmd == "generate") return Generate(channel, o);

@@ -3,6 +3,7 @@
 #include "server/admin_auth.h"
 #include "server/expert_stats.h"
 #include "server/grpc_status.h"
+#include "server/job_reactors.h"
 #include "server/model_runtime.h"
 #include "server/reactors.h"
 
@@ -29,39 +30,94 @@ grpc::Status AdminServiceImpl::Authenticate(grpc::CallbackServerContext* ctx) co
   return ToGrpcStatus(CheckAdminToken(state_->options().admin_token, header_ptr));
 }
 
-grpc::ServerUnaryReactor* AdminServiceImpl::SubmitFineTune(grpc::CallbackServerContext* ctx,
-                                                           const v1::SubmitFineTuneRequest*,
-                                                           v1::FineTuneJob*) {
+void AdminServiceImpl::SetJobSystem(jobs::JobSystem* jobs, absl::Status unavailable) {
+  jobs_ = jobs;
+  if (jobs == nullptr) jobs_unavailable_ = std::move(unavailable);
+}
+
+grpc::Status AdminServiceImpl::CheckJobs(grpc::CallbackServerContext* ctx) const {
   grpc::Status auth = Authenticate(ctx);
-  return FinishUnary(ctx, auth.ok() ? Unimplemented("SubmitFineTune", kNoTrainer) : auth);
+  if (!auth.ok()) return auth;
+  if (jobs_ == nullptr) return ToGrpcStatus(jobs_unavailable_);
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::SubmitFineTune(grpc::CallbackServerContext* ctx,
+                                                           const v1::SubmitFineTuneRequest* request,
+                                                           v1::FineTuneJob* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return FinishUnary(ctx, ok);
+  absl::StatusOr<v1::FineTuneJob> job = jobs_->manager()->Submit(*request);
+  if (job.ok()) *response = *std::move(job);
+  return FinishUnary(ctx, ToGrpcStatus(job.status()));
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::GetFineTuneJob(grpc::CallbackServerContext* ctx,
-                                                           const v1::GetFineTuneJobRequest*,
-                                                           v1::FineTuneJob*) {
-  grpc::Status auth = Authenticate(ctx);
-  return FinishUnary(ctx, auth.ok() ? Unimplemented("GetFineTuneJob", kNoTrainer) : auth);
+                                                           const v1::GetFineTuneJobRequest* request,
+                                                           v1::FineTuneJob* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return FinishUnary(ctx, ok);
+  absl::StatusOr<v1::FineTuneJob> job = jobs_->manager()->Get(request->job_id());
+  if (job.ok()) *response = *std::move(job);
+  return FinishUnary(ctx, ToGrpcStatus(job.status()));
 }
 
-grpc::ServerUnaryReactor* AdminServiceImpl::ListFineTuneJobs(grpc::CallbackServerContext* ctx,
-                                                             const v1::ListFineTuneJobsRequest*,
-                                                             v1::ListFineTuneJobsResponse*) {
-  grpc::Status auth = Authenticate(ctx);
-  return FinishUnary(ctx, auth.ok() ? Unimplemented("ListFineTuneJobs", kNoTrainer) : auth);
+grpc::ServerUnaryReactor* AdminServiceImpl::ListFineTuneJobs(
+    grpc::CallbackServerContext* ctx, const v1::ListFineTuneJobsRequest* request,
+    v1::ListFineTuneJobsResponse* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return FinishUnary(ctx, ok);
+  absl::StatusOr<v1::ListFineTuneJobsResponse> page = jobs_->manager()->List(*request);
+  if (page.ok()) *response = *std::move(page);
+  return FinishUnary(ctx, ToGrpcStatus(page.status()));
 }
 
-grpc::ServerUnaryReactor* AdminServiceImpl::CancelFineTuneJob(grpc::CallbackServerContext* ctx,
-                                                              const v1::CancelFineTuneJobRequest*,
-                                                              v1::FineTuneJob*) {
-  grpc::Status auth = Authenticate(ctx);
-  return FinishUnary(ctx, auth.ok() ? Unimplemented("CancelFineTuneJob", kNoTrainer) : auth);
+grpc::ServerUnaryReactor* AdminServiceImpl::CancelFineTuneJob(
+    grpc::CallbackServerContext* ctx, const v1::CancelFineTuneJobRequest* request,
+    v1::FineTuneJob* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return FinishUnary(ctx, ok);
+  absl::StatusOr<v1::FineTuneJob> job = jobs_->manager()->Cancel(request->job_id());
+  if (job.ok()) *response = *std::move(job);
+  return FinishUnary(ctx, ToGrpcStatus(job.status()));
 }
 
 grpc::ServerWriteReactor<v1::FineTuneJobEvent>* AdminServiceImpl::WatchFineTuneJob(
-    grpc::CallbackServerContext* ctx, const v1::WatchFineTuneJobRequest*) {
-  grpc::Status auth = Authenticate(ctx);
-  return new FinishedWriteReactor<v1::FineTuneJobEvent>(
-      auth.ok() ? Unimplemented("WatchFineTuneJob", kNoTrainer) : auth);
+    grpc::CallbackServerContext* ctx, const v1::WatchFineTuneJobRequest* request) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return new FinishedWriteReactor<v1::FineTuneJobEvent>(ok);
+  absl::StatusOr<v1::FineTuneJob> job = jobs_->manager()->Get(request->job_id());
+  if (!job.ok()) return new FinishedWriteReactor<v1::FineTuneJobEvent>(ToGrpcStatus(job.status()));
+  return WatchJobReactor::Start(jobs_->manager(), request->job_id(), request->after_sequence());
+}
+
+grpc::ServerReadReactor<v1::UploadFileRequest>* AdminServiceImpl::UploadFile(
+    grpc::CallbackServerContext* ctx, v1::FileInfo* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return new FinishedReadReactor<v1::UploadFileRequest>(ok);
+  return new UploadFileReactor(ctx, jobs_->files(), response);
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::ListFiles(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListFilesRequest*,
+                                                      v1::ListFilesResponse* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return FinishUnary(ctx, ok);
+  absl::StatusOr<std::vector<v1::FileInfo>> files = jobs_->files()->List();
+  if (files.ok()) {
+    for (v1::FileInfo& f : *files) *response->add_files() = std::move(f);
+  }
+  return FinishUnary(ctx, ToGrpcStatus(files.status()));
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::DeleteFile(grpc::CallbackServerContext* ctx,
+                                                       const v1::DeleteFileRequest* request,
+                                                       v1::DeleteFileResponse* response) {
+  grpc::Status ok = CheckJobs(ctx);
+  if (!ok.ok()) return FinishUnary(ctx, ok);
+  absl::StatusOr<v1::DeleteFileResponse> deleted = jobs_->manager()->DeleteFile(request->file_id());
+  if (deleted.ok()) *response = *std::move(deleted);
+  return FinishUnary(ctx, ToGrpcStatus(deleted.status()));
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ActivateCheckpoint(

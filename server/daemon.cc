@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "models/config/model_config.h"
 #include "proto/grpc/health/v1/health.pb.h"
 #include "server/expert_stats.h"
+#include "server/jobs/training_executor.h"
 #include "server/model_runtime.h"
 
 namespace expertd::server {
@@ -135,6 +137,7 @@ absl::Status Daemon::Start() {
         .With("port", openai_http_->port())
         .With("api_key", !o.api_key.empty());
   }
+  OpenJobSystem();
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service is built on its own (upb) messages, so reflection
   // would list grpc.health.v1.Health without being able to describe it. The
@@ -201,6 +204,51 @@ void Daemon::StopHttpListeners() {
   if (metrics_http_ != nullptr) metrics_http_->Stop();
 }
 
+void Daemon::OpenJobSystem() {
+  const ServerOptions& o = state_.options();
+  if (o.data_dir.empty()) {
+    admin_service_.SetJobSystem(nullptr, absl::FailedPreconditionError(
+                                             "fine-tune jobs and files need --data_dir (the "
+                                             "daemon runs without one)"));
+    return;
+  }
+  jobs::JobSystemOptions options;
+  options.data_dir = o.data_dir;
+  options.max_upload_bytes = o.max_upload_bytes;
+  options.clock = state_.clock();
+  jobs::TrainingExecutorOptions train;
+  train.model_dir = o.model_dir;
+  train.model_name = o.model_name;
+  // Serving keeps priority: training gets --train_threads, or half the cores.
+  train.max_threads = o.train_threads > 0
+                          ? static_cast<int>(o.train_threads)
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  train.clock = state_.clock();
+  std::unique_ptr<jobs::JobExecutor> executor;
+  absl::StatusOr<std::unique_ptr<jobs::JobExecutor>> made = jobs::NewTrainingExecutor(train);
+  if (made.ok()) {
+    executor = *std::move(made);
+  } else {  // the job system still serves files and records; Submit says why
+    EXPERTD_LOG(Warn, "fine-tuning not available for this model").With("error", made.status());
+  }
+  absl::StatusOr<std::unique_ptr<jobs::JobSystem>> opened =
+      jobs::JobSystem::Open(options, std::move(executor));
+  if (!opened.ok()) {
+    EXPERTD_LOG(Error, "fine-tune jobs disabled: --data_dir is unusable")
+        .With("data_dir", o.data_dir)
+        .With("error", opened.status());
+    admin_service_.SetJobSystem(
+        nullptr, absl::FailedPreconditionError(absl::StrCat(
+                     "fine-tune jobs are disabled: --data_dir '", o.data_dir,
+                     "' is unusable: ", opened.status().message())));
+    return;
+  }
+  jobs_ = *std::move(opened);
+  admin_service_.SetJobSystem(jobs_.get(), absl::OkStatus());
+  activator_.SetCatalog(jobs_->manager());
+  EXPERTD_LOG(Info, "fine-tune jobs enabled").With("data_dir", o.data_dir);
+}
+
 absl::Status Daemon::LoadModel() {
   const ServerOptions& o = state_.options();
   const absl::Time start = state_.clock()->Now();
@@ -260,6 +308,8 @@ void Daemon::Shutdown() {
     model->runtime->scheduler()->Drain(
         std::max(absl::ZeroDuration(), drain_deadline - absl::Now()));
   }
+  // The running fine-tune job stops at a step boundary, resumable.
+  if (jobs_ != nullptr) jobs_->manager()->Shutdown();
   const auto flush_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   server_->Shutdown(flush_deadline);
   if (admin_server_ != nullptr) admin_server_->Shutdown(flush_deadline);

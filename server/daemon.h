@@ -13,8 +13,10 @@
 //               in-flight calls get shutdown_grace_seconds to finish, then the
 //               server stops, then the metrics port (scrapes work during the
 //               drain; /health answers 503). Requests still finishing on a
-//               model replaced by ActivateCheckpoint drain the same way.
-//               Idempotent.
+//               model replaced by ActivateCheckpoint drain the same way. A
+//               running fine-tune job stops at its next step boundary and
+//               stays queued: it resumes from its last checkpoint on the next
+//               start. Idempotent.
 //
 // Thread safety: Start and Shutdown from one thread (main); the rest is safe.
 #ifndef EXPERTD_SERVER_DAEMON_H_
@@ -30,6 +32,7 @@
 #include "server/checkpoint_activation.h"
 #include "server/inference_service.h"
 #include "server/jobs/job_executor.h"
+#include "server/jobs/job_system.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/serving_metrics.h"
 #include "server/openai/openai_server.h"
@@ -75,7 +78,13 @@ class Daemon {
       const std::shared_ptr<grpc::ServerCredentials>& creds);
   void StopHttpListeners();
 
+  // Opens --data_dir's job system; a failure leaves the daemon serving with
+  // the job RPCs refused (the reason is logged and returned by them).
+  void OpenJobSystem();
+
   ServingState state_;
+  // Before admin_service_ and server_: destroyed after the server stops.
+  std::unique_ptr<jobs::JobSystem> jobs_;
   ServingMetrics metrics_;              // after state_: built from its options
   SchedulerMetrics scheduler_metrics_;  // feeds metrics_ from the scheduler
   // Before the services: it outlives every call they queue on it. Null with

@@ -90,6 +90,13 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->String("admin_token", &o->admin_token,
             "bearer token for AdminService (prefer --admin_token_file)");
   f->String("admin_token_file", &o->admin_token_file, "file holding the AdminService bearer token");
+  f->String("data_dir", &o->data_dir,
+            "directory for fine-tune jobs: uploaded files, the job database (expertd.db), "
+            "checkpoints; empty: the job and file RPCs answer FAILED_PRECONDITION");
+  f->ByteSize("max_upload_bytes", &o->max_upload_bytes,
+              "largest file UploadFile accepts (RESOURCE_EXHAUSTED past it)");
+  f->Int("train_threads", &o->train_threads, 0, 1024,
+         "CPU threads a fine-tune job may use, so serving keeps priority (0: half the cores)");
   f->Double("shutdown_grace_seconds", &o->shutdown_grace_seconds, 0, 3600,
             "on SIGTERM, let in-flight requests finish for this long");
   f->String("log_level", &o->log_level, "debug | info | warn | error");
@@ -207,6 +214,7 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
     o->api_key = std::string(absl::StripAsciiWhitespace(buf.str()));
     if (o->api_key.empty()) return FlagError("api_key_file", "the file is empty");
   }
+  if (o->max_upload_bytes == 0) return FlagError("max_upload_bytes", "must be > 0");
   if (!o->api_key.empty() && o->http_listen.empty()) {
     return FlagError("api_key", "protects the HTTP API: set --http_listen too");
   }

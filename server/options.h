@@ -61,6 +61,11 @@ struct ServerOptions {
   std::string api_key;           // bearer key for the HTTP API; empty = open
   std::string api_key_file;      // read the key from this file instead
 
+  // Fine-tune jobs (docs/jobs.md).
+  std::string data_dir;  // job records, uploads, checkpoints; empty = job RPCs refused
+  uint64_t max_upload_bytes = 1ull << 30;  // UploadFile size cap
+  int64_t train_threads = 0;               // training threads; 0 = half the cores (at least 1)
+
   // Lifecycle and logs.
   double shutdown_grace_seconds = 10;  // SIGTERM: finish in-flight work for this long
   std::string log_level = "info";      // debug | info | warn | error

@@ -15,6 +15,15 @@ class FinishedWriteReactor : public grpc::ServerWriteReactor<Response> {
   void OnDone() override { delete this; }
 };
 
+// A client-streaming reactor that ends the call at once with `status`
+// (requests rejected before any message is read). Deletes itself.
+template <typename Request>
+class FinishedReadReactor : public grpc::ServerReadReactor<Request> {
+ public:
+  explicit FinishedReadReactor(grpc::Status status) { this->Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
 // Finishes a unary call via the context's default reactor.
 inline grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx,
                                              grpc::Status status) {

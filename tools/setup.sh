@@ -13,6 +13,8 @@ PACKAGES=(
   g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev liburing-dev libopenblas-dev
+  libsqlite3-dev libssl-dev                    # job records (SQLite); SHA-256 of uploads
+  sqlite3                                      # the shell operators inspect the job database with
   python3 python3-grpcio gnuplot-nox
   python3-protobuf python3-prometheus-client   # interop test: a non-C++ gRPC client, a reference metrics parser
   openssl                                      # TLS test: self-signed certificates at test time
