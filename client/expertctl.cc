@@ -10,11 +10,11 @@
 //   expertctl detokenize --tokens=1,2,3       # text
 //   expertctl --admin_token_file=F [--admin_addr=HOST:PORT] expert-stats [--per_expert]
 //                                              # AdminService.GetExpertStats, as JSON
-// AdminService commands use --admin_addr when the daemon serves AdminService
-// on its own port (expertd --admin_listen), else --server.
 //   expertctl --admin_token_file=F files upload|list|delete ...
 //   expertctl --admin_token_file=F finetune create|get|list|cancel|watch|activate ...
 //                                              # fine-tune jobs (client/job_commands.h)
+// AdminService commands use --admin_addr when the daemon serves AdminService
+// on its own port (expertd --admin_listen), else --server.
 // TLS: --tls (system roots) or --tls_ca=CA.pem, optionally --tls_server_name
 // when the certificate names another host than --server.
 // Exit status: 0 on success, 1 when the call fails (the gRPC status is printed

@@ -55,12 +55,12 @@ bool ReadWholeFile(const std::string& path, std::string* out) {
 bool Prepare(const JobCommandOptions& o, grpc::ClientContext* ctx, bool deadline = true) {
   std::string token;
   if (o.admin_token_file.empty() || !ReadWholeFile(o.admin_token_file, &token)) {
-    std::fprintf(stderr, "expertctl: needs a readable --admin_token_file (the daemon's admin "
-                         "token)\n");
+    std::fprintf(stderr,
+                 "expertctl: needs a readable --admin_token_file (the daemon's admin "
+                 "token)\n");
     return false;
   }
-  ctx->AddMetadata("authorization",
-                   "Bearer " + std::string(absl::StripAsciiWhitespace(token)));
+  ctx->AddMetadata("authorization", "Bearer " + std::string(absl::StripAsciiWhitespace(token)));
   if (deadline) {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000)));
@@ -157,13 +157,12 @@ int Watch(AdminService::Stub* stub, const JobCommandOptions& o, const std::strin
         first_time = Seconds(e.time());
         first_step = p.step();
       }
-      const double per_step = p.step() > first_step
-                                  ? (Seconds(e.time()) - first_time) / (p.step() - first_step)
-                                  : -1;
-      const std::string line = absl::StrFormat(
-          "step %d/%d  loss %.4f  tokens/s %.0f  ETA %s", p.step(), p.total_steps(),
-          p.train_loss(), p.tokens_per_second(),
-          per_step < 0 ? "?" : FormatEta(per_step * (p.total_steps() - p.step())));
+      const double per_step =
+          p.step() > first_step ? (Seconds(e.time()) - first_time) / (p.step() - first_step) : -1;
+      const std::string line =
+          absl::StrFormat("step %d/%d  loss %.4f  tokens/s %.0f  ETA %s", p.step(), p.total_steps(),
+                          p.train_loss(), p.tokens_per_second(),
+                          per_step < 0 ? "?" : FormatEta(per_step * (p.total_steps() - p.step())));
       std::printf(tty ? "\r%-78s" : "%s\n", line.c_str());
       progress_open = tty;
     } else {

@@ -188,22 +188,6 @@ absl::Status Daemon::Start() {
   return absl::OkStatus();
 }
 
-std::unique_ptr<grpc::Server> Daemon::StartAdminServer(
-    const std::shared_ptr<grpc::ServerCredentials>& creds) {
-  const ServerOptions& o = state_.options();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.admin_listen, creds, &admin_port_);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_message_bytes));
-  builder.RegisterService(&admin_service_);
-  return builder.BuildAndStart();  // with the default health service, enabled in Start
-}
-
-void Daemon::StopHttpListeners() {
-  if (openai_http_ != nullptr) openai_http_->Stop();
-  if (metrics_http_ != nullptr) metrics_http_->Stop();
-}
-
 void Daemon::OpenJobSystem() {
   const ServerOptions& o = state_.options();
   if (o.data_dir.empty()) {
@@ -216,21 +200,24 @@ void Daemon::OpenJobSystem() {
   options.data_dir = o.data_dir;
   options.max_upload_bytes = o.max_upload_bytes;
   options.clock = state_.clock();
-  jobs::TrainingExecutorOptions train;
-  train.model_dir = o.model_dir;
-  train.model_name = o.model_name;
-  // Serving keeps priority: training gets --train_threads, or half the cores.
-  train.max_threads = o.train_threads > 0
-                          ? static_cast<int>(o.train_threads)
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-  train.clock = state_.clock();
+  // Training keeps off the serving threads: --train_threads, else half the cores.
+  jobs::TrainingExecutorOptions training;
+  training.model_dir = o.model_dir;
+  training.model_name = o.model_name;
+  training.max_threads =
+      o.train_threads > 0
+          ? static_cast<int>(o.train_threads)
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  training.clock = state_.clock();
   std::unique_ptr<jobs::JobExecutor> executor;
-  absl::StatusOr<std::unique_ptr<jobs::JobExecutor>> made = jobs::NewTrainingExecutor(train);
+  absl::StatusOr<std::unique_ptr<jobs::JobExecutor>> made = jobs::NewTrainingExecutor(training);
   if (made.ok()) {
     executor = *std::move(made);
-  } else {  // the job system still serves files and records; Submit says why
-    EXPERTD_LOG(Warn, "fine-tuning not available for this model").With("error", made.status());
+  } else {
+    // Files and job records still work; SubmitFineTune says training is not available.
+    EXPERTD_LOG(Error, "fine-tune training unavailable").With("error", made.status());
   }
+  const bool executor_ready = executor != nullptr;
   absl::StatusOr<std::unique_ptr<jobs::JobSystem>> opened =
       jobs::JobSystem::Open(options, std::move(executor));
   if (!opened.ok()) {
@@ -246,7 +233,26 @@ void Daemon::OpenJobSystem() {
   jobs_ = *std::move(opened);
   admin_service_.SetJobSystem(jobs_.get(), absl::OkStatus());
   activator_.SetCatalog(jobs_->manager());
-  EXPERTD_LOG(Info, "fine-tune jobs enabled").With("data_dir", o.data_dir);
+  EXPERTD_LOG(Info, "fine-tune jobs enabled")
+      .With("data_dir", o.data_dir)
+      .With("train_threads", training.max_threads)
+      .With("training", executor_ready);
+}
+
+std::unique_ptr<grpc::Server> Daemon::StartAdminServer(
+    const std::shared_ptr<grpc::ServerCredentials>& creds) {
+  const ServerOptions& o = state_.options();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.admin_listen, creds, &admin_port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_message_bytes));
+  builder.RegisterService(&admin_service_);
+  return builder.BuildAndStart();  // with the default health service, enabled in Start
+}
+
+void Daemon::StopHttpListeners() {
+  if (openai_http_ != nullptr) openai_http_->Stop();
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
 }
 
 absl::Status Daemon::LoadModel() {

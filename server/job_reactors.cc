@@ -25,8 +25,9 @@ void UploadFileReactor::OnReadDone(bool ok) {
     // The client half-closed (or went away: then nothing is stored).
     if (ctx_->IsCancelled()) return Finish(grpc::Status::CANCELLED);
     if (upload_ == nullptr) {
-      return Finish(InvalidArgument("UploadFile: no metadata message (the first message names "
-                                    "the file)"));
+      return Finish(
+          InvalidArgument("UploadFile: no metadata message (the first message names "
+                          "the file)"));
     }
     absl::StatusOr<v1::FileInfo> info = upload_->Finish();
     upload_.reset();

@@ -126,6 +126,38 @@ TEST_F(JobsDaemonTest, FilesAndJobsThroughExpertctlSurviveARestart) {
   }
 }
 
+// The whole path with the real training executor: upload a dataset, submit,
+// watch to success, and find the checkpoint on the job.
+TEST_F(JobsDaemonTest, UploadSubmitWatchToSuccessWithTheTrainingExecutor) {
+  const std::string dataset = tmp_ + "/tokens.jsonl";
+  {
+    std::ofstream out(dataset);
+    for (int i = 0; i < 8; ++i) {
+      out << "{\"token_ids\": [" << (i * 7) % 512 << ", " << (i * 13 + 1) % 512 << ", "
+          << (i * 31 + 2) % 512 << ", " << (i * 3 + 5) % 512 << ", 9, 11]}\n";
+    }
+  }
+  Subprocess daemon;
+  StartDaemon(&daemon, {"--data_dir=" + data_dir_, "--train_threads=1"});
+  CommandResult up = Expertctl({"files", "upload", dataset});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  const std::string file_id = JsonField(up.output, "id");
+  CommandResult created =
+      Expertctl({"finetune", "create", "--training_file=" + file_id, "--epochs=1",
+                 "--batch_size=4", "--learning_rate=0.001", "--request_id=e2e-1"});
+  ASSERT_EQ(created.exit_code, 0) << created.output << daemon.Output();
+  const std::string job_id = JsonField(created.output, "id");
+  ASSERT_EQ(job_id.rfind("ftjob-", 0), 0u) << created.output;
+  CommandResult watch = Expertctl({"finetune", "watch", job_id});
+  ASSERT_EQ(watch.exit_code, 0) << watch.output << daemon.Output();
+  EXPECT_NE(watch.output.find("SUCCEEDED"), std::string::npos) << watch.output;
+  EXPECT_NE(watch.output.find("step 1/1  loss "), std::string::npos) << watch.output;
+  CommandResult got = Expertctl({"finetune", "get", job_id});
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  EXPECT_NE(got.output.find("\"checkpoints\""), std::string::npos) << got.output;
+  EXPECT_NE(got.output.find("JOB_STATUS_SUCCEEDED"), std::string::npos) << got.output;
+}
+
 TEST_F(JobsDaemonTest, UploadPastTheCapIsRefused) {
   Subprocess daemon;
   StartDaemon(&daemon, {"--data_dir=" + data_dir_, "--max_upload_bytes=16"});

@@ -74,7 +74,8 @@ absl::Status FakeJobExecutor::WriteCheckpoint(const JobRun& run, uint64_t step, 
   absl::Status s = CreateDirs(env_, dir);
   if (s.ok()) s = WriteFileAtomically(env_, dir + "/state.txt", absl::StrCat("step ", step, "\n"));
   if (!s.ok()) {
-    return WithJobErrorCode(s, absl::IsResourceExhausted(s) ? "disk_full" : "checkpoint_write_failed");
+    return WithJobErrorCode(s,
+                            absl::IsResourceExhausted(s) ? "disk_full" : "checkpoint_write_failed");
   }
   CheckpointRecord record;
   record.id = absl::StrCat("ckpt-", run.job_id, "-", step);

@@ -41,9 +41,8 @@ std::string NewRandomId(absl::string_view prefix) {
 absl::Status FileUpload::Append(absl::string_view bytes) {
   RETURN_IF_ERROR(failed_);
   if (info_.bytes() + bytes.size() > max_bytes_) {
-    failed_ = absl::ResourceExhaustedError(
-        absl::StrCat("upload is larger than the server's limit of ", max_bytes_,
-                     " bytes (--max_upload_bytes)"));
+    failed_ = absl::ResourceExhaustedError(absl::StrCat(
+        "upload is larger than the server's limit of ", max_bytes_, " bytes (--max_upload_bytes)"));
     return failed_;
   }
   absl::Status s = writer_->file()->Append(bytes);
@@ -79,9 +78,11 @@ absl::StatusOr<std::unique_ptr<FileUpload>> FileStore::BeginUpload(
   const std::string& name = metadata.filename();
   if (name.empty() || name.size() > kMaxFilenameBytes || absl::StrContains(name, '/') ||
       absl::StrContains(name, '\0')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metadata.filename: must be 1..", kMaxFilenameBytes, " bytes without '/' (it is a "
-        "display name, not a path), got '", name.substr(0, 64), "'"));
+    return absl::InvalidArgumentError(absl::StrCat("metadata.filename: must be 1..",
+                                                   kMaxFilenameBytes,
+                                                   " bytes without '/' (it is a "
+                                                   "display name, not a path), got '",
+                                                   name.substr(0, 64), "'"));
   }
   v1::FileInfo info;
   info.set_id(NewRandomId("file-"));
@@ -91,9 +92,8 @@ absl::StatusOr<std::unique_ptr<FileUpload>> FileStore::BeginUpload(
   std::string path = absl::StrCat(data_dir_, "/files/", info.id());
   ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer,
                    AtomicFileWriter::Create(options_.env, path));
-  return std::unique_ptr<FileUpload>(new FileUpload(store_, options_.max_upload_bytes,
-                                                    std::move(path), std::move(writer),
-                                                    std::move(info)));
+  return std::unique_ptr<FileUpload>(new FileUpload(
+      store_, options_.max_upload_bytes, std::move(path), std::move(writer), std::move(info)));
 }
 
 absl::StatusOr<std::vector<v1::FileInfo>> FileStore::List() { return store_->ListFiles(); }
@@ -119,13 +119,16 @@ absl::StatusOr<std::string> FileStore::Resolve(absl::string_view field, const st
   absl::StatusOr<std::string> real = RealPath(joined);
   if (!real.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", value, "' is neither an uploaded file id nor a file under "
-                     "--data_dir (", real.status().message(), ")"));
+        absl::StrCat(field, ": '", value,
+                     "' is neither an uploaded file id nor a file under "
+                     "--data_dir (",
+                     real.status().message(), ")"));
   }
   if (!absl::StartsWith(*real, data_dir_ + "/")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", value, "' resolves outside --data_dir; name an uploaded file id or a path "
-        "inside the data directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", value,
+                     "' resolves outside --data_dir; name an uploaded file id or a path "
+                     "inside the data directory"));
   }
   absl::StatusOr<FileType> type = options_.env->GetFileType(*real);
   if (!type.ok() || *type != FileType::kRegular) {

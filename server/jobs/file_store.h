@@ -65,8 +65,7 @@ class FileStore {
  public:
   // Creates data_dir/files when absent. The data directory is made absolute
   // (symlinks resolved) once, here.
-  static absl::StatusOr<std::unique_ptr<FileStore>> Open(FileStoreOptions options,
-                                                         JobStore* store);
+  static absl::StatusOr<std::unique_ptr<FileStore>> Open(FileStoreOptions options, JobStore* store);
 
   // InvalidArgument for a filename that is empty, too long or holds '/'.
   absl::StatusOr<std::unique_ptr<FileUpload>> BeginUpload(

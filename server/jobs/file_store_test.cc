@@ -130,7 +130,8 @@ TEST_F(FileStoreTest, FailedFsyncRecordsNothing) {
 
 TEST_F(FileStoreTest, BadFilenamesAreRefused) {
   auto files = Open(1 << 20, Env::Default());
-  for (const std::string& name : std::vector<std::string>{"", "../x", "a/b", std::string(300, 'a')}) {
+  for (const std::string& name :
+       std::vector<std::string>{"", "../x", "a/b", std::string(300, 'a')}) {
     auto upload = files->BeginUpload(Meta(name));
     ASSERT_FALSE(upload.ok()) << name;
     EXPECT_EQ(upload.status().code(), absl::StatusCode::kInvalidArgument);
@@ -143,8 +144,7 @@ TEST_F(FileStoreTest, PathsOutsideTheDataDirAreRefused) {
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), data_dir_ + "/inside.jsonl", "{}\n").ok());
   ASSERT_TRUE(WriteFileAtomically(Env::Default(), root_ + "/outside.jsonl", "{}\n").ok());
   ASSERT_EQ(::symlink((root_ + "/outside.jsonl").c_str(), (data_dir_ + "/link.jsonl").c_str()), 0);
-  ASSERT_EQ(::symlink((data_dir_ + "/inside.jsonl").c_str(), (data_dir_ + "/ok.jsonl").c_str()),
-            0);
+  ASSERT_EQ(::symlink((data_dir_ + "/inside.jsonl").c_str(), (data_dir_ + "/ok.jsonl").c_str()), 0);
 
   auto inside = files->Resolve("spec.training_file", "inside.jsonl");
   ASSERT_TRUE(inside.ok()) << inside.status();

@@ -67,8 +67,8 @@ class CountingWatcher final : public JobWatcher {
   }
   m->RemoveWatcher(id, &watcher);
   if (ok) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "job " << id << " is " << JobStatusText(last)
-                                       << ", wanted " << JobStatusText(status);
+  return ::testing::AssertionFailure()
+         << "job " << id << " is " << JobStatusText(last) << ", wanted " << JobStatusText(status);
 }
 
 class JobManagerTest : public ::testing::Test {
@@ -139,7 +139,8 @@ TEST(JobStateTest, TransitionTable) {
   EXPECT_TRUE(IsAllowedTransition(v1::JOB_STATUS_RUNNING, v1::JOB_STATUS_QUEUED));
   EXPECT_FALSE(IsAllowedTransition(v1::JOB_STATUS_VALIDATING, v1::JOB_STATUS_RUNNING));
   EXPECT_FALSE(IsAllowedTransition(v1::JOB_STATUS_QUEUED, v1::JOB_STATUS_SUCCEEDED));
-  for (JobStatus end : {v1::JOB_STATUS_SUCCEEDED, v1::JOB_STATUS_FAILED, v1::JOB_STATUS_CANCELLED}) {
+  for (JobStatus end :
+       {v1::JOB_STATUS_SUCCEEDED, v1::JOB_STATUS_FAILED, v1::JOB_STATUS_CANCELLED}) {
     EXPECT_TRUE(IsTerminal(end));
     for (int to = 0; to <= 6; ++to) {
       EXPECT_FALSE(IsAllowedTransition(end, static_cast<JobStatus>(to)));
@@ -174,9 +175,9 @@ TEST_F(JobManagerTest, JobRunsToSuccessWithEventsProgressAndCheckpoints) {
     }
     with_progress += events[i].has_progress();
   }
-  EXPECT_EQ(statuses, (std::vector<v1::JobStatus>{v1::JOB_STATUS_VALIDATING, v1::JOB_STATUS_QUEUED,
-                                                  v1::JOB_STATUS_RUNNING,
-                                                  v1::JOB_STATUS_SUCCEEDED}));
+  EXPECT_EQ(statuses,
+            (std::vector<v1::JobStatus>{v1::JOB_STATUS_VALIDATING, v1::JOB_STATUS_QUEUED,
+                                        v1::JOB_STATUS_RUNNING, v1::JOB_STATUS_SUCCEEDED}));
   EXPECT_EQ(with_progress, 4);
   EXPECT_NE(events[3].message().find("expert_load [[3,5],[4,4]]"), std::string::npos);
   // Replay from after_sequence: exactly the later events.

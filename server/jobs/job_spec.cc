@@ -15,7 +15,8 @@ absl::Status Bad(absl::string_view field, absl::string_view why) {
 
 absl::Status CheckHyperparameters(const v1::Hyperparameters& h) {
   if (h.has_n_epochs() && (h.n_epochs() < 1 || h.n_epochs() > 10000)) {
-    return Bad("hyperparameters.n_epochs", absl::StrCat("must be in [1, 10000], got ", h.n_epochs()));
+    return Bad("hyperparameters.n_epochs",
+               absl::StrCat("must be in [1, 10000], got ", h.n_epochs()));
   }
   if (h.has_batch_size() && (h.batch_size() < 1 || h.batch_size() > 65536)) {
     return Bad("hyperparameters.batch_size",
@@ -34,9 +35,9 @@ absl::Status CheckHyperparameters(const v1::Hyperparameters& h) {
                absl::StrCat("must be in [2, 1048576], got ", h.max_seq_len()));
   }
   if (h.has_grad_clip_norm() && !(std::isfinite(h.grad_clip_norm()) && h.grad_clip_norm() >= 0)) {
-    return Bad("hyperparameters.grad_clip_norm",
-               absl::StrCat("must be a finite number >= 0 (0: no clipping), got ",
-                            h.grad_clip_norm()));
+    return Bad(
+        "hyperparameters.grad_clip_norm",
+        absl::StrCat("must be a finite number >= 0 (0: no clipping), got ", h.grad_clip_norm()));
   }
   if (h.has_checkpoint_every_steps() && h.checkpoint_every_steps() < 1) {
     return Bad("hyperparameters.checkpoint_every_steps", "must be >= 1 when set");
@@ -61,7 +62,8 @@ absl::Status CheckLora(const v1::FineTuneJobSpec& spec) {
     if (lora_set) return Bad("lora", "set only with scope TRAIN_SCOPE_LORA");
     return absl::OkStatus();
   }
-  if (lora.rank() > 4096) return Bad("lora.rank", absl::StrCat("must be <= 4096, got ", lora.rank()));
+  if (lora.rank() > 4096)
+    return Bad("lora.rank", absl::StrCat("must be <= 4096, got ", lora.rank()));
   if (!(std::isfinite(lora.alpha()) && lora.alpha() >= 0)) {
     return Bad("lora.alpha", absl::StrCat("must be a finite number >= 0, got ", lora.alpha()));
   }
@@ -86,7 +88,8 @@ absl::Status CheckSchedule(const v1::TrainingSchedule& s) {
     return Bad("schedule.moe_chunks", absl::StrCat("must be 0, 1, 2, 4 or 8, got ", c));
   }
   if (s.micro_batches() > 8) {
-    return Bad("schedule.micro_batches", absl::StrCat("must be in [0, 8], got ", s.micro_batches()));
+    return Bad("schedule.micro_batches",
+               absl::StrCat("must be in [0, 8], got ", s.micro_batches()));
   }
   return absl::OkStatus();
 }
@@ -105,8 +108,8 @@ absl::Status ValidateJobSpec(const v1::FineTuneJobSpec& spec) {
   for (char ch : spec.suffix()) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' &&
         ch != '.') {
-      return Bad("suffix", absl::StrCat("only letters, digits, '-', '_' and '.', got '",
-                                        spec.suffix(), "'"));
+      return Bad("suffix",
+                 absl::StrCat("only letters, digits, '-', '_' and '.', got '", spec.suffix(), "'"));
     }
   }
   return absl::OkStatus();

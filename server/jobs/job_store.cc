@@ -107,10 +107,9 @@ v1::FineTuneJob JobFromRow(const SqliteStatement& q) {
 
 absl::Status AppendEventTx(SqliteDb* db, const std::string& job_id, v1::JobStatus status,
                            const EventDraft& e, absl::Time now, uint64_t* sequence) {
-  ASSIGN_OR_RETURN(
-      SqliteStatement q,
-      SqliteStatement::Prepare(
-          db, "SELECT COALESCE(MAX(sequence), 0) + 1 FROM events WHERE job_id = ?"));
+  ASSIGN_OR_RETURN(SqliteStatement q,
+                   SqliteStatement::Prepare(
+                       db, "SELECT COALESCE(MAX(sequence), 0) + 1 FROM events WHERE job_id = ?"));
   q.Bind(1, job_id);
   ASSIGN_OR_RETURN(bool row, q.Step());
   *sequence = row ? static_cast<uint64_t>(q.Int(0)) : 1;
@@ -303,10 +302,10 @@ absl::StatusOr<uint64_t> JobStore::UpdateJob(const v1::FineTuneJob& job, const E
 
 absl::Status JobStore::InsertCheckpoint(const CheckpointRecord& c, absl::Time now) {
   return Write([&](SqliteDb* db) -> absl::Status {
-    ASSIGN_OR_RETURN(SqliteStatement q,
-                     SqliteStatement::Prepare(db,
-                                              "INSERT INTO checkpoints (id, job_id, path, step, "
-                                              "model_name, create_time) VALUES (?, ?, ?, ?, ?, ?)"));
+    ASSIGN_OR_RETURN(SqliteStatement q, SqliteStatement::Prepare(
+                                            db,
+                                            "INSERT INTO checkpoints (id, job_id, path, step, "
+                                            "model_name, create_time) VALUES (?, ?, ?, ?, ?, ?)"));
     q.Bind(1, c.id)
         .Bind(2, c.job_id)
         .Bind(3, c.path)
@@ -377,10 +376,10 @@ absl::StatusOr<std::vector<CheckpointRecord>> JobStore::CheckpointsLocked(
 absl::StatusOr<std::optional<StoredJob>> JobStore::ReadJobWhere(const char* where,
                                                                 const std::string& key) {
   absl::MutexLock lock(&read_mu_);
-  ASSIGN_OR_RETURN(SqliteStatement q,
-                   SqliteStatement::Prepare(reader_db_.get(),
-                                            absl::StrCat("SELECT ", kJobColumns,
-                                                         " FROM jobs WHERE ", where, " = ?")));
+  ASSIGN_OR_RETURN(
+      SqliteStatement q,
+      SqliteStatement::Prepare(reader_db_.get(), absl::StrCat("SELECT ", kJobColumns,
+                                                              " FROM jobs WHERE ", where, " = ?")));
   q.Bind(1, key);
   ASSIGN_OR_RETURN(bool row, q.Step());
   if (!row) return std::nullopt;
@@ -404,11 +403,11 @@ absl::StatusOr<std::optional<StoredJob>> JobStore::FindJobByRequestId(
 absl::StatusOr<std::vector<v1::FineTuneJob>> JobStore::ListJobs(int64_t before_row, int limit,
                                                                 std::vector<int64_t>* rows) {
   absl::MutexLock lock(&read_mu_);
-  ASSIGN_OR_RETURN(SqliteStatement q,
-                   SqliteStatement::Prepare(reader_db_.get(),
-                                            absl::StrCat("SELECT ", kJobColumns,
-                                                         " FROM jobs WHERE row < ? "
-                                                         "ORDER BY row DESC LIMIT ?")));
+  ASSIGN_OR_RETURN(
+      SqliteStatement q,
+      SqliteStatement::Prepare(reader_db_.get(), absl::StrCat("SELECT ", kJobColumns,
+                                                              " FROM jobs WHERE row < ? "
+                                                              "ORDER BY row DESC LIMIT ?")));
   q.Bind(1, before_row > 0 ? before_row : INT64_MAX).Bind(2, static_cast<int64_t>(limit));
   std::vector<v1::FineTuneJob> jobs;
   while (true) {
@@ -486,11 +485,11 @@ absl::StatusOr<std::vector<std::string>> JobStore::JobIdsWithStatus(
   std::vector<std::string> quoted;
   for (v1::JobStatus s : statuses) quoted.push_back(absl::StrCat("'", JobStatusText(s), "'"));
   absl::MutexLock lock(&read_mu_);
-  ASSIGN_OR_RETURN(SqliteStatement q,
-                   SqliteStatement::Prepare(reader_db_.get(),
-                                            absl::StrCat("SELECT id FROM jobs WHERE status IN (",
-                                                         absl::StrJoin(quoted, ", "),
-                                                         ") ORDER BY row")));
+  ASSIGN_OR_RETURN(
+      SqliteStatement q,
+      SqliteStatement::Prepare(reader_db_.get(),
+                               absl::StrCat("SELECT id FROM jobs WHERE status IN (",
+                                            absl::StrJoin(quoted, ", "), ") ORDER BY row")));
   std::vector<std::string> ids;
   while (true) {
     ASSIGN_OR_RETURN(bool row, q.Step());

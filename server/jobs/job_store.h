@@ -82,8 +82,7 @@ class JobStore {
   absl::StatusOr<std::vector<v1::FineTuneJob>> ListJobs(int64_t before_row, int limit,
                                                         std::vector<int64_t>* rows);
   absl::StatusOr<std::vector<v1::FineTuneJobEvent>> EventsAfter(const std::string& job_id,
-                                                                uint64_t after_sequence,
-                                                                int limit);
+                                                                uint64_t after_sequence, int limit);
   absl::StatusOr<std::vector<CheckpointRecord>> Checkpoints(const std::string& job_id);
   absl::StatusOr<std::optional<CheckpointRecord>> GetCheckpoint(const std::string& checkpoint_id);
   // Ids of the jobs in any of `statuses`, oldest first.
@@ -106,8 +105,7 @@ class JobStore {
   void WriterLoop();
   absl::StatusOr<std::vector<CheckpointRecord>> CheckpointsLocked(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu_);
-  absl::StatusOr<std::optional<StoredJob>> ReadJobWhere(const char* where,
-                                                        const std::string& key);
+  absl::StatusOr<std::optional<StoredJob>> ReadJobWhere(const char* where, const std::string& key);
 
   std::unique_ptr<SqliteDb> writer_db_;  // only the writer thread touches it
   absl::Mutex read_mu_;

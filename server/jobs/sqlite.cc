@@ -28,12 +28,12 @@ absl::StatusCode CodeFor(int rc) {
 
 absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status s(CodeFor(rc), absl::StrCat(path, ": cannot open database: ",
-                                             db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    absl::Status s(CodeFor(rc),
+                   absl::StrCat(path, ": cannot open database: ",
+                                db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
     sqlite3_close(db);
     return s;
   }
@@ -61,8 +61,8 @@ absl::Status SqliteDb::Exec(absl::string_view sql) {
 
 absl::StatusOr<SqliteStatement> SqliteStatement::Prepare(SqliteDb* db, absl::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v2(db->handle(), sql.data(), static_cast<int>(sql.size()), &stmt,
-                                    nullptr);
+  const int rc =
+      sqlite3_prepare_v2(db->handle(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return db->Error(rc, absl::StrCat("prepare '", sql.substr(0, 60), "'"));
   return SqliteStatement(db, stmt);
 }
@@ -87,8 +87,8 @@ SqliteStatement& SqliteStatement::Bind(int index, double value) {
 }
 
 SqliteStatement& SqliteStatement::Bind(int index, absl::string_view value) {
-  const int rc = sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT,
-                                     SQLITE_UTF8);
+  const int rc =
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_rc_ == 0) bind_rc_ = rc;
   return *this;
 }
@@ -110,7 +110,8 @@ absl::StatusOr<bool> SqliteStatement::Step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return db_->Error(rc, absl::StrCat("'", absl::string_view(sqlite3_sql(stmt_)).substr(0, 60), "'"));
+  return db_->Error(rc,
+                    absl::StrCat("'", absl::string_view(sqlite3_sql(stmt_)).substr(0, 60), "'"));
 }
 
 absl::Status SqliteStatement::Run() {
