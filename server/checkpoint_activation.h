@@ -60,7 +60,8 @@ class CheckpointActivator {
 
   // Where checkpoint ids come from (the job store). While it is null (the
   // default) only "base" can be activated; other ids get FAILED_PRECONDITION.
-  // `catalog` must outlive the activator. May be called at any time.
+  // `catalog` must stay valid while an activation may run (in the daemon:
+  // until Shutdown has returned). May be called at any time.
   void SetCatalog(jobs::CheckpointCatalog* catalog);
 
   // Exactly one of job_id (its latest checkpoint) or checkpoint_id. Runs the

@@ -66,8 +66,8 @@ class Daemon {
   bool load_finished() const { return load_done_.HasBeenNotified(); }
   absl::Status load_status() const;
   // Where ActivateCheckpoint resolves checkpoint ids (the job store); until
-  // one is set only "base" can be activated. `catalog` must outlive the
-  // daemon; may be set before or after Start.
+  // one is set only "base" can be activated. `catalog` must stay valid until
+  // Shutdown has returned; may be set before or after Start.
   void SetCheckpointCatalog(jobs::CheckpointCatalog* catalog) { activator_.SetCatalog(catalog); }
 
  private:
