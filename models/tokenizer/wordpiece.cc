@@ -29,7 +29,19 @@ absl::StatusOr<std::unique_ptr<WordPieceModel>> WordPieceModel::FromJson(const n
     m->id_present_[kv.second] = true;
   }
   m->prefix_ = j.value("continuing_subword_prefix", std::string("##"));
-  m->max_chars_ = j.value("max_input_chars_per_word", size_t{100});
+  // A count from the file: a float or negative number would be undefined
+  // behaviour in nlohmann's get<size_t>().
+  m->max_chars_ = 100;
+  if (auto it = j.find("max_input_chars_per_word"); it != j.end()) {
+    if (it->is_number_unsigned()) {
+      m->max_chars_ = it->get<uint64_t>();
+    } else if (it->is_number_integer() && it->get<int64_t>() >= 0) {
+      m->max_chars_ = static_cast<uint64_t>(it->get<int64_t>());
+    } else {
+      return absl::InvalidArgumentError(
+          "WordPiece max_input_chars_per_word: expected a non-negative integer");
+    }
+  }
   std::string unk = j.value("unk_token", std::string("[UNK]"));
   m->unk_id_ = m->TokenToId(unk);
   if (m->unk_id_ < 0) {
