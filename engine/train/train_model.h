@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/train/attention_block.h"
+#include "engine/train/device_memory.h"
 #include "engine/train/mla_block.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/parameter.h"
@@ -91,6 +92,12 @@ class TrainModel {
   void set_feed_forward_executor(std::unique_ptr<FeedForwardExecutor> executor) {
     executor_ = std::move(executor);
   }
+  FeedForwardExecutor* feed_forward_executor() { return executor_.get(); }
+  // Counts each step's activations outside the feed-forward blocks (layer
+  // inputs, norms, attention, logits) on `device` (null: not counted); a step
+  // whose activations do not fit fails with ResourceExhausted. `device` must
+  // outlive its use.
+  void set_device_memory(DeviceMemoryTracker* device) { device_ = device; }
 
   // Forward over `batch`; when `backward`, also backward of
   // `loss_scale * total`, ACCUMULATING into each trainable parameter's grad.
@@ -103,11 +110,12 @@ class TrainModel {
   struct LayerActivations;
   struct StepState;
   TrainModel() = default;
-  void Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool);
-  void LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
-                    LayerActivations* a, ThreadPool* pool);
-  void LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
-                     const std::vector<float>& aux_dprob, std::vector<float>* dx, ThreadPool* pool);
+  absl::Status Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool);
+  absl::Status LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
+                            LayerActivations* a, ThreadPool* pool);
+  absl::Status LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
+                             const std::vector<float>& aux_dprob, std::vector<float>* dx,
+                             ThreadPool* pool);
   // The auxiliary loss into *aux; returns d(loss_scale * coef * aux)/d prob[e].
   std::vector<float> AuxLossAndGradient(const StepState& st, float loss_scale, float* aux) const;
   absl::Status Bind();
@@ -122,6 +130,7 @@ class TrainModel {
   std::vector<LayerParams> layers_;
   int32_t padding_idx_ = -1;
   std::unique_ptr<FeedForwardExecutor> executor_;
+  DeviceMemoryTracker* device_ = nullptr;
 };
 
 }  // namespace expertd::train

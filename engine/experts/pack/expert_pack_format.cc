@@ -47,6 +47,13 @@ bool DTypeFromCode(uint32_t code, models::DType* d) {
   return true;
 }
 
+bool AddOverflows(uint64_t a, uint64_t b, uint64_t* sum) {
+  return __builtin_add_overflow(a, b, sum);
+}
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* product) {
+  return __builtin_mul_overflow(a, b, product);
+}
+
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("expert pack header: ", what));
 }
@@ -174,13 +181,29 @@ absl::StatusOr<PackHeader> DecodePackHeader(const uint8_t* p, uint64_t size) {
     tensors[i]->nbytes = Get<uint64_t>(p, off + 32);
   }
   const uint64_t entries = Get<uint32_t>(p, kOffNumEntries);
-  if (Get<uint32_t>(p, kOffAlignment) != kPackAlignment || h.layout.num_experts <= 0 ||
-      entries % h.layout.num_experts != 0 || h.index_bytes != entries * kPackIndexEntryBytes ||
-      h.layout.slot_bytes % kPackAlignment != 0 || h.data_offset % kPackAlignment != 0 ||
-      h.layout.slot_bytes < h.layout.expert_bytes || h.index_offset < kPackHeaderBytes ||
-      h.data_offset < h.index_offset + h.index_bytes ||
-      h.file_bytes != h.data_offset + entries * h.layout.slot_bytes) {
+  if (Get<uint32_t>(p, kOffAlignment) != kPackAlignment || h.layout.num_layers <= 0 ||
+      h.layout.num_experts <= 0 || entries % h.layout.num_experts != 0 ||
+      h.index_bytes != entries * kPackIndexEntryBytes || h.layout.slot_bytes % kPackAlignment != 0 ||
+      h.data_offset % kPackAlignment != 0 || h.layout.slot_bytes < h.layout.expert_bytes ||
+      h.index_offset < kPackHeaderBytes) {
     return Corrupt("inconsistent sizes");
+  }
+  // Every sum and product below is of values read from disk: each is checked
+  // for wrap-around before it is compared (a wrapped sum would pass).
+  uint64_t index_end, data_bytes, file_end;
+  if (AddOverflows(h.index_offset, h.index_bytes, &index_end) || h.data_offset < index_end ||
+      MulOverflows(entries, h.layout.slot_bytes, &data_bytes) ||
+      AddOverflows(h.data_offset, data_bytes, &file_end) || h.file_bytes != file_end) {
+    return Corrupt("inconsistent sizes");
+  }
+  for (const PackTensorLayout* t : tensors) {
+    uint64_t elements, nbytes, end;
+    if (t->rows <= 0 || t->cols <= 0 ||
+        MulOverflows(static_cast<uint64_t>(t->rows), static_cast<uint64_t>(t->cols), &elements) ||
+        MulOverflows(elements, models::DTypeSize(t->dtype), &nbytes) || nbytes != t->nbytes ||
+        AddOverflows(t->offset, t->nbytes, &end) || end > h.layout.expert_bytes) {
+      return Corrupt("expert tensor outside the expert's bytes");
+    }
   }
   return h;
 }
