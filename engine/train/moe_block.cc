@@ -1,5 +1,6 @@
 #include "engine/train/moe_block.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -80,6 +81,87 @@ void RouteTopKBackward(const float* probs, const int32_t* topk_ids, const float*
   }
 }
 
+namespace {
+
+// Index of the largest v[i] among i in [0, count) with !taken[i]; ties to the
+// lower index.
+int64_t ArgMaxFree(const float* v, const std::vector<bool>& taken, int64_t count) {
+  int64_t best = -1;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!taken[i] && (best < 0 || v[i] > v[best])) best = i;
+  }
+  return best;
+}
+
+}  // namespace
+
+void RouteGroupedSigmoid(const FeedForwardParams& p, const float* logits, int64_t n,
+                         float* scores, int32_t* topk_ids, float* topk_weight) {
+  const int64_t e_count = p.router->shape[0], k = p.top_k;
+  const int64_t group_size = e_count / p.n_group;
+  const float* bias = p.score_bias->value.data();
+  std::vector<float> choice(e_count), group_score(p.n_group);
+  for (int64_t r = 0; r < n; ++r) {
+    float* s = scores + r * e_count;
+    for (int64_t e = 0; e < e_count; ++e) {
+      s[e] = 1.0f / (1.0f + std::exp(-logits[r * e_count + e]));
+      choice[e] = s[e] + bias[e];
+    }
+    for (int64_t g = 0; g < p.n_group; ++g) {
+      std::vector<bool> taken(group_size, false);
+      const float* cg = choice.data() + g * group_size;
+      const int64_t first = ArgMaxFree(cg, taken, group_size);
+      taken[first] = true;
+      group_score[g] = cg[first] + cg[ArgMaxFree(cg, taken, group_size)];
+    }
+    std::vector<bool> group_taken(p.n_group, false);
+    for (int64_t i = 0; i < p.topk_group; ++i) {
+      group_taken[ArgMaxFree(group_score.data(), group_taken, p.n_group)] = true;
+    }
+    for (int64_t e = 0; e < e_count; ++e) {
+      if (!group_taken[e / group_size]) choice[e] = 0.0f;
+    }
+    std::vector<bool> taken(e_count, false);
+    for (int64_t i = 0; i < k; ++i) taken[ArgMaxFree(choice.data(), taken, e_count)] = true;
+    int32_t* ids = topk_ids + r * k;
+    float* w = topk_weight + r * k;
+    float sum = 0.0f;
+    for (int64_t e = 0, i = 0; e < e_count; ++e) {
+      if (!taken[e]) continue;
+      ids[i] = static_cast<int32_t>(e);
+      w[i] = s[e];
+      sum += w[i++];
+    }
+    const bool normalize = p.norm_topk_prob && k > 1;
+    for (int64_t i = 0; i < k; ++i) {
+      if (normalize) w[i] /= sum + 1e-20f;
+      w[i] *= p.routed_scaling_factor;
+    }
+  }
+}
+
+void RouteGroupedSigmoidBackward(const FeedForwardParams& p, const float* scores,
+                                 const int32_t* topk_ids, const float* dweight, int64_t n,
+                                 float* dlogits) {
+  const int64_t e_count = p.router->shape[0], k = p.top_k;
+  const bool normalize = p.norm_topk_prob && k > 1;
+  const float c = p.routed_scaling_factor;
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t* ids = topk_ids + r * k;
+    const float* dw = dweight + r * k;
+    const float* s = scores + r * e_count;
+    // w_i = c s_i / S (S = sum + 1e-20) or c s_i: ds_j = c (dw_j - sum_i dw_i s_i / S) / S.
+    float sum = 1e-20f, dot = 0.0f;
+    for (int64_t i = 0; i < k; ++i) sum += s[ids[i]];
+    for (int64_t i = 0; i < k; ++i) dot += dw[i] * s[ids[i]];
+    for (int64_t i = 0; i < k; ++i) {
+      const float sj = s[ids[i]];
+      const float ds = normalize ? c * (dw[i] - dot / sum) / sum : c * dw[i];
+      dlogits[r * e_count + ids[i]] += ds * sj * (1.0f - sj);
+    }
+  }
+}
+
 void MoeRoute(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
               FeedForwardActivations* a, ThreadPool* pool) {
   const int64_t e_count = p.router->shape[0], k = p.top_k;
@@ -88,8 +170,13 @@ void MoeRoute(const FeedForwardParams& p, const float* x, int64_t n, int64_t hid
   a->probs.resize(n * e_count);
   a->topk_ids.resize(n * k);
   a->topk_weight.resize(n * k);
-  RouteTopK(logits.data(), n, e_count, k, p.norm_topk_prob, a->probs.data(), a->topk_ids.data(),
-            a->topk_weight.data());
+  if (p.score_bias != nullptr) {
+    RouteGroupedSigmoid(p, logits.data(), n, a->probs.data(), a->topk_ids.data(),
+                        a->topk_weight.data());
+  } else {
+    RouteTopK(logits.data(), n, e_count, k, p.norm_topk_prob, a->probs.data(), a->topk_ids.data(),
+              a->topk_weight.data());
+  }
   a->expert_rows.assign(e_count, {});
   a->expert_slots.assign(e_count, {});
   for (int64_t r = 0; r < n; ++r) {
@@ -172,6 +259,7 @@ void SharedExpertBackward(const FeedForwardParams& p, const float* x,
 }  // namespace
 
 void TouchUnusedExpertGrads(const FeedForwardParams& p, int64_t e) {
+  if (p.idle_experts_skip_gradient) return;  // DeepSeek's moe_infer skips it: no gradient
   // HF's expert loop runs every expert, on zero rows when none was chosen, so
   // autograd gives it a zero gradient (not None): AdamW still decays it and
   // advances its moments.
@@ -191,14 +279,19 @@ void MoeRouterAndSharedBackward(const FeedForwardParams& p, const float* x,
                                 float* dx, ThreadPool* pool) {
   const int64_t e_count = p.router->shape[0], k = p.top_k;
   std::vector<float> dprobs(n * e_count, 0.0f), dlogits(n * e_count, 0.0f);
-  RouteTopKBackward(a.probs.data(), a.topk_ids.data(), a.topk_weight.data(), dweight.data(), n,
-                    e_count, k, p.norm_topk_prob, dprobs.data());
-  if (!aux_dprob.empty()) {
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t e = 0; e < e_count; ++e) dprobs[r * e_count + e] += aux_dprob[e];
+  if (p.score_bias != nullptr) {
+    RouteGroupedSigmoidBackward(p, a.probs.data(), a.topk_ids.data(), dweight.data(), n,
+                                dlogits.data());
+  } else {
+    RouteTopKBackward(a.probs.data(), a.topk_ids.data(), a.topk_weight.data(), dweight.data(), n,
+                      e_count, k, p.norm_topk_prob, dprobs.data());
+    if (!aux_dprob.empty()) {
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t e = 0; e < e_count; ++e) dprobs[r * e_count + e] += aux_dprob[e];
+      }
     }
+    SoftmaxBackward(a.probs.data(), dprobs.data(), dlogits.data(), n, e_count);
   }
-  SoftmaxBackward(a.probs.data(), dprobs.data(), dlogits.data(), n, e_count);
   LinearBackward(x, p.router->value.data(), dlogits.data(), dx, p.router->GradForAccumulation(),
                  nullptr, n, hidden, e_count, pool);
   if (p.shared.gate != nullptr) SharedExpertBackward(p, x, a, dy, n, hidden, dx, pool);

@@ -1,7 +1,8 @@
 // The feed-forward half of a decoder layer for training: a dense SwiGLU MLP
-// or a MoE block (softmax router, top-k, optional renormalisation, routed
-// SwiGLU experts, optional shared expert with a sigmoid gate), forward with
-// saved activations and backward. Dropless: every routed token is computed.
+// or a MoE block (softmax router, top-k, optional renormalisation, or
+// DeepSeek-V3's grouped sigmoid router; routed SwiGLU experts, optional shared
+// expert with an optional sigmoid gate), forward with saved activations and
+// backward. Dropless: every routed token is computed.
 //
 // FeedForwardExecutor is the seam where a schedule runs one layer's block:
 // the step loop never calls the math directly, so memory-saving schedules
@@ -52,12 +53,20 @@ struct FeedForwardParams {
   Parameter* shared_gate = nullptr;  // (1,H) or null
   int64_t top_k = 0;
   bool norm_topk_prob = false;
+  // DeepSeek-V3 routing when non-null: sigmoid scores, grouped top-k selected
+  // on scores + this bias (E), which gets no gradient. See RouteGroupedSigmoid.
+  Parameter* score_bias = nullptr;
+  int64_t n_group = 1, topk_group = 1;
+  float routed_scaling_factor = 1.0f;
+  // An expert no token chose gets a zero gradient (HF's loop runs it on zero
+  // rows) unless this is set (DeepSeek's moe_infer skips it: no gradient).
+  bool idle_experts_skip_gradient = false;
 };
 
 struct FeedForwardActivations {
   MlpActivations dense;
   // MoE.
-  std::vector<float> probs;                        // (N,E) router softmax
+  std::vector<float> probs;                        // (N,E) router softmax (or sigmoid)
   std::vector<int32_t> topk_ids;                   // (N,K) in rank order
   std::vector<float> topk_weight;                  // (N,K) weights applied to the experts' outputs
   std::vector<std::vector<int32_t>> expert_rows;   // per expert: token rows, ascending
@@ -111,7 +120,7 @@ void MoeRoute(const FeedForwardParams& p, const float* x, int64_t n, int64_t hid
 void MoeSharedForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
                       FeedForwardActivations* a, float* y, ThreadPool* pool);
 // Expert e received no token: its parameters (and adapters) still get a zero
-// gradient, as in Hugging Face.
+// gradient, as in Hugging Face (none when idle_experts_skip_gradient).
 void TouchUnusedExpertGrads(const FeedForwardParams& p, int64_t e);
 // Router backward from dweight (N,K) (d loss / d topk_weight) and the
 // auxiliary loss, then the shared expert's backward; dx accumulates.
@@ -130,6 +139,21 @@ void RouteTopK(const float* logits, int64_t n, int64_t num_experts, int64_t top_
 void RouteTopKBackward(const float* probs, const int32_t* topk_ids, const float* topk_weight,
                        const float* dweight, int64_t n, int64_t num_experts, int64_t top_k,
                        bool normalize, float* dprobs);
+
+// DeepSeek-V3's MoEGate (noaux_tc) on logits (N,E), in fp32:
+//   scores = sigmoid(logits); choice = scores + bias (selection only)
+//   group score = sum of the two largest choice values in each of n_group groups;
+//   the topk_group best groups stay, the other experts' choice := 0;
+//   ids = top_k largest choice (ties to the lower id), ascending;
+//   w = scores[ids], divided by (sum + 1e-20) when normalize and top_k > 1,
+//   times routed_scaling_factor. Writes scores (N,E), topk_ids, topk_weight (N,K).
+void RouteGroupedSigmoid(const FeedForwardParams& p, const float* logits, int64_t n,
+                         float* scores, int32_t* topk_ids, float* topk_weight);
+// dlogits (N,E) += the gradient through w (the selection is constant, the bias
+// gets none) from d(topk_weight) (N,K) and the saved scores.
+void RouteGroupedSigmoidBackward(const FeedForwardParams& p, const float* scores,
+                                 const int32_t* topk_ids, const float* dweight, int64_t n,
+                                 float* dlogits);
 
 }  // namespace expertd::train
 

@@ -135,6 +135,22 @@ RopeTables MakeRopeTables(int64_t t, int64_t head_dim, double theta) {
   return rope;
 }
 
+RopeTables MakeRopeTablesFromInvFreq(int64_t t, const std::vector<float>& inv_freq,
+                                     float attention_factor) {
+  RopeTables rope;
+  rope.half = static_cast<int64_t>(inv_freq.size());
+  rope.cos.resize(t * rope.half);
+  rope.sin.resize(t * rope.half);
+  for (int64_t i = 0; i < rope.half; ++i) {
+    for (int64_t p = 0; p < t; ++p) {
+      const float angle = static_cast<float>(p) * inv_freq[i];
+      rope.cos[p * rope.half + i] = std::cos(angle) * attention_factor;
+      rope.sin[p * rope.half + i] = std::sin(angle) * attention_factor;
+    }
+  }
+  return rope;
+}
+
 namespace {
 
 // Rotates each head's pair (a, b) = (x[i], x[i + half]) by +angle (sign 1) or
@@ -167,7 +183,7 @@ void RopeBackward(const RopeTables& rope, float* dx, int64_t batch, int64_t t, i
 
 void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
                       float* probs, float* out, ThreadPool* pool) {
-  const int64_t dh = s.head_dim, group = s.q_heads / s.kv_heads;
+  const int64_t dh = s.head_dim, dv = s.value_dim(), group = s.q_heads / s.kv_heads;
   const float scale = std::sqrt(static_cast<float>(dh));
   ParallelFor(pool, s.batch * s.q_heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
@@ -177,14 +193,18 @@ void AttentionForward(const AttentionShape& s, const float* q, const float* k, c
         const float* qi = q + ((b * s.t + i) * s.q_heads + h) * dh;
         float* pi = p + i * s.t;
         for (int64_t j = 0; j < s.t; ++j) {
-          pi[j] = j <= i ? DotF32(qi, k + ((b * s.t + j) * s.kv_heads + kvh) * dh, dh) / scale
-                         : -std::numeric_limits<float>::infinity();
+          if (j > i) {
+            pi[j] = -std::numeric_limits<float>::infinity();
+            continue;
+          }
+          const float dot = DotF32(qi, k + ((b * s.t + j) * s.kv_heads + kvh) * dh, dh);
+          pi[j] = s.scale > 0.0f ? dot * s.scale : dot / scale;
         }
         SoftmaxRows(pi, 1, s.t);
-        float* oi = out + ((b * s.t + i) * s.q_heads + h) * dh;
-        std::memset(oi, 0, dh * sizeof(float));
+        float* oi = out + ((b * s.t + i) * s.q_heads + h) * dv;
+        std::memset(oi, 0, dv * sizeof(float));
         for (int64_t j = 0; j <= i; ++j) {
-          AxpyF32(pi[j], v + ((b * s.t + j) * s.kv_heads + kvh) * dh, oi, dh);
+          AxpyF32(pi[j], v + ((b * s.t + j) * s.kv_heads + kvh) * dv, oi, dv);
         }
       }
     }
@@ -192,9 +212,9 @@ void AttentionForward(const AttentionShape& s, const float* q, const float* k, c
 }
 
 void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
-                       const float* probs, const float* dout, float* dq, float* dk, float* dv,
+                       const float* probs, const float* dout, float* dq, float* dk, float* dvalue,
                        ThreadPool* pool) {
-  const int64_t dh = s.head_dim, group = s.q_heads / s.kv_heads;
+  const int64_t dh = s.head_dim, dv = s.value_dim(), group = s.q_heads / s.kv_heads;
   const float scale = std::sqrt(static_cast<float>(dh));
   // One task per (sequence, kv head): it owns that head's dk/dv rows.
   ParallelFor(pool, s.batch * s.kv_heads, 1, [&](int64_t begin, int64_t end) {
@@ -205,18 +225,19 @@ void AttentionBackward(const AttentionShape& s, const float* q, const float* k, 
         const float* p = probs + (b * s.q_heads + h) * s.t * s.t;
         for (int64_t i = 0; i < s.t; ++i) {
           const int64_t qrow = ((b * s.t + i) * s.q_heads + h) * dh;
-          const float* doi = dout + qrow;
+          const float* doi = dout + ((b * s.t + i) * s.q_heads + h) * dv;
           const float* pi = p + i * s.t;
           float dot_sum = 0.0f;
           for (int64_t j = 0; j <= i; ++j) {
-            const int64_t kvrow = ((b * s.t + j) * s.kv_heads + kvh) * dh;
-            ds[j] = DotF32(doi, v + kvrow, dh);  // dP[i, j]
+            const int64_t vrow = ((b * s.t + j) * s.kv_heads + kvh) * dv;
+            ds[j] = DotF32(doi, v + vrow, dv);  // dP[i, j]
             dot_sum += ds[j] * pi[j];
-            AxpyF32(pi[j], doi, dv + kvrow, dh);
+            AxpyF32(pi[j], doi, dvalue + vrow, dv);
           }
           for (int64_t j = 0; j <= i; ++j) {
             const int64_t kvrow = ((b * s.t + j) * s.kv_heads + kvh) * dh;
-            const float g = pi[j] * (ds[j] - dot_sum) / scale;
+            const float dscore = pi[j] * (ds[j] - dot_sum);
+            const float g = s.scale > 0.0f ? dscore * s.scale : dscore / scale;
             AxpyF32(g, k + kvrow, dq + qrow, dh);
             AxpyF32(g, q + qrow, dk + kvrow, dh);
           }

@@ -45,6 +45,11 @@ struct RopeTables {
   std::vector<float> cos, sin;
 };
 RopeTables MakeRopeTables(int64_t t, int64_t head_dim, double theta);
+// The same from given inverse frequencies (head_dim = 2 * inv_freq.size()),
+// cos and sin multiplied by attention_factor (YaRN's mscale). Backward is
+// the transposed rotation, so it stays exact for a factor != 1.
+RopeTables MakeRopeTablesFromInvFreq(int64_t t, const std::vector<float>& inv_freq,
+                                     float attention_factor);
 // In place on x (B*T rows, heads, head_dim), rotate-half layout; position of
 // row r is r % t. Backward applies the inverse rotation to the gradient
 // (in place on dx), which is exact for a rotation.
@@ -53,9 +58,14 @@ void RopeBackward(const RopeTables& rope, float* dx, int64_t batch, int64_t t, i
 
 // Causal grouped-query attention per sequence:
 //   q (B*T, Hq, Dh), k/v (B*T, Hkv, Dh), probs (B, Hq, T, T) written,
-//   out (B*T, Hq, Dh) written. scores = q.k / sqrt(Dh) (division, as HF).
+//   out (B*T, Hq, Dv) written, v (B*T, Hkv, Dv). scores = q.k / sqrt(Dh)
+//   (division, as HF), or q.k * scale when scale > 0 (DeepSeek's MLA).
+//   Dv = v_dim, or head_dim when v_dim is 0.
 struct AttentionShape {
   int64_t batch = 0, t = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t v_dim = 0;
+  float scale = 0.0f;
+  int64_t value_dim() const { return v_dim > 0 ? v_dim : head_dim; }
 };
 void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
                       float* probs, float* out, ThreadPool* pool);

@@ -18,6 +18,7 @@ using models::ExpertProj;
 struct TrainModel::LayerActivations {
   std::vector<float> x_in, rstd1, h1;
   AttentionActivations attn;
+  MlaActivations mla;
   std::vector<float> x_mid, rstd2, h2;
   FeedForwardActivations ffn;
   DeviceReservation held;  // the bytes above, outside ffn (which holds its own)
@@ -36,6 +37,11 @@ int64_t AttentionBytes(const AttentionActivations& a) {
          Bytes(a.probs) + Bytes(a.attn);
 }
 
+int64_t MlaBytes(const MlaActivations& a) {
+  return Bytes(a.q_a) + Bytes(a.q_a_rstd) + Bytes(a.q_a_normed) + Bytes(a.kv_a) + Bytes(a.c_rstd) +
+         Bytes(a.c) + Bytes(a.q) + Bytes(a.k) + Bytes(a.v) + Bytes(a.probs) + Bytes(a.attn);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(const std::string& dir) {
@@ -50,11 +56,13 @@ absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(
   std::unique_ptr<TrainModel> m(new TrainModel());
   m->config_ = ckpt->config();
   const models::ModelConfig& c = m->config_;
-  if (c.uses_mla() || c.router_scoring != models::RouterScoring::kSoftmax) {
-    return absl::UnimplementedError(absl::StrCat(
-        dir, ": training ", models::ArchitectureName(c.architecture), " is not supported yet"));
+  if (c.router_scoring == models::RouterScoring::kSigmoid && c.topk_method != "noaux_tc") {
+    return absl::UnimplementedError(absl::StrCat(dir, ": training with topk_method \"",
+                                                 c.topk_method, "\" is not supported yet"));
   }
-  if (c.rope_scaling.type != models::RopeScalingType::kNone) {
+  if (c.uses_mla()) {
+    RETURN_IF_ERROR(MakeMlaRopeTables(c, 1).status());
+  } else if (c.rope_scaling.type != models::RopeScalingType::kNone) {
     return absl::UnimplementedError(dir + ": training with rope_scaling is not supported yet");
   }
   // HF builds nn.Embedding(padding_idx=config.pad_token_id) from config.json
@@ -125,6 +133,20 @@ absl::Status BindAttention(TrainModel* m, const models::ModelConfig& c, int64_t 
   return Lookup(m, AttentionName(l, AttnTensor::kKNorm), true, &a->k_norm);
 }
 
+absl::Status BindMla(TrainModel* m, const models::ModelConfig& c, int64_t l, MlaParams* a) {
+  if (c.q_lora_rank > 0) {
+    RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kQAProj), true, &a->q_a));
+    RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kQALayerNorm), true, &a->q_a_norm));
+    RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kQBProj), true, &a->q_b));
+  } else {
+    RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kQProj), true, &a->q_proj));
+  }
+  RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kKvAProjWithMqa), true, &a->kv_a));
+  RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kKvALayerNorm), true, &a->kv_a_norm));
+  RETURN_IF_ERROR(Lookup(m, AttentionName(l, AttnTensor::kKvBProj), true, &a->kv_b));
+  return Lookup(m, AttentionName(l, AttnTensor::kOProj), true, &a->o);
+}
+
 absl::Status BindFeedForward(TrainModel* m, const models::ModelConfig& c, int64_t l,
                              FeedForwardParams* f) {
   f->moe = c.is_moe_layer[l];
@@ -137,6 +159,14 @@ absl::Status BindFeedForward(TrainModel* m, const models::ModelConfig& c, int64_
   // Mixtral always renormalises; the others follow norm_topk_prob.
   f->norm_topk_prob = c.norm_topk_prob || c.architecture == models::Architecture::kMixtral;
   RETURN_IF_ERROR(Lookup(m, RouterName(c, l), true, &f->router));
+  if (c.router_scoring == models::RouterScoring::kSigmoid) {
+    f->norm_topk_prob = c.norm_topk_prob;
+    RETURN_IF_ERROR(Lookup(m, models::RouterBiasName(l), true, &f->score_bias));
+    f->n_group = c.n_group;
+    f->topk_group = c.topk_group;
+    f->routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
+    f->idle_experts_skip_gradient = true;  // moe_infer skips an expert with no token
+  }
   f->experts.resize(c.num_experts);
   for (int64_t e = 0; e < c.num_experts; ++e) {
     RETURN_IF_ERROR(BindMlp(m, ExpertWeightName(c, l, e, ExpertProj::kGate),
@@ -166,7 +196,11 @@ absl::Status TrainModel::Bind() {
     LayerParams& lp = layers_[l];
     RETURN_IF_ERROR(Lookup(this, models::InputNormName(l), true, &lp.input_norm));
     RETURN_IF_ERROR(Lookup(this, models::PostAttentionNormName(l), true, &lp.post_attention_norm));
-    RETURN_IF_ERROR(BindAttention(this, c, l, &lp.attn));
+    if (c.uses_mla()) {
+      RETURN_IF_ERROR(BindMla(this, c, l, &lp.mla));
+    } else {
+      RETURN_IF_ERROR(BindAttention(this, c, l, &lp.attn));
+    }
     RETURN_IF_ERROR(BindFeedForward(this, c, l, &lp.ffn));
   }
   return absl::OkStatus();
@@ -233,6 +267,8 @@ struct TrainModel::StepState {
   float eps = 0;
   AttentionDims dims;
   RopeTables rope;
+  bool mla = false;
+  MlaDims mla_dims;
   std::vector<LayerActivations> layers;
   std::vector<float> x_final, h_final, rstd_final;  // before / after the final norm
 };
@@ -247,7 +283,11 @@ absl::Status TrainModel::LayerForward(const LayerParams& lp, StepState* st,
   a->rstd1.resize(n);
   RmsNormForward(x->data(), lp.input_norm->value.data(), st->eps, a->h1.data(), a->rstd1.data(), n,
                  h, pool);
-  AttentionBlockForward(lp.attn, st->dims, st->rope, a->h1.data(), &a->attn, tmp.data(), pool);
+  if (st->mla) {
+    MlaForward(lp.mla, st->mla_dims, st->rope, a->h1.data(), &a->mla, tmp.data(), pool);
+  } else {
+    AttentionBlockForward(lp.attn, st->dims, st->rope, a->h1.data(), &a->attn, tmp.data(), pool);
+  }
   a->x_mid.resize(n * h);
   Add(a->x_in.data(), tmp.data(), a->x_mid.data(), n * h);
   a->h2.resize(n * h);
@@ -256,8 +296,8 @@ absl::Status TrainModel::LayerForward(const LayerParams& lp, StepState* st,
                  a->rstd2.data(), n, h, pool);
   RETURN_IF_ERROR(a->held.Acquire(
       device_,
-      Bytes(a->x_in) + Bytes(a->rstd1) + Bytes(a->h1) + AttentionBytes(a->attn) + Bytes(a->x_mid) +
-          Bytes(a->rstd2) + Bytes(a->h2),
+      Bytes(a->x_in) + Bytes(a->rstd1) + Bytes(a->h1) + AttentionBytes(a->attn) +
+          MlaBytes(a->mla) + Bytes(a->x_mid) + Bytes(a->rstd2) + Bytes(a->h2),
       absl::StrCat("the attention activations of layer ", a - st->layers.data())));
   RETURN_IF_ERROR(executor_->Forward(lp.ffn, a->h2.data(), n, h, &a->ffn, tmp.data(), pool));
   Add(a->x_mid.data(), tmp.data(), x->data(), n * h);
@@ -278,8 +318,12 @@ absl::Status TrainModel::LayerBackward(LayerParams& lp, const StepState& st,
                   dx->data(), lp.post_attention_norm->GradForAccumulation(), n, h, pool);
   // x_mid = x_in + attn(norm1(x_in)): *dx becomes d x_in.
   std::fill(dh.begin(), dh.end(), 0.0f);
-  AttentionBlockBackward(lp.attn, st.dims, st.rope, a.h1.data(), a.attn, dx->data(), dh.data(),
-                         pool);
+  if (st.mla) {
+    MlaBackward(lp.mla, st.mla_dims, st.rope, a.h1.data(), a.mla, dx->data(), dh.data(), pool);
+  } else {
+    AttentionBlockBackward(lp.attn, st.dims, st.rope, a.h1.data(), a.attn, dx->data(), dh.data(),
+                           pool);
+  }
   RmsNormBackward(a.x_in.data(), lp.input_norm->value.data(), a.rstd1.data(), dh.data(), dx->data(),
                   lp.input_norm->GradForAccumulation(), n, h, pool);
   return absl::OkStatus();
@@ -318,7 +362,14 @@ absl::Status TrainModel::Forward(const TrainBatch& batch, StepState* st, ThreadP
                            c.qk_norm,
                            st->eps,
                            static_cast<float>(c.clip_qkv)};
-  st->rope = MakeRopeTables(batch.seq_len, c.head_dim, c.rope_theta);
+  st->mla = c.uses_mla();
+  if (st->mla) {
+    st->mla_dims = MakeMlaDims(c, batch.batch, batch.seq_len);
+    // Checked at Load: the config's rope_scaling is one MLA supports.
+    st->rope = *MakeMlaRopeTables(c, batch.seq_len);
+  } else {
+    st->rope = MakeRopeTables(batch.seq_len, c.head_dim, c.rope_theta);
+  }
   const int64_t n = st->n, h = st->h;
   std::vector<float>& x = st->x_final;
   x.resize(n * h);
@@ -343,7 +394,8 @@ std::vector<float> TrainModel::AuxLossAndGradient(const StepState& st, float los
     if (layers_[l].ffn.moe) moe.push_back(&st.layers[l].ffn);
   }
   *aux = 0.0f;
-  if (moe.empty()) return {};
+  // DeepSeek's published code has no auxiliary loss.
+  if (moe.empty() || config_.router_scoring != models::RouterScoring::kSoftmax) return {};
   const models::ModelConfig& c = config_;
   std::vector<double> count;
   *aux = static_cast<float>(AuxLoss(moe, st.n, c.num_experts, &count));

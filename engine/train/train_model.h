@@ -1,11 +1,13 @@
 // TrainModel: a Hugging Face MoE decoder (Mixtral, Qwen2-MoE, Qwen3-MoE,
-// OLMoE) held as fp32 parameters, with a forward pass that keeps its
-// activations and the matching backward pass. The loss is what the HF
+// OLMoE, DeepSeek-V3) held as fp32 parameters, with a forward pass that keeps
+// its activations and the matching backward pass. The loss is what the HF
 // *ForCausalLM classes compute with labels and output_router_logits:
 //   ce  = mean over predicted tokens of cross-entropy(logits[t], labels[t+1])
 //         (labels shifted inside; ignore_index -100 tokens do not count),
 //   aux = HF load_balancing_loss_func over every MoE layer's router logits,
 //   total = ce + router_aux_loss_coef * aux.
+// DeepSeek-V3 (sigmoid routing) has no auxiliary loss in its published code:
+// aux = 0 and total = ce; its e_score_correction_bias gets no gradient.
 //
 // Thread safety: one thread at a time (the pool parallelises inside ops).
 #ifndef EXPERTD_ENGINE_TRAIN_TRAIN_MODEL_H_
@@ -20,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "engine/train/attention_block.h"
 #include "engine/train/device_memory.h"
+#include "engine/train/mla_block.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/parameter.h"
 #include "models/checkpoint/checkpoint.h"
@@ -46,14 +49,16 @@ struct LossBreakdown {
 struct LayerParams {
   Parameter* input_norm = nullptr;
   Parameter* post_attention_norm = nullptr;
-  AttentionParams attn;
+  AttentionParams attn;  // when the model does not use MLA
+  MlaParams mla;         // DeepSeek-V3
   FeedForwardParams ffn;
 };
 
 class TrainModel {
  public:
-  // Loads DIR (config.json + safetensors, any of fp32/bf16/fp16). DeepSeek-V3
-  // (MLA attention) is Unimplemented here.
+  // Loads DIR (config.json + safetensors, any of fp32/bf16/fp16).
+  // Unimplemented for rope_scaling other than YaRN on MLA models, and for
+  // DeepSeek routing other than noaux_tc.
   static absl::StatusOr<std::unique_ptr<TrainModel>> Load(const std::string& dir);
   // The same, reading the weights as `options` says (e.g. model.bf16.safetensors).
   static absl::StatusOr<std::unique_ptr<TrainModel>> Load(const std::string& dir,

@@ -122,9 +122,12 @@ absl::Status ResolveHyperparameters(const v1::Hyperparameters& h, const models::
 absl::StatusOr<ResolvedTrainingSpec> ResolveTrainingSpec(const v1::FineTuneJobSpec& spec,
                                                          const models::ModelConfig& config,
                                                          const std::string& job_id) {
-  if (config.uses_mla()) {
+  // Pre-gate heads distil a softmax router's probabilities; DeepSeek's sigmoid
+  // router has none to distil (full, experts and LoRA scopes train it).
+  if (spec.scope() == v1::TRAIN_SCOPE_PREGATE &&
+      config.router_scoring != models::RouterScoring::kSoftmax) {
     return WithJobErrorCode(
-        absl::UnimplementedError("the training engine cannot train MLA (DeepSeek-V3) models yet"),
+        absl::UnimplementedError("pre-gate training needs a softmax router (not DeepSeek-V3's)"),
         "unsupported_model");
   }
   ResolvedTrainingSpec out;

@@ -13,13 +13,15 @@ namespace expertd::golden {
 using json = nlohmann::json;
 
 std::vector<std::string> TrainFixtures() {
-  return {"mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe"};
+  return {"mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe", "deepseek_v3"};
 }
 
 namespace {
 
+// A null aux (DeepSeek: its code has no auxiliary loss) reads as 0.
 GoldenLoss ReadLoss(const json& j, const char* total, const char* ce, const char* aux) {
-  return GoldenLoss{j.at(total).get<double>(), j.at(ce).get<double>(), j.at(aux).get<double>()};
+  const double aux_value = j.at(aux).is_null() ? 0.0 : j.at(aux).get<double>();
+  return GoldenLoss{j.at(total).get<double>(), j.at(ce).get<double>(), aux_value};
 }
 
 absl::StatusOr<GoldenGrad> ReadGrad(const std::string& name, const json& j) {
