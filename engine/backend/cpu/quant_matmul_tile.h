@@ -18,6 +18,25 @@
 
 namespace expertd::engine::cpu {
 
+// Scale i as fp32, inline for the common dtypes (once per group and column:
+// an out-of-line call here costs as much as the group's arithmetic for int4).
+// Templated on the variant's traits like everything here (no instantiation
+// shared between ISAs).
+template <typename T>
+inline float TileScale(const WeightQuant& q, int64_t i) {
+  switch (q.scale_dtype) {
+    case ScaleDType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(q.scales)[i]);
+    case ScaleDType::kE8M0: {
+      const uint8_t e = static_cast<const uint8_t*>(q.scales)[i];
+      if (e != 0 && e != 255) return models::BitsToFloat(static_cast<uint32_t>(e) << 23);
+      return LoadScaleF32(q.scales, q.scale_dtype, i);
+    }
+    default:
+      return LoadScaleF32(q.scales, q.scale_dtype, i);
+  }
+}
+
 // C columns starting at c0, one row x: out[c] = dot(x, dequant(w[c0 + c])).
 template <typename T, WeightFormat F, int C>
 inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool prefetch,
@@ -54,7 +73,7 @@ inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool pr
       for (int c = 0; c < C; ++c) part[c] = T::Fma(xv, T::template LoadW<F>(w[c], i), part[c]);
     }
     for (int c = 0; c < C; ++c) {
-      const float s = LoadScaleF32(q.scales, q.scale_dtype, scale_index[c] + b);
+      const float s = TileScale<T>(q, scale_index[c] + b);
       acc[c] = T::Fma(part[c], T::Set1(s), acc[c]);
     }
   }
