@@ -164,7 +164,13 @@ absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64
     s.dense_dtype = d;
     return s;
   };
-  if (dtype.empty()) return s;
+  if (dtype.empty()) {
+    if (group_size != 0) {
+      return absl::InvalidArgumentError(
+          "flag --expert_group_size: needs --expert_dtype=int8, int4 or mxfp4");
+    }
+    return s;
+  }
   if (dtype == "bf16") return dense(models::DType::kBF16);
   if (dtype == "f16") return dense(models::DType::kF16);
   if (dtype == "f32") return dense(models::DType::kF32);

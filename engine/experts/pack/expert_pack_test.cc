@@ -392,6 +392,7 @@ TEST(ExpertStorageTest, FlagsParseIntoStorageFormats) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("mxfp4", 64).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("int8", 33).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("bf16", 32).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("", 32).status()));
 }
 
 TEST(ExpertStorageTest, QuantizedLayoutsCountQuantizedBytes) {
