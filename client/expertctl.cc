@@ -8,8 +8,10 @@
 //                                              # sampling flags left out: the server's defaults
 //   expertctl tokenize --prompt=TEXT          # token ids, one JSON array
 //   expertctl detokenize --tokens=1,2,3       # text
-//   expertctl --admin_token_file=F expert-stats [--per_expert]
+//   expertctl --admin_token_file=F [--admin_addr=HOST:PORT] expert-stats [--per_expert]
 //                                              # AdminService.GetExpertStats, as JSON
+// AdminService commands use --admin_addr when the daemon serves AdminService
+// on its own port (expertd --admin_listen), else --server.
 // TLS: --tls (system roots) or --tls_ca=CA.pem, optionally --tls_server_name
 // when the certificate names another host than --server.
 // Exit status: 0 on success, 1 when the call fails (the gRPC status is printed
@@ -36,6 +38,7 @@ namespace {
 
 struct Options {
   std::string server = "127.0.0.1:50051";
+  std::string admin_addr;  // AdminService's address; empty = server
   std::string service;
   double timeout_seconds = 600;
   std::string prompt;
@@ -63,9 +66,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buf.str();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Options& o) {
+// A channel to `target` with the TLS settings of `o`.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Options& o,
+                                                          const std::string& target) {
   if (!o.tls && o.tls_ca.empty())
-    return grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
+    return grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   grpc::SslCredentialsOptions ssl;
   if (!o.tls_ca.empty()) {
     absl::StatusOr<std::string> ca = ReadFile(o.tls_ca);
@@ -75,7 +80,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const Options& o) {
   }
   grpc::ChannelArguments args;
   if (!o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
-  return grpc::CreateCustomChannel(o.server, grpc::SslCredentials(ssl), args);
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
 }
 
 bool ParseIds(const std::string& text, std::vector<uint32_t>* ids) {
@@ -240,6 +245,9 @@ int main(int argc, char** argv) {
       "|\n"
       "          expert-stats [--per_expert] (admin: --admin_token_file)");
   flags.String("server", &o.server, "expertd address");
+  flags.String("admin_addr", &o.admin_addr,
+               "address of AdminService when the daemon serves it on --admin_listen "
+               "(empty: --server)");
   flags.String("service", &o.service, "health: service name (empty = the whole server)");
   flags.Double("timeout_seconds", &o.timeout_seconds, 0.001, 86400, "deadline for each call");
   flags.String("prompt", &o.prompt, "generate/tokenize: the text prompt");
@@ -274,14 +282,17 @@ int main(int argc, char** argv) {
                  flags.Usage().c_str());
     return 2;
   }
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(o);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(o, o.server);
   if (!made.ok()) {
     std::fprintf(stderr, "expertctl: %s\n", std::string(made.status().message()).c_str());
     return 2;
   }
   const std::shared_ptr<grpc::Channel> channel = *std::move(made);
+  // AdminService commands go to --admin_addr when the daemon has an admin port.
+  std::shared_ptr<grpc::Channel> admin_channel = channel;
+  if (!o.admin_addr.empty()) admin_channel = *MakeChannel(o, o.admin_addr);  // TLS checked above
   const std::string& cmd = args[0];
-  if (cmd == "expert-stats") return ExpertStats(channel, o);
+  if (cmd == "expert-stats") return ExpertStats(admin_channel, o);
   if (cmd == "health") return Health(channel, o);
   if (cmd == "generate") return Generate(channel, o);
   if (cmd == "tokenize") return Tokenize(channel, o);

@@ -2,8 +2,11 @@
 # Fast offline checks of everything in deploy/ (CI runs it as //deploy:check_test):
 #   - yamllint on every YAML file, shellcheck on every script;
 #   - `kubectl kustomize` renders every overlay in kubernetes/overlays/;
-#   - every rendered object, and every template, validates against the
-#     Kubernetes (and Prometheus Operator) API schemas (validate/, npm);
+#   - every rendered object, and every template (the multi-node
+#     LeaderWorkerSet and indexed Job included), validates against the
+#     Kubernetes (and Prometheus Operator) API schemas (validate/, npm), with
+#     no field the API does not declare;
+#   - the validator itself refuses a misspelled field (validate/testdata);
 #   - `promtool check rules` and `promtool test rules` on the alert rules;
 #   - each overlay's expertd.json is accepted by `expertd --check_config`
 #     (and a misspelled flag is not);
@@ -69,6 +72,21 @@ check_schemas() {
   node "$deploy/validate/validate.mjs" "$tmp"/rendered/*.yaml "$deploy"/kubernetes/templates/*.yaml
 }
 
+# The validator must refuse what the API would silently drop: each
+# validate/testdata/unknown-field-*.yaml fails, naming its field.
+check_validator() {
+  local bad
+  node "$deploy/validate/validate.mjs" "$deploy/validate/testdata/known-fields.yaml"
+  for bad in "$deploy"/validate/testdata/unknown-field-*.yaml; do
+    if node "$deploy/validate/validate.mjs" "$bad" >"$tmp/bad.out" 2>&1; then
+      cat "$tmp/bad.out"
+      fail "$(basename "$bad"): an unknown field was accepted"
+    fi
+    grep -q ': unknown field' "$tmp/bad.out" || { cat "$tmp/bad.out"; fail "$(basename "$bad"): failed, but not for its unknown field"; }
+    echo "refused as expected: $(grep -o '[^ ]*: unknown field' "$tmp/bad.out")"
+  done
+}
+
 check_alert_rules() {
   python3 -c 'import sys, yaml; yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["spec"], open(sys.argv[2], "w"))' \
     "$rules_dir/prometheusrule.yaml" "$tmp/rules.yaml"
@@ -82,7 +100,9 @@ check_alert_rules() {
 check_daemon_config() {
   local file local_paths
   printf '%s\n' "check-token-0123456789abcdef" >"$tmp/admin-token"
-  local_paths=("--model_dir=$model_dir" "--admin_token_file=$tmp/admin-token")
+  printf '%s\n' "check-http-api-key-0123456789" >"$tmp/http-api-key"
+  local_paths=("--model_dir=$model_dir" "--admin_token_file=$tmp/admin-token"
+    "--api_key_file=$tmp/http-api-key")
   for file in "$tmp"/rendered/*.yaml; do
     python3 - "$file" "$tmp/expertd.json" <<'PY'
 import sys, yaml
@@ -91,6 +111,19 @@ configs = [d["data"]["expertd.json"] for d in yaml.safe_load_all(open(sys.argv[1
 if len(configs) != 1:
     sys.exit(f"{sys.argv[1]}: expected one expertd-config ConfigMap, found {len(configs)}")
 open(sys.argv[2], "w").write(configs[0])
+# Each listener in expertd.json must be the Deployment's port of that name.
+import json
+config = json.loads(configs[0])
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+ports = {p["name"]: p["containerPort"]
+         for p in docs[0]["spec"]["template"]["spec"]["containers"][0]["ports"]}
+for flag, name in [("listen", "grpc"), ("admin_listen", "admin"), ("metrics_listen", "metrics"),
+                   ("http_listen", "http")]:
+    if flag not in config:
+        sys.exit(f"{sys.argv[1]}: expertd.json has no {flag} (the Deployment's {name} port)")
+    if int(config[flag].rsplit(":", 1)[1]) != ports.get(name):
+        sys.exit(f"{sys.argv[1]}: {flag}={config[flag]} but the Deployment's {name} port is "
+                 f"{ports.get(name)}")
 PY
     "$expertd" --config="$tmp/expertd.json" "${local_paths[@]}" --check_config ||
       fail "$(basename "$file" .yaml): the ConfigMap's expertd.json is rejected"
@@ -141,7 +174,7 @@ PY
 # check under `bazel test` (XML_OUTPUT_FILE), so CI counts and names them.
 results="$tmp/results.tsv"
 : >"$results"
-for check in yamllint shellcheck kustomize schemas alert_rules daemon_config metrics; do
+for check in yamllint shellcheck kustomize schemas validator alert_rules daemon_config metrics; do
   echo "== $check"
   start=$SECONDS
   if (set -euo pipefail; "check_$check") >"$tmp/$check.log" 2>&1; then status=passed; else status=failed; fi

@@ -60,8 +60,9 @@ pass "runs as 65532:65532, no /bin/sh"
 mkdir -p "$work/config" "$work/admin" "$work/pack" "$work/run"
 cp "$repo/deploy/kubernetes/base/expertd.json" "$work/config/expertd.json"
 openssl rand -hex 32 >"$work/admin/admin-token"
+openssl rand -hex 32 >"$work/admin/http-api-key"
 chown -R 65532:65532 "$work/pack" "$work/run"
-chmod 0444 "$work/admin/admin-token"
+chmod 0444 "$work/admin/admin-token" "$work/admin/http-api-key"
 
 # The base config as the pod gets it; only what must differ on a shared
 # test host is overridden: ports (any free one) and smaller budgets.
@@ -73,6 +74,7 @@ chmod 0444 "$work/admin/admin-token"
   -v "$work/run:/run/expertd" \
   "$image" --config=/etc/expertd/config/expertd.json \
   --listen=127.0.0.1:0 --port_file=/run/expertd/port --metrics_listen=127.0.0.1:0 \
+  --admin_listen=127.0.0.1:0 --http_listen=127.0.0.1:0 \
   --device_memory_bytes=512MiB --host_expert_bytes=256MiB --kv_cache_bytes=64MiB \
   --shutdown_grace_seconds=20 --log_format=json >/dev/null
 
@@ -85,13 +87,17 @@ until [[ -s "$work/run/port" ]]; do
   [[ $("${podman[@]}" inspect --format '{{.State.Running}}' "$name") == true ]] || fail "the container exited"
   sleep 0.2
 done
-# The port file: {"grpc_port": N, "metrics_port": M}.
-read -r port metrics_port < <(python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["grpc_port"], p["metrics_port"])' "$work/run/port")
+# The port file: {"grpc_port": N, "admin_port": A, "metrics_port": M, "http_port": H}.
+read -r port admin_port metrics_port < <(python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["grpc_port"], p["admin_port"], p["metrics_port"])' "$work/run/port")
 until ctl health --timeout_seconds=5 >"$work/health.txt" 2>&1; do
   ((SECONDS < deadline)) || fail "not SERVING within 120 s: $(cat "$work/health.txt")"
   sleep 0.5
 done
 pass "grpc.health.v1 SERVING on port $port ($(ctl health --service=expertd.v1.InferenceService))"
+[[ $("${podman[@]}" exec "$name" /usr/local/bin/expertctl --server="127.0.0.1:$admin_port" \
+  health --service=expertd.v1.AdminService) == SERVING ]] ||
+  fail "AdminService is not SERVING on the admin port $admin_port"
+pass "AdminService SERVING on its own port $admin_port"
 
 text=$(ctl generate --prompt="The expert said" --max_new_tokens=16 --temperature=0 --seed=1) ||
   fail "Generate failed"

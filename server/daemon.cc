@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -17,8 +18,15 @@
 namespace expertd::server {
 namespace {
 
-constexpr const char* kServiceNames[] = {"", "expertd.v1.InferenceService",
-                                         "expertd.v1.AdminService"};
+constexpr char kInferenceServiceName[] = "expertd.v1.InferenceService";
+constexpr char kAdminServiceName[] = "expertd.v1.AdminService";
+
+void SetServingStatus(grpc::Server* server, const std::vector<const char*>& names, bool serving) {
+  if (server == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  if (health == nullptr) return;
+  for (const char* name : names) health->SetServingStatus(name, serving);
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -101,7 +109,7 @@ absl::Status Daemon::Start() {
     openai_http_ = std::make_unique<openai::OpenAiServer>(&state_, &metrics_, o.api_key);
     absl::Status s = openai_http_->Start(o.http_listen);
     if (!s.ok()) {
-      if (metrics_http_ != nullptr) metrics_http_->Stop();
+      StopHttpListeners();
       return s;
     }
     EXPERTD_LOG(Info, "openai http listening")
@@ -125,18 +133,29 @@ absl::Status Daemon::Start() {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(&inference_service_);
-  builder.RegisterService(&admin_service_);
+  if (o.admin_listen.empty()) builder.RegisterService(&admin_service_);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
-    if (metrics_http_ != nullptr) metrics_http_->Stop();
-    if (openai_http_ != nullptr) openai_http_->Stop();
+    StopHttpListeners();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on '", o.listen, "' (address in use or invalid?)"));
+  }
+  if (!o.admin_listen.empty()) {
+    admin_server_ = StartAdminServer(creds);
+    if (admin_server_ == nullptr || admin_port_ == 0) {
+      server_->Shutdown();
+      server_->Wait();
+      server_.reset();
+      StopHttpListeners();
+      return absl::UnavailableError(absl::StrCat("cannot listen on '", o.admin_listen,
+                                                 "' (address in use or invalid?)"));
+    }
   }
   SetHealth(false);
   EXPERTD_LOG(Info, "listening")
       .With("address", o.listen)
       .With("port", port_)
+      .With("admin_port", admin_port())
       .With("tls", !o.tls_cert.empty())
       .With("admin_api", !o.admin_token.empty());
 
@@ -146,6 +165,22 @@ absl::Status Daemon::Start() {
     load_done_.Notify();
   });
   return absl::OkStatus();
+}
+
+std::unique_ptr<grpc::Server> Daemon::StartAdminServer(
+    const std::shared_ptr<grpc::ServerCredentials>& creds) {
+  const ServerOptions& o = state_.options();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.admin_listen, creds, &admin_port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_message_bytes));
+  builder.RegisterService(&admin_service_);
+  return builder.BuildAndStart();  // with the default health service, enabled in Start
+}
+
+void Daemon::StopHttpListeners() {
+  if (openai_http_ != nullptr) openai_http_->Stop();
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
 }
 
 absl::Status Daemon::LoadModel() {
@@ -179,10 +214,13 @@ absl::Status Daemon::load_status() const {
 }
 
 void Daemon::SetHealth(bool serving) {
-  if (server_ == nullptr) return;
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
-  for (const char* name : kServiceNames) health->SetServingStatus(name, serving);
+  // Each server reports the whole server ("") and the services it serves.
+  if (admin_server_ == nullptr) {
+    SetServingStatus(server_.get(), {"", kInferenceServiceName, kAdminServiceName}, serving);
+    return;
+  }
+  SetServingStatus(server_.get(), {"", kInferenceServiceName}, serving);
+  SetServingStatus(admin_server_.get(), {"", kAdminServiceName}, serving);
 }
 
 void Daemon::Shutdown() {
@@ -199,10 +237,12 @@ void Daemon::Shutdown() {
   if (model != nullptr && model->runtime != nullptr) {
     model->runtime->scheduler()->Drain(absl::Milliseconds(static_cast<int64_t>(grace * 1000)));
   }
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  const auto flush_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  server_->Shutdown(flush_deadline);
+  if (admin_server_ != nullptr) admin_server_->Shutdown(flush_deadline);
   server_->Wait();
-  if (openai_http_ != nullptr) openai_http_->Stop();
-  if (metrics_http_ != nullptr) metrics_http_->Stop();
+  if (admin_server_ != nullptr) admin_server_->Wait();
+  StopHttpListeners();
   EXPERTD_LOG(Info, "stopped");
 }
 

@@ -5,7 +5,10 @@
 //               HTTP port when --metrics_listen is set, starts listening with
 //               health NOT_SERVING, and loads the model on a background thread;
 //               health turns SERVING when it is ready. A port already in use
-//               (gRPC or metrics) fails Start with UNAVAILABLE.
+//               (gRPC, admin, metrics or HTTP) fails Start with UNAVAILABLE.
+//               With --admin_listen, AdminService is served only on that
+//               port (with its own grpc.health.v1), so a network policy can
+//               restrict it; without, it shares --listen.
 //   Shutdown()  drains: health NOT_SERVING, new requests get UNAVAILABLE,
 //               in-flight calls get shutdown_grace_seconds to finish, then the
 //               server stops, then the metrics port (scrapes work during the
@@ -41,6 +44,8 @@ class Daemon {
   void Shutdown();
 
   int port() const { return port_; }
+  // The port serving AdminService: --admin_listen's, or port() without it.
+  int admin_port() const { return admin_server_ == nullptr ? port_ : admin_port_; }
   // The bound metrics port; 0 when --metrics_listen is empty.
   int metrics_port() const { return metrics_http_ == nullptr ? 0 : metrics_http_->port(); }
   // The bound OpenAI HTTP API port; 0 when --http_listen is empty.
@@ -56,6 +61,10 @@ class Daemon {
  private:
   absl::Status LoadModel();
   void SetHealth(bool serving);
+  // Builds the --admin_listen server; port 0 in admin_port_ when it cannot bind.
+  std::unique_ptr<grpc::Server> StartAdminServer(
+      const std::shared_ptr<grpc::ServerCredentials>& creds);
+  void StopHttpListeners();
 
   ServingState state_;
   ServingMetrics metrics_;              // after state_: built from its options
@@ -65,7 +74,9 @@ class Daemon {
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;
   std::unique_ptr<openai::OpenAiServer> openai_http_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> admin_server_;  // null without --admin_listen
   int port_ = 0;
+  int admin_port_ = 0;
   std::thread loader_;
   absl::Notification load_done_;
   absl::Status load_status_;  // written by loader_ before load_done_ is notified

@@ -143,9 +143,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!port_file.empty()) {
-    // Add a listener's port here when it gains one (e.g. an HTTP API).
+    // Add a listener's port here when it gains one. admin_port equals
+    // grpc_port without --admin_listen.
     expertd::server::ListeningPorts ports;
-    ports.ports = {{"grpc_port", daemon.port()}, {"metrics_port", daemon.metrics_port()}};
+    ports.ports = {{"grpc_port", daemon.port()},
+                   {"admin_port", daemon.admin_port()},
+                   {"metrics_port", daemon.metrics_port()},
+                   {"http_port", daemon.http_port()}};
     absl::Status written = expertd::server::WritePortFile(port_file, ports);
     if (!written.ok()) {
       EXPERTD_LOG(Error, "cannot write port file").With("path", port_file).With("error", written);

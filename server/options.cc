@@ -43,7 +43,9 @@ bool IsReadableFile(const std::string& path) {
 void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->AllowConfigFile();
   f->String("listen", &o->listen, "host:port to serve gRPC on (port 0: any free port)");
-  f->String("port_file", &o->port_file, "write the bound port number to this file once listening");
+  f->String("port_file", &o->port_file,
+            "once listening, write the bound ports to this file as JSON (grpc_port, admin_port, "
+            "metrics_port, http_port)");
   f->Int("max_receive_message_bytes", &o->max_receive_message_bytes, 1 << 20, 1 << 30,
          "largest request message accepted");
   f->String("tls_cert", &o->tls_cert, "PEM certificate chain: serve TLS (needs --tls_key)");
@@ -54,6 +56,9 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->String("http_listen", &o->http_listen,
             "host:port for the OpenAI-compatible HTTP API: /v1/models, /v1/completions, "
             "/v1/chat/completions (empty: off; port 0: any free port)");
+  f->String("admin_listen", &o->admin_listen,
+            "host:port serving AdminService and gRPC health on a port of their own, so a network "
+            "policy can restrict it (empty: AdminService on --listen; port 0: any free port)");
   f->String("api_key", &o->api_key,
             "bearer key the HTTP API requires (prefer --api_key_file; empty: open)");
   f->String("api_key_file", &o->api_key_file, "file holding the HTTP API's bearer key");
@@ -134,6 +139,16 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
     if (http_port != 0 && http_port == port) {
       return FlagError("http_listen",
                        absl::StrCat("port ", port, " is already the gRPC port (--listen)"));
+    }
+  }
+  if (!o->admin_listen.empty()) {
+    std::string admin_host;
+    int admin_port;
+    RETURN_IF_ERROR(ParseHostPort("admin_listen", o->admin_listen, &admin_host, &admin_port));
+    if (admin_port != 0 && admin_port == port) {
+      return FlagError("admin_listen",
+                       absl::StrCat("port ", port, " is already the gRPC port (--listen); leave "
+                                    "--admin_listen empty to serve AdminService there"));
     }
   }
   if (o->model_dir.empty()) return FlagError("model_dir", "is required");

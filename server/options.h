@@ -24,6 +24,9 @@ struct ServerOptions {
   std::string tls_key;
   std::string metrics_listen;  // host:port for HTTP /metrics + /health; empty = off
   std::string http_listen;     // host:port for the OpenAI-compatible HTTP API; empty = off
+  // host:port serving AdminService (and gRPC health) on a port of its own, so
+  // a network policy can restrict it; empty = AdminService on --listen.
+  std::string admin_listen;
 
   // Model.
   std::string model_dir;         // Hugging Face checkpoint directory (required)

@@ -117,6 +117,17 @@ TEST_F(OptionsTest, HttpApiFlags) {
               "cannot read");
 }
 
+TEST_F(OptionsTest, AdminListen) {
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_}).ok());
+  EXPECT_EQ(options_.admin_listen, "");  // AdminService shares --listen
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--admin_listen=0.0.0.0:50052"}).ok());
+  EXPECT_EQ(options_.admin_listen, "0.0.0.0:50052");
+  ExpectError({"--model_dir=" + dir_, "--admin_listen=50052"},
+              "--admin_listen: '50052' is not host:port");
+  ExpectError({"--model_dir=" + dir_, "--listen=0.0.0.0:50051", "--admin_listen=0.0.0.0:50051"},
+              "--admin_listen: port 50051 is already the gRPC port");
+}
+
 TEST_F(OptionsTest, ConfigFile) {
   std::string path = dir_ + "/expertd.json";
   std::ofstream(path) << "{\"model_dir\": \"" << dir_

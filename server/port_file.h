@@ -3,9 +3,10 @@
 //
 // One JSON object on one line, written atomically (tmp file + rename) once
 // every listener is up:
-//   {"grpc_port":50051,"metrics_port":9090}
-// A listener that is not enabled is left out. New listeners (e.g. an HTTP
-// API port) add a key; readers must ignore keys they do not know.
+//   {"grpc_port":50051,"admin_port":50052,"metrics_port":9090,"http_port":8000}
+// admin_port is the port serving AdminService: grpc_port's value without
+// --admin_listen. A listener that is not enabled is left out. New listeners
+// add a key; readers must ignore keys they do not know.
 #ifndef EXPERTD_SERVER_PORT_FILE_H_
 #define EXPERTD_SERVER_PORT_FILE_H_
 

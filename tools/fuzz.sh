@@ -4,10 +4,12 @@
 #
 #   tools/fuzz.sh build [TARGET...]          # -> out/fuzz/TARGET
 #   tools/fuzz.sh run TARGET [SECONDS] [JOBS] # fuzz from tests/fuzz/corpus/TARGET
+#   tools/fuzz.sh runs TARGET N [SECONDS]   # fuzz until N executions (or SECONDS, default 7200)
 #   tools/fuzz.sh all [SECONDS]              # build and run every target in turn
 #
 # Targets: http_request generate_request tokenizer_json model_config
-# shard_index expert_pack (safetensors: models/safetensors/safetensors_fuzzer.cc).
+# shard_index expert_pack safetensors (the last one's entry point is
+# models/safetensors/safetensors_fuzzer.cc; the others' are tests/fuzz/TARGET_fuzzer.cc).
 # Built with -fsanitize=fuzzer,address,undefined. New interesting inputs go to
 # out/fuzz/corpus/TARGET (merge the small ones into the checked-in corpus with
 # `out/fuzz/TARGET -merge=1 tests/fuzz/corpus/TARGET out/fuzz/corpus/TARGET`);
@@ -19,7 +21,8 @@ cd "$(dirname "$0")/.."
 
 CXX=${CXX:-clang++-14}
 OUT=out/fuzz
-ALL_TARGETS=(http_request generate_request tokenizer_json model_config shard_index expert_pack)
+ALL_TARGETS=(http_request generate_request tokenizer_json model_config shard_index expert_pack
+  safetensors)
 
 sources() {
   case "$1" in
@@ -33,7 +36,12 @@ sources() {
         models/tokenizer/{streaming_detokenizer,tokenizer}.cc ;;
     model_config) echo models/config/model_config.cc ;;
     shard_index) echo models/checkpoint/shard_index.cc ;;
-    expert_pack) echo engine/experts/pack/expert_pack_format.cc engine/experts/pack/crc32c.cc models/config/model_config.cc ;;
+    expert_pack)
+      echo engine/experts/pack/expert_pack_format.cc engine/experts/pack/crc32c.cc \
+        models/config/model_config.cc models/dtype/dtype.cc ;;
+    safetensors)
+      echo models/safetensors/safetensors_reader.cc base/env.cc base/posix_env.cc \
+        models/config/model_config.cc models/dtype/dtype.cc ;;
     *) echo "fuzz.sh: unknown target '$1'" >&2; return 1 ;;
   esac
 }
@@ -46,10 +54,12 @@ build() {
   fi
   local absl
   absl=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so | sed 's|.*/lib\(absl_[^.]*\)\.so|-l\1|' | tr '\n' ' ')
+  local entry="tests/fuzz/${t}_fuzzer.cc"
+  [ "$t" = safetensors ] && entry=models/safetensors/safetensors_fuzzer.cc
   # shellcheck disable=SC2046
   "$CXX" -std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=undefined -I. -Ibazel-bin \
-    "tests/fuzz/${t}_fuzzer.cc" $(sources "$t") \
+    -fno-sanitize-recover=undefined -DEXPERTD_LIBFUZZER -I. -Ibazel-bin \
+    "$entry" $(sources "$t") \
     -Wl,--no-as-needed $absl -lprotobuf -lpthread -o "$OUT/$t"
   echo "built $OUT/$t" >&2
 }
@@ -63,11 +73,22 @@ run() {
      -max_len=65536 -timeout=10 -rss_limit_mb=2048 "corpus/$t" "../../tests/fuzz/corpus/$t")
 }
 
+# Until N executions (libFuzzer's -runs), bounded by SECONDS; one process,
+# so the final stats line counts every execution.
+runs() {
+  local t=$1 n=$2 seconds=${3:-7200}
+  mkdir -p "$OUT/corpus/$t"
+  [ -x "$OUT/$t" ] || build "$t"
+  (cd "$OUT" && "./$t" -runs="$n" -max_total_time="$seconds" -print_final_stats=1 \
+     -max_len=65536 -timeout=10 -rss_limit_mb=2048 "corpus/$t" "../../tests/fuzz/corpus/$t")
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
   build) for t in "${@:-${ALL_TARGETS[@]}}"; do build "$t"; done ;;
   run) run "$@" ;;
+  runs) runs "$@" ;;
   all) for t in "${ALL_TARGETS[@]}"; do build "$t"; run "$t" "${1:-60}"; done ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

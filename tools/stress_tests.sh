@@ -42,6 +42,8 @@ E2E=(
   //tests/golden:expertd_train_test
   //tests:daemon_test
   //tests:lifecycle_test
+  //tests:openai_http_test
+  //tests/openai:openai_client_test
   //tests:offload_daemon_test
   //tests/ops:tls_test
   //tests/ops:metrics_endpoint_test

@@ -4,7 +4,8 @@
 // `devices_per_node` ranks (its --devices); global rank = node_rank *
 // devices_per_node + local device.
 //
-// Environment, first match wins (docs/parallel.md has the manifests):
+// Environment, first match wins (deploy/kubernetes/templates/multinode-*.yaml
+// are the manifests):
 //   number of nodes:  EXPERTD_NUM_NODES, else LWS_GROUP_SIZE (LeaderWorkerSet),
 //                     else 1
 //   this node's rank: EXPERTD_NODE_RANK, else LWS_WORKER_INDEX, else

@@ -70,6 +70,7 @@ void AdamW::Step(std::vector<Parameter>* params, double lr, engine::ThreadPool* 
       s.v.assign(p.value.size(), 0.0f);
       if (p.dtype != models::DType::kF32) s.master = p.value;
     }
+    const int64_t start_us = observer_ ? clock_() : 0;
     ++s.step;
     const AdamWConstants c = MakeAdamWConstants(options_, lr, s.step);
     float* weights = s.master.empty() ? p.value.data() : s.master.data();
@@ -83,6 +84,7 @@ void AdamW::Step(std::vector<Parameter>* params, double lr, engine::ThreadPool* 
       models::ConvertFromF32(p.dtype, s.master.data(), rounded.data(), rounded.size());
       models::ConvertToF32(p.dtype, rounded.data(), p.value.data(), rounded.size());
     }
+    if (observer_) observer_(p, start_us, clock_());
   }
 }
 

@@ -10,6 +10,7 @@
 #define EXPERTD_ENGINE_TRAIN_ADAMW_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/backend/cpu/thread_pool.h"
@@ -58,7 +59,16 @@ class AdamW {
   // For checkpointing: one entry per parameter, in params order.
   std::vector<AdamWParamState>& state() { return state_; }
 
+  // Timeline hooks: `observer` sees each parameter's update as [start, end)
+  // in `clock`'s microseconds.
+  void set_observer(std::function<void(const Parameter&, int64_t, int64_t)> observer) {
+    observer_ = std::move(observer);
+  }
+  void set_clock(std::function<int64_t()> clock) { clock_ = std::move(clock); }
+
  private:
+  std::function<void(const Parameter&, int64_t, int64_t)> observer_;
+  std::function<int64_t()> clock_;
   AdamWOptions options_;
   std::vector<AdamWParamState> state_;
 };

@@ -99,16 +99,14 @@ absl::Status AttachLora(const LoraOptions& options, TrainModel* model) {
 }
 
 absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& options,
-                              const std::string& base_model, const std::string& dir) {
+                              const std::string& base_model, const std::string& dir, Env* env) {
   std::vector<models::TensorToWrite> tensors;
   for (const Parameter& p : model.params()) {
     if (!absl::StartsWith(p.name, kPrefix)) continue;
     tensors.push_back({models::TensorSpec{p.name, models::DType::kF32, p.shape}, p.value.data()});
   }
   if (tensors.empty()) return absl::FailedPreconditionError("the model has no LoRA adapter");
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
-  }
+  RETURN_IF_ERROR(CreateDirs(env, dir));
   const nlohmann::json config = {{"peft_type", "LORA"},
                                  {"task_type", "CAUSAL_LM"},
                                  {"base_model_name_or_path", base_model},
@@ -125,8 +123,9 @@ absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& option
                                  {"modules_to_save", nullptr},
                                  {"rank_pattern", nlohmann::json::object()},
                                  {"alpha_pattern", nlohmann::json::object()}};
-  RETURN_IF_ERROR(models::WriteSafetensors(dir + "/adapter_model.safetensors", tensors));
-  return WriteFileAtomically(Env::Default(), dir + "/adapter_config.json", config.dump(2) + "\n");
+  RETURN_IF_ERROR(models::WriteSafetensors(dir + "/adapter_model.safetensors", tensors,
+                                           {{"format", "pt"}}, env));
+  return WriteFileAtomically(env, dir + "/adapter_config.json", config.dump(2) + "\n");
 }
 
 absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model) {
@@ -184,22 +183,29 @@ absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model) {
   return absl::OkStatus();
 }
 
+std::vector<float> MergedWeight(const Parameter& w) {
+  std::vector<float> merged = w.value;
+  if (w.lora_a == nullptr) return merged;
+  const int64_t out = w.shape[0], in = w.shape[1], r = w.lora_a->shape[0];
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t k = 0; k < r; ++k) {
+      const float b = w.lora_scaling * w.lora_b->value[o * r + k];
+      const float* a = &w.lora_a->value[k * in];
+      for (int64_t i = 0; i < in; ++i) merged[o * in + i] += b * a[i];
+    }
+  }
+  if (w.dtype != models::DType::kF32) {
+    std::vector<uint16_t> rounded(merged.size());
+    models::ConvertFromF32(w.dtype, merged.data(), rounded.data(), rounded.size());
+    models::ConvertToF32(w.dtype, rounded.data(), merged.data(), rounded.size());
+  }
+  return merged;
+}
+
 void MergeLora(TrainModel* model) {
   for (Parameter& w : model->params()) {
     if (w.lora_a == nullptr) continue;
-    const int64_t out = w.shape[0], in = w.shape[1], r = w.lora_a->shape[0];
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t k = 0; k < r; ++k) {
-        const float b = w.lora_scaling * w.lora_b->value[o * r + k];
-        const float* a = &w.lora_a->value[k * in];
-        for (int64_t i = 0; i < in; ++i) w.value[o * in + i] += b * a[i];
-      }
-    }
-    if (w.dtype != models::DType::kF32) {
-      std::vector<uint16_t> rounded(w.value.size());
-      models::ConvertFromF32(w.dtype, w.value.data(), rounded.data(), rounded.size());
-      models::ConvertToF32(w.dtype, rounded.data(), w.value.data(), rounded.size());
-    }
+    w.value = MergedWeight(w);
     w.lora_a = w.lora_b = nullptr;
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/env.h"
 #include "engine/train/train_model.h"
 
 namespace expertd::train {
@@ -40,8 +41,10 @@ std::string LoraBName(const std::string& weight_name);
 absl::Status AttachLora(const LoraOptions& options, TrainModel* model);
 
 // Writes DIR/adapter_config.json and DIR/adapter_model.safetensors (fp32).
+// Creates DIR if needed; every file goes through `env` (atomically).
 absl::Status WriteLoraAdapter(const TrainModel& model, const LoraOptions& options,
-                              const std::string& base_model, const std::string& dir);
+                              const std::string& base_model, const std::string& dir,
+                              Env* env = Env::Default());
 
 // Reads a PEFT adapter directory (LORA, no dropout, no DoRA/rsLoRA) and
 // attaches it to `model`: every adapter tensor must name a weight of the
@@ -51,6 +54,11 @@ absl::Status LoadLoraAdapter(const std::string& dir, TrainModel* model);
 // W += (alpha / r) * B A for every adapted weight (rounded to the weight's
 // stored dtype), then detaches the adapters (their parameters stay, unused).
 void MergeLora(TrainModel* model);
+
+// What MergeLora would make of weight `w` (bitwise), leaving the model as it
+// is: W + (alpha / r) * B A rounded to w's dtype; w.value for a weight
+// without an adapter.
+std::vector<float> MergedWeight(const Parameter& w);
 
 }  // namespace expertd::train
 

@@ -80,10 +80,8 @@ void RouteTopKBackward(const float* probs, const int32_t* topk_ids, const float*
   }
 }
 
-namespace {
-
-void MoeForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
-                FeedForwardActivations* a, float* y, ThreadPool* pool) {
+void MoeRoute(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+              FeedForwardActivations* a, ThreadPool* pool) {
   const int64_t e_count = p.router->shape[0], k = p.top_k;
   std::vector<float> logits(n * e_count);
   LinearForward(x, p.router->value.data(), nullptr, logits.data(), n, hidden, e_count, pool);
@@ -101,6 +99,31 @@ void MoeForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t h
       a->expert_slots[e].push_back(static_cast<int32_t>(s));
     }
   }
+}
+
+void MoeSharedForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+                      FeedForwardActivations* a, float* y, ThreadPool* pool) {
+  if (p.shared.gate == nullptr) return;
+  MlpForward(p.shared, x, n, hidden, &a->shared, pool);
+  a->shared_gate_sigmoid.assign(n, 1.0f);
+  if (p.shared_gate != nullptr) {
+    LinearForward(x, p.shared_gate->value.data(), nullptr, a->shared_gate_sigmoid.data(), n, hidden,
+                  1, pool);
+    for (float& g : a->shared_gate_sigmoid) g = 1.0f / (1.0f + std::exp(-g));
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < hidden; ++c) {
+      y[r * hidden + c] += a->shared_gate_sigmoid[r] * a->shared.out[r * hidden + c];
+    }
+  }
+}
+
+namespace {
+
+void MoeForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+                FeedForwardActivations* a, float* y, ThreadPool* pool) {
+  const int64_t e_count = p.router->shape[0], k = p.top_k;
+  MoeRoute(p, x, n, hidden, a, pool);
   a->expert_inputs.assign(e_count, {});
   a->expert_acts.assign(e_count, {});
   std::fill(y, y + n * hidden, 0.0f);
@@ -122,19 +145,7 @@ void MoeForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t h
       for (int64_t c = 0; c < hidden; ++c) yr[c] += out[i * hidden + c] * w;
     }
   }
-  if (p.shared.gate == nullptr) return;
-  MlpForward(p.shared, x, n, hidden, &a->shared, pool);
-  a->shared_gate_sigmoid.assign(n, 1.0f);
-  if (p.shared_gate != nullptr) {
-    LinearForward(x, p.shared_gate->value.data(), nullptr, a->shared_gate_sigmoid.data(), n, hidden,
-                  1, pool);
-    for (float& g : a->shared_gate_sigmoid) g = 1.0f / (1.0f + std::exp(-g));
-  }
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t c = 0; c < hidden; ++c) {
-      y[r * hidden + c] += a->shared_gate_sigmoid[r] * a->shared.out[r * hidden + c];
-    }
-  }
+  MoeSharedForward(p, x, n, hidden, a, y, pool);
 }
 
 void SharedExpertBackward(const FeedForwardParams& p, const float* x,
@@ -158,6 +169,43 @@ void SharedExpertBackward(const FeedForwardParams& p, const float* x,
   }
 }
 
+}  // namespace
+
+void TouchUnusedExpertGrads(const FeedForwardParams& p, int64_t e) {
+  // HF's expert loop runs every expert, on zero rows when none was chosen, so
+  // autograd gives it a zero gradient (not None): AdamW still decays it and
+  // advances its moments.
+  for (Parameter* w : {p.experts[e].gate, p.experts[e].up, p.experts[e].down}) {
+    w->GradForAccumulation();
+    if (w->lora_a != nullptr) {  // PEFT's adapters run on the zero rows too
+      w->lora_a->GradForAccumulation();
+      w->lora_b->GradForAccumulation();
+    }
+  }
+}
+
+void MoeRouterAndSharedBackward(const FeedForwardParams& p, const float* x,
+                                const FeedForwardActivations& a, const float* dy,
+                                const std::vector<float>& dweight,
+                                const std::vector<float>& aux_dprob, int64_t n, int64_t hidden,
+                                float* dx, ThreadPool* pool) {
+  const int64_t e_count = p.router->shape[0], k = p.top_k;
+  std::vector<float> dprobs(n * e_count, 0.0f), dlogits(n * e_count, 0.0f);
+  RouteTopKBackward(a.probs.data(), a.topk_ids.data(), a.topk_weight.data(), dweight.data(), n,
+                    e_count, k, p.norm_topk_prob, dprobs.data());
+  if (!aux_dprob.empty()) {
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t e = 0; e < e_count; ++e) dprobs[r * e_count + e] += aux_dprob[e];
+    }
+  }
+  SoftmaxBackward(a.probs.data(), dprobs.data(), dlogits.data(), n, e_count);
+  LinearBackward(x, p.router->value.data(), dlogits.data(), dx, p.router->GradForAccumulation(),
+                 nullptr, n, hidden, e_count, pool);
+  if (p.shared.gate != nullptr) SharedExpertBackward(p, x, a, dy, n, hidden, dx, pool);
+}
+
+namespace {
+
 void MoeBackward(const FeedForwardParams& p, const float* x, const FeedForwardActivations& a,
                  const float* dy, const std::vector<float>& aux_dprob, int64_t n, int64_t hidden,
                  float* dx, ThreadPool* pool) {
@@ -166,16 +214,7 @@ void MoeBackward(const FeedForwardParams& p, const float* x, const FeedForwardAc
   for (int64_t e = 0; e < e_count; ++e) {
     const std::vector<int32_t>& rows = a.expert_rows[e];
     if (rows.empty()) {
-      // HF's expert loop runs every expert, on zero rows when none was
-      // chosen, so autograd gives it a zero gradient (not None): AdamW
-      // still decays it and advances its moments.
-      for (Parameter* w : {p.experts[e].gate, p.experts[e].up, p.experts[e].down}) {
-        w->GradForAccumulation();
-        if (w->lora_a != nullptr) {  // PEFT's adapters run on the zero rows too
-          w->lora_a->GradForAccumulation();
-          w->lora_b->GradForAccumulation();
-        }
-      }
+      TouchUnusedExpertGrads(p, e);
       continue;
     }
     const std::vector<float>& out = a.expert_acts[e].out;
@@ -197,42 +236,35 @@ void MoeBackward(const FeedForwardParams& p, const float* x, const FeedForwardAc
       for (int64_t c = 0; c < hidden; ++c) dx[rows[i] * hidden + c] += dxe[i * hidden + c];
     }
   }
-  std::vector<float> dprobs(n * e_count, 0.0f), dlogits(n * e_count, 0.0f);
-  RouteTopKBackward(a.probs.data(), a.topk_ids.data(), a.topk_weight.data(), dweight.data(), n,
-                    e_count, k, p.norm_topk_prob, dprobs.data());
-  if (!aux_dprob.empty()) {
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t e = 0; e < e_count; ++e) dprobs[r * e_count + e] += aux_dprob[e];
-    }
-  }
-  SoftmaxBackward(a.probs.data(), dprobs.data(), dlogits.data(), n, e_count);
-  LinearBackward(x, p.router->value.data(), dlogits.data(), dx, p.router->GradForAccumulation(),
-                 nullptr, n, hidden, e_count, pool);
-  if (p.shared.gate != nullptr) SharedExpertBackward(p, x, a, dy, n, hidden, dx, pool);
+  MoeRouterAndSharedBackward(p, x, a, dy, dweight, aux_dprob, n, hidden, dx, pool);
 }
 
 }  // namespace
 
-void InMemoryFeedForwardExecutor::Forward(const FeedForwardParams& p, const float* x, int64_t n,
-                                          int64_t hidden, FeedForwardActivations* a, float* y,
-                                          ThreadPool* pool) {
+absl::Status InMemoryFeedForwardExecutor::Forward(const FeedForwardParams& p, const float* x,
+                                                  int64_t n, int64_t hidden,
+                                                  FeedForwardActivations* a, float* y,
+                                                  ThreadPool* pool) {
   if (!p.moe) {
     MlpForward(p.dense, x, n, hidden, &a->dense, pool);
     std::memcpy(y, a->dense.out.data(), n * hidden * sizeof(float));
-    return;
+    return absl::OkStatus();
   }
   MoeForward(p, x, n, hidden, a, y, pool);
+  return absl::OkStatus();
 }
 
-void InMemoryFeedForwardExecutor::Backward(const FeedForwardParams& p, const float* x,
-                                           const FeedForwardActivations& a, const float* dy,
-                                           const std::vector<float>& aux_dprob, int64_t n,
-                                           int64_t hidden, float* dx, ThreadPool* pool) {
+absl::Status InMemoryFeedForwardExecutor::Backward(const FeedForwardParams& p, const float* x,
+                                                   const FeedForwardActivations& a,
+                                                   const float* dy,
+                                                   const std::vector<float>& aux_dprob, int64_t n,
+                                                   int64_t hidden, float* dx, ThreadPool* pool) {
   if (!p.moe) {
     MlpBackward(p.dense, x, a.dense, dy, hidden, dx, pool);
-    return;
+    return absl::OkStatus();
   }
   MoeBackward(p, x, a, dy, aux_dprob, n, hidden, dx, pool);
+  return absl::OkStatus();
 }
 
 }  // namespace expertd::train

@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/backend/cpu/thread_pool.h"
+#include "engine/train/device_memory.h"
 #include "engine/train/parameter.h"
 
 namespace expertd::train {
@@ -64,31 +66,60 @@ struct FeedForwardActivations {
   std::vector<MlpActivations> expert_acts;
   MlpActivations shared;
   std::vector<float> shared_gate_sigmoid;  // (N)
+  // Schedules: the number of row slices each expert ran in (1: the expert
+  // activations above are saved; more: they are recomputed in backward), and
+  // the device memory these activations hold, released as backward consumes
+  // them (mutable: accounting, not values).
+  int expert_slices = 1;
+  mutable std::vector<DeviceReservation> held;
 };
 
 class FeedForwardExecutor {
  public:
   virtual ~FeedForwardExecutor() = default;
   // y (N,H) = block(x); writes y, saves what Backward needs in *a.
-  virtual void Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
-                       FeedForwardActivations* a, float* y, ThreadPool* pool) = 0;
+  // ResourceExhausted when the schedule's device memory does not hold it.
+  virtual absl::Status Forward(const FeedForwardParams& p, const float* x, int64_t n,
+                               int64_t hidden, FeedForwardActivations* a, float* y,
+                               ThreadPool* pool) = 0;
   // dx (N,H) += d/dx of sum(dy * y) + the router's share of the auxiliary
   // loss, whose gradient w.r.t. every router probability of expert e is
   // aux_dprob[e] (empty: no auxiliary loss). Parameter gradients accumulate.
-  virtual void Backward(const FeedForwardParams& p, const float* x, const FeedForwardActivations& a,
-                        const float* dy, const std::vector<float>& aux_dprob, int64_t n,
-                        int64_t hidden, float* dx, ThreadPool* pool) = 0;
+  virtual absl::Status Backward(const FeedForwardParams& p, const float* x,
+                                const FeedForwardActivations& a, const float* dy,
+                                const std::vector<float>& aux_dprob, int64_t n, int64_t hidden,
+                                float* dx, ThreadPool* pool) = 0;
 };
 
 // Everything in memory, experts one after another in index order.
 class InMemoryFeedForwardExecutor : public FeedForwardExecutor {
  public:
-  void Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
-               FeedForwardActivations* a, float* y, ThreadPool* pool) override;
-  void Backward(const FeedForwardParams& p, const float* x, const FeedForwardActivations& a,
-                const float* dy, const std::vector<float>& aux_dprob, int64_t n, int64_t hidden,
-                float* dx, ThreadPool* pool) override;
+  absl::Status Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+                       FeedForwardActivations* a, float* y, ThreadPool* pool) override;
+  absl::Status Backward(const FeedForwardParams& p, const float* x,
+                        const FeedForwardActivations& a, const float* dy,
+                        const std::vector<float>& aux_dprob, int64_t n, int64_t hidden, float* dx,
+                        ThreadPool* pool) override;
 };
+
+// The pieces of a MoE block that every schedule shares (the expert loop is
+// what schedules change). MoeRoute: router logits, top-k, and each expert's
+// rows and rank slots into *a. MoeSharedForward: y += the (gated) shared
+// expert's output (no-op without one).
+void MoeRoute(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+              FeedForwardActivations* a, ThreadPool* pool);
+void MoeSharedForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+                      FeedForwardActivations* a, float* y, ThreadPool* pool);
+// Expert e received no token: its parameters (and adapters) still get a zero
+// gradient, as in Hugging Face.
+void TouchUnusedExpertGrads(const FeedForwardParams& p, int64_t e);
+// Router backward from dweight (N,K) (d loss / d topk_weight) and the
+// auxiliary loss, then the shared expert's backward; dx accumulates.
+void MoeRouterAndSharedBackward(const FeedForwardParams& p, const float* x,
+                                const FeedForwardActivations& a, const float* dy,
+                                const std::vector<float>& dweight,
+                                const std::vector<float>& aux_dprob, int64_t n, int64_t hidden,
+                                float* dx, ThreadPool* pool);
 
 // Router forward on logits (N,E): probs = softmax, top-k by probability
 // (ties to the lower index), weights = the top-k probabilities, divided by

@@ -20,7 +20,23 @@ struct TrainModel::LayerActivations {
   AttentionActivations attn;
   std::vector<float> x_mid, rstd2, h2;
   FeedForwardActivations ffn;
+  DeviceReservation held;  // the bytes above, outside ffn (which holds its own)
 };
+
+namespace {
+
+template <typename T>
+int64_t Bytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.size() * sizeof(T));
+}
+
+int64_t AttentionBytes(const AttentionActivations& a) {
+  return Bytes(a.q_lin) + Bytes(a.k_lin) + Bytes(a.q_rstd) + Bytes(a.k_rstd) +
+         Bytes(a.q_clamped) + Bytes(a.k_clamped) + Bytes(a.q) + Bytes(a.k) + Bytes(a.v) +
+         Bytes(a.probs) + Bytes(a.attn);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(const std::string& dir) {
   return Load(dir, models::CheckpointOptions{});
@@ -221,8 +237,9 @@ struct TrainModel::StepState {
   std::vector<float> x_final, h_final, rstd_final;  // before / after the final norm
 };
 
-void TrainModel::LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
-                              LayerActivations* a, ThreadPool* pool) {
+absl::Status TrainModel::LayerForward(const LayerParams& lp, StepState* st,
+                                      std::vector<float>* x, LayerActivations* a,
+                                      ThreadPool* pool) {
   const int64_t n = st->n, h = st->h;
   std::vector<float> tmp(n * h);
   a->x_in = *x;
@@ -237,18 +254,26 @@ void TrainModel::LayerForward(const LayerParams& lp, StepState* st, std::vector<
   a->rstd2.resize(n);
   RmsNormForward(a->x_mid.data(), lp.post_attention_norm->value.data(), st->eps, a->h2.data(),
                  a->rstd2.data(), n, h, pool);
-  executor_->Forward(lp.ffn, a->h2.data(), n, h, &a->ffn, tmp.data(), pool);
+  RETURN_IF_ERROR(a->held.Acquire(
+      device_,
+      Bytes(a->x_in) + Bytes(a->rstd1) + Bytes(a->h1) + AttentionBytes(a->attn) + Bytes(a->x_mid) +
+          Bytes(a->rstd2) + Bytes(a->h2),
+      absl::StrCat("the attention activations of layer ", a - st->layers.data())));
+  RETURN_IF_ERROR(executor_->Forward(lp.ffn, a->h2.data(), n, h, &a->ffn, tmp.data(), pool));
   Add(a->x_mid.data(), tmp.data(), x->data(), n * h);
+  return absl::OkStatus();
 }
 
-void TrainModel::LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
-                               const std::vector<float>& aux_dprob, std::vector<float>* dx,
-                               ThreadPool* pool) {
+absl::Status TrainModel::LayerBackward(LayerParams& lp, const StepState& st,
+                                       const LayerActivations& a,
+                                       const std::vector<float>& aux_dprob,
+                                       std::vector<float>* dx, ThreadPool* pool) {
   const int64_t n = st.n, h = st.h;
   // x_out = x_mid + ffn(norm2(x_mid)): *dx is d x_out, and becomes d x_mid.
   std::vector<float> dh(n * h, 0.0f);
-  executor_->Backward(lp.ffn, a.h2.data(), a.ffn, dx->data(),
-                      lp.ffn.moe ? aux_dprob : std::vector<float>{}, n, h, dh.data(), pool);
+  RETURN_IF_ERROR(executor_->Backward(lp.ffn, a.h2.data(), a.ffn, dx->data(),
+                                      lp.ffn.moe ? aux_dprob : std::vector<float>{}, n, h,
+                                      dh.data(), pool));
   RmsNormBackward(a.x_mid.data(), lp.post_attention_norm->value.data(), a.rstd2.data(), dh.data(),
                   dx->data(), lp.post_attention_norm->GradForAccumulation(), n, h, pool);
   // x_mid = x_in + attn(norm1(x_in)): *dx becomes d x_in.
@@ -257,6 +282,7 @@ void TrainModel::LayerBackward(LayerParams& lp, const StepState& st, const Layer
                          pool);
   RmsNormBackward(a.x_in.data(), lp.input_norm->value.data(), a.rstd1.data(), dh.data(), dx->data(),
                   lp.input_norm->GradForAccumulation(), n, h, pool);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -278,7 +304,7 @@ std::vector<int32_t> ShiftedTargets(const TrainBatch& batch, int64_t* predicted)
 
 }  // namespace
 
-void TrainModel::Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool) {
+absl::Status TrainModel::Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool) {
   const models::ModelConfig& c = config_;
   st->n = batch.batch * batch.seq_len;
   st->h = c.hidden_size;
@@ -300,12 +326,14 @@ void TrainModel::Forward(const TrainBatch& batch, StepState* st, ThreadPool* poo
     std::memcpy(&x[r * h], &embed_->value[batch.input_ids[r] * h], h * sizeof(float));
   }
   st->layers.resize(layers_.size());
-  for (size_t l = 0; l < layers_.size(); ++l)
-    LayerForward(layers_[l], st, &x, &st->layers[l], pool);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    RETURN_IF_ERROR(LayerForward(layers_[l], st, &x, &st->layers[l], pool));
+  }
   st->h_final.resize(n * h);
   st->rstd_final.resize(n);
   RmsNormForward(x.data(), final_norm_->value.data(), st->eps, st->h_final.data(),
                  st->rstd_final.data(), n, h, pool);
+  return absl::OkStatus();
 }
 
 std::vector<float> TrainModel::AuxLossAndGradient(const StepState& st, float loss_scale,
@@ -333,7 +361,7 @@ absl::StatusOr<std::vector<TrainModel::RouterTrace>> TrainModel::TraceRouting(
     const TrainBatch& batch, ThreadPool* pool) {
   RETURN_IF_ERROR(ValidateBatch(batch));
   StepState st;
-  Forward(batch, &st, pool);
+  RETURN_IF_ERROR(Forward(batch, &st, pool));
   std::vector<RouterTrace> traces(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     LayerActivations& a = st.layers[l];
@@ -353,8 +381,12 @@ absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool bac
   const std::vector<int32_t> targets = ShiftedTargets(batch, &loss.predicted_tokens);
   if (loss.predicted_tokens == 0) return absl::InvalidArgumentError("the batch predicts no token");
   StepState st;
-  Forward(batch, &st, pool);
+  RETURN_IF_ERROR(Forward(batch, &st, pool));
   const int64_t n = st.n, h = st.h, vocab = config_.vocab_size;
+  DeviceReservation logits_held;
+  RETURN_IF_ERROR(logits_held.Acquire(
+      device_, (backward ? 2 : 1) * n * vocab * static_cast<int64_t>(sizeof(float)),
+      "the LM head's logits"));
   std::vector<float> logits(n * vocab);
   LinearForward(st.h_final.data(), lm_head_->value.data(), nullptr, logits.data(), n, h, vocab,
                 pool);
@@ -374,7 +406,8 @@ absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool bac
   RmsNormBackward(st.x_final.data(), final_norm_->value.data(), st.rstd_final.data(), dhf.data(),
                   dx.data(), final_norm_->GradForAccumulation(), n, h, pool);
   for (size_t l = layers_.size(); l-- > 0;) {
-    LayerBackward(layers_[l], st, st.layers[l], aux_dprob, &dx, pool);
+    RETURN_IF_ERROR(LayerBackward(layers_[l], st, st.layers[l], aux_dprob, &dx, pool));
+    st.layers[l].held.Reset();
   }
   if (float* de = embed_->GradForAccumulation()) {
     for (int64_t r = 0; r < n; ++r) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/train/attention_block.h"
+#include "engine/train/device_memory.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/parameter.h"
 #include "models/checkpoint/checkpoint.h"
@@ -86,6 +87,12 @@ class TrainModel {
   void set_feed_forward_executor(std::unique_ptr<FeedForwardExecutor> executor) {
     executor_ = std::move(executor);
   }
+  FeedForwardExecutor* feed_forward_executor() { return executor_.get(); }
+  // Counts each step's activations outside the feed-forward blocks (layer
+  // inputs, norms, attention, logits) on `device` (null: not counted); a step
+  // whose activations do not fit fails with ResourceExhausted. `device` must
+  // outlive its use.
+  void set_device_memory(DeviceMemoryTracker* device) { device_ = device; }
 
   // Forward over `batch`; when `backward`, also backward of
   // `loss_scale * total`, ACCUMULATING into each trainable parameter's grad.
@@ -98,11 +105,12 @@ class TrainModel {
   struct LayerActivations;
   struct StepState;
   TrainModel() = default;
-  void Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool);
-  void LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
-                    LayerActivations* a, ThreadPool* pool);
-  void LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
-                     const std::vector<float>& aux_dprob, std::vector<float>* dx, ThreadPool* pool);
+  absl::Status Forward(const TrainBatch& batch, StepState* st, ThreadPool* pool);
+  absl::Status LayerForward(const LayerParams& lp, StepState* st, std::vector<float>* x,
+                            LayerActivations* a, ThreadPool* pool);
+  absl::Status LayerBackward(LayerParams& lp, const StepState& st, const LayerActivations& a,
+                             const std::vector<float>& aux_dprob, std::vector<float>* dx,
+                             ThreadPool* pool);
   // The auxiliary loss into *aux; returns d(loss_scale * coef * aux)/d prob[e].
   std::vector<float> AuxLossAndGradient(const StepState& st, float loss_scale, float* aux) const;
   absl::Status Bind();
@@ -117,6 +125,7 @@ class TrainModel {
   std::vector<LayerParams> layers_;
   int32_t padding_idx_ = -1;
   std::unique_ptr<FeedForwardExecutor> executor_;
+  DeviceMemoryTracker* device_ = nullptr;
 };
 
 }  // namespace expertd::train

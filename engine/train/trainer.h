@@ -4,8 +4,9 @@
 // scope. Deterministic: the same model, options, batches and thread count
 // give bitwise the same weights.
 //
-// Later schedules (expert offload, chunked MoE, micro-batched experts) plug
-// in through TrainModel::set_feed_forward_executor; the loop stays.
+// Memory schedules (expert offload, chunked MoE, micro-batched experts, a
+// device memory limit) come from TrainOptions::memory_schedule: the trainer installs
+// a ScheduledFeedForwardExecutor and a DeviceMemoryTracker; the loop stays.
 #ifndef EXPERTD_ENGINE_TRAIN_TRAINER_H_
 #define EXPERTD_ENGINE_TRAIN_TRAINER_H_
 
@@ -17,6 +18,10 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/train/adamw.h"
+#include "engine/train/device_memory.h"
+#include "engine/train/scheduled_feed_forward.h"
+#include "engine/train/trace_recorder.h"
+#include "engine/train/train_schedule.h"
 #include "engine/train/train_model.h"
 
 namespace expertd::train {
@@ -38,6 +43,7 @@ struct TrainOptions {
   int64_t total_steps = 1;  // for the linear/cosine decay
   TrainScope scope = TrainScope::kFull;
   int threads = 1;
+  TrainSchedule memory_schedule;  // how memory is used (train_schedule.h)
 };
 
 // The learning rate of optimizer step `step` (0-based), as Hugging Face's
@@ -53,6 +59,7 @@ struct StepReport {
   double grad_norm_before_clip = 0.0;
   float clip_coef = 1.0f;
   double lr = 0.0;
+  ScheduleReport memory_schedule;  // filled when options.memory_schedule.active()
 };
 
 class Trainer {
@@ -68,14 +75,32 @@ class Trainer {
   absl::StatusOr<LossBreakdown> Evaluate(const TrainBatch& batch);
 
   int64_t steps_done() const { return steps_done_; }
+  // Resuming from a checkpoint: the optimizer steps already done (where the
+  // learning-rate schedule stands). Restore the optimizer's state() as well.
+  void RestoreStepsDone(int64_t steps) { steps_done_ = steps; }
   AdamW& optimizer() { return optimizer_; }
+  // Writes the schedule's Chrome trace to options.memory_schedule.trace_out.
+  absl::Status WriteTrace() const;
 
  private:
+  // Places weights, gradients and optimizer state (see docs/training.md,
+  // "Training past the device memory").
+  absl::Status PlanPlacement(bool force_host, const std::string& why);
+  absl::StatusOr<StepReport> RunStep(const std::vector<TrainBatch>& micro_batches,
+                                     const std::function<void(const TrainModel&)>& before_clip);
+
   TrainModel* model_;
   TrainOptions options_;
   std::unique_ptr<engine::ThreadPool> pool_;
   AdamW optimizer_;
   int64_t steps_done_ = 0;
+  // Schedules only.
+  std::unique_ptr<DeviceMemoryTracker> device_;
+  std::unique_ptr<TraceRecorder> trace_;
+  ScheduledFeedForwardExecutor* executor_ = nullptr;  // owned by model_
+  DeviceReservation static_bytes_;
+  bool planned_ = false;
+  ScheduleReport placement_;
 };
 
 }  // namespace expertd::train

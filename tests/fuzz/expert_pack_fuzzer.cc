@@ -13,6 +13,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_REQUIRE(header->layout.num_experts > 0);
     FUZZ_REQUIRE(header->index_offset >= 4096 && header->data_offset >= header->index_offset);
     FUZZ_REQUIRE(header->layout.slot_bytes >= header->layout.expert_bytes);
+    // The same sums in 128 bits: a header whose 64-bit sums wrap must be refused.
+    using u128 = unsigned __int128;
+    const PackLayout& l = header->layout;
+    FUZZ_REQUIRE(u128{header->index_offset} + header->index_bytes <= header->data_offset);
+    FUZZ_REQUIRE(u128{header->data_offset} +
+                     u128{header->index_bytes / kPackIndexEntryBytes} * l.slot_bytes ==
+                 header->file_bytes);
+    for (const PackTensorLayout* t : {&l.gate, &l.up, &l.down}) {
+      FUZZ_REQUIRE(t->rows > 0 && t->cols > 0);
+      FUZZ_REQUIRE(u128{t->offset} + t->nbytes <= l.expert_bytes);
+      FUZZ_REQUIRE(u128{t->scales_offset} + t->scales_nbytes <= l.expert_bytes);
+    }
   } else {
     FUZZ_REQUIRE(header.status().code() == absl::StatusCode::kDataLoss);
   }

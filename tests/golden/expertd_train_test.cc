@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -83,25 +84,13 @@ void CheckGradsFile(const TrainGolden& g, const std::string& path) {
   for (const auto& [name, grad] : g.grads) EXPECT_TRUE(names.count(name)) << name << " missing";
 }
 
-class ExpertdTrainTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(ExpertdTrainTest, MatchesTheReference) {
-  const std::string arch = GetParam();
-  auto golden = LoadTrainGolden(arch);
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  const std::string grads = TmpDir() + "/" + arch + "_grads.safetensors";
-  Output o =
-      RunTrain("--model=" + FixtureDir(arch) + " --batch=" + WriteBatch(*golden, arch) +
-               " --steps=" + std::to_string(golden->steps.size()) +
-               " --lr=1e-3 --weight_decay=0.01 --clip_norm=1.0 --threads=2 --grads_out=" + grads);
-  ASSERT_EQ(o.status, 0) << o.err;
-  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << o.out;
-  ASSERT_EQ(j.size(), 2u) << "exactly steps and loss_after_final_step: " << o.out;
+// The JSON's steps and final loss, and the --grads_out file, against the reference.
+void ExpectMatchesGolden(const TrainGolden& golden, const nlohmann::json& j,
+                         const std::string& grads) {
   const nlohmann::json& steps = j.at("steps");
-  ASSERT_EQ(steps.size(), golden->steps.size());
+  ASSERT_EQ(steps.size(), golden.steps.size());
   for (size_t s = 0; s < steps.size(); ++s) {
-    const GoldenStep& ref = golden->steps[s];
+    const GoldenStep& ref = golden.steps[s];
     ASSERT_EQ(steps[s].size(), 4u) << steps[s];
     EXPECT_NEAR(steps[s].at("loss_total").get<double>(), ref.loss.total, kLossAbsTol) << s;
     EXPECT_NEAR(steps[s].at("ce_loss").get<double>(), ref.loss.ce, kLossAbsTol) << s;
@@ -112,9 +101,30 @@ TEST_P(ExpertdTrainTest, MatchesTheReference) {
         kGradNormRelTol)
         << s;
   }
-  EXPECT_NEAR(j.at("loss_after_final_step").get<double>(), golden->loss_after_final_step.total,
+  EXPECT_NEAR(j.at("loss_after_final_step").get<double>(), golden.loss_after_final_step.total,
               kLossAbsTol);
-  CheckGradsFile(*golden, grads);
+  CheckGradsFile(golden, grads);
+}
+
+std::string GoldenArgs(const std::string& arch, const TrainGolden& g, const std::string& grads) {
+  return "--model=" + FixtureDir(arch) + " --batch=" + WriteBatch(g, arch) +
+         " --steps=" + std::to_string(g.steps.size()) +
+         " --lr=1e-3 --weight_decay=0.01 --clip_norm=1.0 --threads=2 --grads_out=" + grads;
+}
+
+class ExpertdTrainTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExpertdTrainTest, MatchesTheReference) {
+  const std::string arch = GetParam();
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::string grads = TmpDir() + "/" + arch + "_grads.safetensors";
+  Output o = RunTrain(GoldenArgs(arch, *golden, grads));
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ASSERT_EQ(j.size(), 2u) << "exactly steps and loss_after_final_step: " << o.out;
+  ExpectMatchesGolden(*golden, j, grads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainTest, ::testing::ValuesIn(TrainFixtures()));
@@ -235,6 +245,139 @@ TEST(ExpertdTrainErrorsTest, ClearErrors) {
   o = RunTrain("--model=" + TmpDir() + "/no_model --batch=" + ok_batch);
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("no_model"), std::string::npos) << o.err;
+}
+
+
+// What a fixture's parameters hold while training (fp32 weight, gradient and
+// two AdamW moments: 16 bytes an element): the routed experts' of the largest
+// layer, and everything that is not a routed expert.
+struct FixtureBytes {
+  int64_t layer_experts = 0, non_expert = 0, all = 0;
+};
+
+FixtureBytes MeasureFixture(const std::string& arch) {
+  FixtureBytes b;
+  auto file = models::SafetensorsFile::Open(FixtureDir(arch) + "/model.safetensors");
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return b;
+  std::map<std::string, int64_t> per_layer;
+  for (const models::SafetensorsEntry& e : (*file)->tensors()) {
+    const int64_t bytes = e.numel() * 16;
+    b.all += bytes;
+    if (e.name.find(".experts.") == std::string::npos) {
+      b.non_expert += bytes;
+      continue;
+    }
+    const size_t layer = e.name.find("layers.");  // model.layers.L.<block>.experts...
+    per_layer[e.name.substr(0, e.name.find('.', layer + 7))] += bytes;
+  }
+  for (const auto& [layer, bytes] : per_layer) b.layer_experts = std::max(b.layer_experts, bytes);
+  return b;
+}
+
+struct ScheduleCase {
+  std::string arch;
+  bool offload;
+  int chunks, micro_batches;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<ScheduleCase>& info) {
+  const ScheduleCase& c = info.param;
+  return c.arch + (c.offload ? "_offload" : "_resident") + "_chunks" +
+         std::to_string(c.chunks) + "_mb" + std::to_string(c.micro_batches);
+}
+
+// Every combination of the flags on one fixture, two on each of the others.
+std::vector<ScheduleCase> ScheduleCases() {
+  std::vector<ScheduleCase> cases;
+  for (bool offload : {false, true}) {
+    for (int chunks : {1, 2, 0}) {
+      for (int mb : {1, 2, 0}) cases.push_back({"qwen3_moe", offload, chunks, mb});
+    }
+  }
+  for (const std::string& arch : TrainFixtures()) {
+    if (arch == "qwen3_moe") continue;
+    cases.push_back({arch, true, 0, 2});
+    cases.push_back({arch, true, 2, 0});
+  }
+  return cases;
+}
+
+// The memory schedules compute the same function: the reference holds
+// through expertd-train with each combination of --offload_experts,
+// --moe_chunks and --micro_batches. With offload the device leaves the
+// experts 3/4 of what one layer's experts need with their gradients and
+// AdamW state; resident, it holds everything.
+class ExpertdTrainScheduleTest : public ::testing::TestWithParam<ScheduleCase> {};
+
+TEST_P(ExpertdTrainScheduleTest, MatchesTheReference) {
+  const ScheduleCase& c = GetParam();
+  auto golden = LoadTrainGolden(c.arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(c.arch);
+  ASSERT_GT(bytes.layer_experts, 0);
+  const int64_t device = c.offload ? bytes.non_expert + bytes.layer_experts * 3 / 4
+                                   : bytes.all + (2 << 20);
+  const std::string grads = TmpDir() + "/" + CaseName({c, 0}) + "_grads.safetensors";
+  Output o = RunTrain(GoldenArgs(c.arch, *golden, grads) +
+                      (c.offload ? " --offload_experts" : "") +
+                      " --moe_chunks=" + std::to_string(c.chunks) +
+                      " --micro_batches=" + std::to_string(c.micro_batches) +
+                      " --device_memory_bytes=" + std::to_string(device));
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ExpectMatchesGolden(*golden, j, grads);
+  const nlohmann::json& report = j.at("schedule").back();
+  EXPECT_EQ(report.at("expert_placement"), c.offload ? "host" : "resident") << report;
+  EXPECT_LE(report.at("peak_device_bytes").get<int64_t>(), device) << report;
+  EXPECT_EQ(report.at("uploaded_bytes").get<int64_t>() > 0, c.offload) << report;
+  if (c.chunks > 1 || c.micro_batches > 1) {
+    EXPECT_GT(report.at("recomputed_flops").get<int64_t>(), 0) << report;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, ExpertdTrainScheduleTest, ::testing::ValuesIn(ScheduleCases()),
+                         CaseName);
+
+// Expert offload alone keeps the summation order: bitwise the weights of plain
+// training. Plain training on the same small device fails, naming what did not
+// fit; the trace shows uploads, expert compute and per-parameter AdamW steps.
+TEST(ExpertdTrainScheduleTest, OffloadIsBitwisePlainAndPlainDoesNotFit) {
+  const std::string arch = "mixtral";
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(arch);
+  const std::string device =
+      std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4);
+  const std::string plain_w = TmpDir() + "/plain_w.safetensors",
+                    off_w = TmpDir() + "/off_w.safetensors", trace = TmpDir() + "/trace.json";
+  const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
+                           WriteBatch(*golden, "bitwise") + " --steps=3 --threads=2";
+  Output plain = RunTrain(args + " --weights_out=" + plain_w);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  Output off = RunTrain(args + " --offload_experts --device_memory_bytes=" + device +
+                        " --trace_out=" + trace + " --weights_out=" + off_w);
+  ASSERT_EQ(off.status, 0) << off.err;
+  std::ifstream a(plain_w, std::ios::binary), b(off_w, std::ios::binary);
+  const std::string wa((std::istreambuf_iterator<char>(a)), {}),
+      wb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(wa.empty());
+  EXPECT_TRUE(wa == wb) << "offloaded training changed the weights' bits";
+
+  Output small = RunTrain(args + " --device_memory_bytes=" + device);
+  EXPECT_EQ(small.status, 1);
+  EXPECT_NE(small.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << small.err;
+  EXPECT_NE(small.err.find("--offload_experts"), std::string::npos) << small.err;
+
+  std::ifstream t(trace);
+  const nlohmann::json tj = nlohmann::json::parse(t, nullptr, false);
+  ASSERT_FALSE(tj.is_discarded());
+  std::set<int> lanes;
+  for (const nlohmann::json& e : tj.at("traceEvents")) {
+    if (e.at("ph") == "X") lanes.insert(e.at("tid").get<int>());
+  }
+  EXPECT_EQ(lanes, (std::set<int>{1, 2, 5})) << "compute, upload and optimizer lanes";
 }
 
 }  // namespace

@@ -174,10 +174,13 @@ class PythonClientTest(unittest.TestCase):
         self.assertTrue({"expertd.v1.InferenceService", "expertd.v1.AdminService", "grpc.health.v1.Health",
                          "grpc.reflection.v1alpha.ServerReflection"} <= names, names)
 
-    def test_port_file_names_grpc_and_metrics_ports(self):
+    def test_port_file_names_grpc_admin_and_metrics_ports(self):
         self.assertEqual(self.daemon.metrics_port_from_file, self.daemon.metrics_port)
         with open(self.daemon.port_file) as f:
-            self.assertEqual(set(json.load(f)), {"grpc_port", "metrics_port"})
+            ports = json.load(f)
+        self.assertEqual(set(ports), {"grpc_port", "admin_port", "metrics_port"})
+        # Without --admin_listen, AdminService shares the gRPC port.
+        self.assertEqual(ports["admin_port"], ports["grpc_port"])
 
     def test_reflection_describes_every_listed_service(self):
         """grpcurl describe: every listed service, its file and all dependencies."""

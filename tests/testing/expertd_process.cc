@@ -31,6 +31,8 @@ absl::Status ExpertdProcess::Start(const std::string& model_dir,
         absl::StrCat("expertd never wrote its port; output:\n", Output()));
   }
   metrics_port_ = WaitForPortFile(port_file, absl::Seconds(1), "metrics_port");
+  admin_port_ = WaitForPortFile(port_file, absl::Seconds(1), "admin_port");
+  http_port_ = WaitForPortFile(port_file, absl::Seconds(1), "http_port");
   return absl::OkStatus();
 }
 

@@ -29,6 +29,10 @@ class ExpertdProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // The metrics port from the --port_file; 0 without --metrics_listen.
   int MetricsPort() const { return metrics_port_; }
+  // The port serving AdminService (port() without --admin_listen).
+  int AdminPort() const { return admin_port_; }
+  // The OpenAI HTTP API port; 0 without --http_listen.
+  int HttpPort() const { return http_port_; }
   // JSON log lines whose "msg" equals `msg`, as raw text.
   std::vector<std::string> LogLines(const std::string& msg) const;
 
@@ -46,6 +50,8 @@ class ExpertdProcess {
   Subprocess process_;
   int port_ = 0;
   int metrics_port_ = 0;
+  int admin_port_ = 0;
+  int http_port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
 };
 

@@ -52,6 +52,50 @@ bool DTypeFromCode(uint32_t code, models::DType* d) {
   return true;
 }
 
+bool AddOverflows(uint64_t a, uint64_t b, uint64_t* sum) {
+  return __builtin_add_overflow(a, b, sum);
+}
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* product) {
+  return __builtin_mul_overflow(a, b, product);
+}
+
+// A decoded tensor record's sizes are those its shape and storage imply, and
+// its values (and scales) lie inside the expert's bytes. Every product and sum
+// is of values read from disk, so each is checked for wrap-around.
+bool TensorFits(const PackTensorLayout& t, uint64_t expert_bytes) {
+  uint64_t elements, nbytes, end;
+  if (t.rows <= 0 || t.cols <= 0 ||
+      MulOverflows(static_cast<uint64_t>(t.rows), static_cast<uint64_t>(t.cols), &elements)) {
+    return false;
+  }
+  if (t.format == WeightFormat::kDense) {
+    // No scales: their fields stay zero (so nothing in the record points
+    // outside the expert).
+    if (t.scales_offset != 0 || t.scales_nbytes != 0 || t.group_size != 0 ||
+        MulOverflows(elements, models::DTypeSize(t.dtype), &nbytes)) {
+      return false;
+    }
+  } else {
+    // Quantized: rows * ceil(cols * bits / 8), one scale per block.
+    if (t.group_size <= 0 || t.cols % t.group_size != 0 || t.block_rows <= 0 ||
+        t.cols > (int64_t{1} << 40) || t.rows > (int64_t{1} << 40)) {
+      return false;
+    }
+    nbytes = QuantValueBytes(t.format, t.rows, t.cols);
+    const uint64_t scale_blocks =
+        static_cast<uint64_t>((t.rows + t.block_rows - 1) / t.block_rows) *
+        static_cast<uint64_t>(t.cols / t.group_size);
+    uint64_t scales, scales_end;
+    if (MulOverflows(scale_blocks, ScaleDTypeSize(t.scale_dtype), &scales) ||
+        scales != t.scales_nbytes || ScaleDTypeSize(t.scale_dtype) == 0 ||
+        AddOverflows(t.scales_offset, t.scales_nbytes, &scales_end) ||
+        scales_end > expert_bytes) {
+      return false;
+    }
+  }
+  return nbytes == t.nbytes && !AddOverflows(t.offset, t.nbytes, &end) && end <= expert_bytes;
+}
+
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("expert pack header: ", what));
 }
@@ -314,16 +358,27 @@ absl::StatusOr<PackHeader> DecodePackHeader(const uint8_t* p, uint64_t size) {
   PackTensorLayout* tensors[] = {&h.layout.gate, &h.layout.up, &h.layout.down};
   for (int i = 0; i < 3; ++i) {
     RETURN_IF_ERROR(DecodeTensor(p + kOffTensors + i * kTensorBytes, tensors[i]));
-    if (TensorEnd(*tensors[i]) > h.layout.expert_bytes) return Corrupt("tensor past the expert");
   }
   const uint64_t entries = Get<uint32_t>(p, kOffNumEntries);
-  if (Get<uint32_t>(p, kOffAlignment) != kPackAlignment || h.layout.num_experts <= 0 ||
-      entries % h.layout.num_experts != 0 || h.index_bytes != entries * kPackIndexEntryBytes ||
-      h.layout.slot_bytes % kPackAlignment != 0 || h.data_offset % kPackAlignment != 0 ||
-      h.layout.slot_bytes < h.layout.expert_bytes || h.index_offset < kPackHeaderBytes ||
-      h.data_offset < h.index_offset + h.index_bytes ||
-      h.file_bytes != h.data_offset + entries * h.layout.slot_bytes) {
+  if (Get<uint32_t>(p, kOffAlignment) != kPackAlignment || h.layout.num_layers <= 0 ||
+      h.layout.num_experts <= 0 || entries % h.layout.num_experts != 0 ||
+      h.index_bytes != entries * kPackIndexEntryBytes || h.layout.slot_bytes % kPackAlignment != 0 ||
+      h.data_offset % kPackAlignment != 0 || h.layout.slot_bytes < h.layout.expert_bytes ||
+      h.index_offset < kPackHeaderBytes) {
     return Corrupt("inconsistent sizes");
+  }
+  // Every sum and product below is of values read from disk: each is checked
+  // for wrap-around before it is compared (a wrapped sum would pass).
+  uint64_t index_end, data_bytes, file_end;
+  if (AddOverflows(h.index_offset, h.index_bytes, &index_end) || h.data_offset < index_end ||
+      MulOverflows(entries, h.layout.slot_bytes, &data_bytes) ||
+      AddOverflows(h.data_offset, data_bytes, &file_end) || h.file_bytes != file_end) {
+    return Corrupt("inconsistent sizes");
+  }
+  for (const PackTensorLayout* t : tensors) {
+    if (!TensorFits(*t, h.layout.expert_bytes)) {
+      return Corrupt("expert tensor outside the expert's bytes");
+    }
   }
   return h;
 }

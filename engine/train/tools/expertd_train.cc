@@ -20,8 +20,12 @@
 // train on fp32 master copies, rounded back after every step). --weights_out
 // writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
 // fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
-// PEFT layout (adapter_config.json + adapter_model.safetensors). Errors go to stderr with exit
-// status 1 (2: bad usage).
+// PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
+// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes; docs/training.md)
+// compute the same function; with any of them the JSON gains "schedule": one object per step
+// (placement, peak device bytes, uploads, recompute, chosen chunks and micro-batches). A step that
+// does not fit the device fails with the ResourceExhausted message naming what did not fit.
+// Errors go to stderr with exit status 1 (2: bad usage).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -44,6 +48,10 @@ struct Options {
   std::string model, batch, grads_out, weights_out, weights;
   std::string scope = "full", schedule = "constant", lora_out, eval_batch, pregate_out;
   int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0;
+  // Memory schedules (train_schedule.h).
+  bool offload_experts = false;
+  int64_t moe_chunks = 1, micro_batches = 1, device_memory_bytes = 0, host_memory_bytes = 0;
+  std::string ssd_dir, trace_out;
   double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
 
@@ -85,6 +93,18 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
   t.threads = static_cast<int>(o.threads);
   t.warmup_steps = o.warmup_steps;
   t.total_steps = o.steps;
+  t.memory_schedule.offload_experts = o.offload_experts;
+  t.memory_schedule.moe_chunks = static_cast<int>(o.moe_chunks);
+  t.memory_schedule.micro_batches = static_cast<int>(o.micro_batches);
+  t.memory_schedule.device_memory_bytes = o.device_memory_bytes;
+  t.memory_schedule.host_memory_bytes = o.host_memory_bytes;
+  t.memory_schedule.ssd_dir = o.ssd_dir;
+  t.memory_schedule.trace_out = o.trace_out;
+  if (!o.ssd_dir.empty() || o.host_memory_bytes > 0) {
+    if (!o.offload_experts) {
+      return absl::InvalidArgumentError("--host_memory_bytes and --ssd_dir need --offload_experts");
+    }
+  }
   if (o.scope == "full") {
     t.scope = train::TrainScope::kFull;
   } else if (o.scope == "experts") {
@@ -123,6 +143,23 @@ std::vector<std::pair<models::TensorSpec, std::vector<float>>> SnapshotGrads(
     out.push_back({models::TensorSpec{p.name, models::DType::kF32, p.shape}, p.grad});
   }
   return out;
+}
+
+nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
+  return {{"expert_placement", r.expert_placement},
+          {"placement_reason", r.placement_reason},
+          {"device_memory_bytes", r.device_memory_bytes},
+          {"peak_device_bytes", r.peak_device_bytes},
+          {"static_device_bytes", r.static_device_bytes},
+          {"uploaded_bytes", r.uploaded_bytes},
+          {"upload_seconds", r.upload_seconds},
+          {"step_seconds", r.step_seconds},
+          {"recomputed_flops", r.recomputed_flops},
+          {"offloaded_activation_bytes", r.offloaded_activation_bytes},
+          {"moe_chunks", r.moe_chunks},
+          {"micro_batches", r.micro_batches},
+          {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes},
+          {"measured_peak_activation_bytes", r.measured_peak_activation_bytes}};
 }
 
 nlohmann::json QualityJson(const train::PredictionQuality& q) {
@@ -178,6 +215,7 @@ absl::Status Run(const Options& o) {
   train::Trainer trainer(model.get(), topts);
   std::vector<std::pair<models::TensorSpec, std::vector<float>>> grads;
   nlohmann::json steps = nlohmann::json::array();
+  nlohmann::json schedule = nlohmann::json::array();
   for (int64_t s = 0; s < o.steps; ++s) {
     auto observe = [&](const train::TrainModel& m) {
       if (s == 0 && !o.grads_out.empty()) grads = SnapshotGrads(m);
@@ -187,7 +225,9 @@ absl::Status Run(const Options& o) {
                      {"ce_loss", r.loss.ce},
                      {"aux_loss", r.loss.aux},
                      {"grad_norm_before_clip", r.grad_norm_before_clip}});
+    if (topts.memory_schedule.active()) schedule.push_back(ScheduleJson(r.memory_schedule));
   }
+  RETURN_IF_ERROR(trainer.WriteTrace());
   if (!o.grads_out.empty()) {
     std::vector<models::TensorToWrite> tensors;
     for (const auto& [spec, values] : grads) tensors.push_back({spec, values.data()});
@@ -205,6 +245,7 @@ absl::Status Run(const Options& o) {
   }
   ASSIGN_OR_RETURN(train::LossBreakdown final_loss, trainer.Evaluate(batch));
   nlohmann::json out = {{"steps", steps}, {"loss_after_final_step", final_loss.total}};
+  if (topts.memory_schedule.active()) out["schedule"] = schedule;
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
@@ -236,6 +277,20 @@ int main(int argc, char** argv) {
                "write the model with its trained pre-gates here (--scope=pregate)");
   flags.Int("threads", &o.threads, 1, 1024, "CPU threads");
   flags.String("scope", &o.scope, "full | experts");
+  flags.Bool("offload_experts", &o.offload_experts,
+             "ES-MoE: experts, their gradients and AdamW state in the host tier when the device "
+             "does not hold them (adaptive)");
+  flags.Int("moe_chunks", &o.moe_chunks, 0, 8,
+            "MemFine: split each expert's tokens in K chunks, recomputed in backward (0 = auto)");
+  flags.Int("micro_batches", &o.micro_batches, 0, 8,
+            "MPMoE: pipeline each expert's tokens in N micro-batches (0 = auto, 1 = off)");
+  flags.Int("device_memory_bytes", &o.device_memory_bytes, 0, 1ll << 50,
+            "the device's memory; 0 = unlimited");
+  flags.Int("host_memory_bytes", &o.host_memory_bytes, 0, 1ll << 50,
+            "host tier budget for offloaded experts; 0 = unlimited");
+  flags.String("ssd_dir", &o.ssd_dir, "directory of the SSD tier (past --host_memory_bytes)");
+  flags.String("trace_out", &o.trace_out,
+               "write a Chrome trace JSON of uploads, expert compute and optimizer steps");
   flags.String("schedule", &o.schedule, "constant | linear | cosine (after warmup)");
   flags.Int("warmup_steps", &o.warmup_steps, 0, 1 << 30, "linear warmup steps");
   absl::Status parsed = flags.Parse(argc, argv, nullptr);

@@ -1,0 +1,476 @@
+#include "engine/train/scheduled_feed_forward.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/train/expert_uploader.h"
+
+namespace expertd::train {
+
+namespace {
+
+constexpr int64_t kF = sizeof(float);
+
+template <typename T>
+int64_t Capacity(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+int64_t ActsCapacity(const MlpActivations& a) {
+  return Capacity(a.gate) + Capacity(a.up) + Capacity(a.act) + Capacity(a.out);
+}
+
+// Sizes a reused slice buffer and its activations once, for `rows` rows.
+void ReserveRows(int64_t rows, const MoeShape& s, std::vector<float>* in, MlpActivations* a) {
+  in->reserve(rows * s.hidden);
+  a->gate.reserve(rows * s.ffn);
+  a->up.reserve(rows * s.ffn);
+  a->act.reserve(rows * s.ffn);
+  a->out.reserve(rows * s.hidden);
+}
+
+std::string LayerName(const FeedForwardParams& p) {
+  const std::string& n = p.moe ? p.router->name : p.dense.gate->name;
+  const size_t layers = n.find("layers.");  // model.layers.L.<block>...
+  const size_t cut = layers == std::string::npos ? layers : n.find('.', layers + 7);
+  return cut == std::string::npos ? n : n.substr(0, cut);
+}
+
+// Runs stage[0..2](t) for t in [0, count): inline, or on three threads where
+// stage k of item t waits for stage k-1 of t and for stage k+1 of t-2 (each
+// stage boundary has two buffers, reused for items t and t+2).
+absl::Status RunThreeStages(size_t count, bool threaded,
+                            const std::array<std::function<absl::Status(size_t)>, 3>& stage) {
+  if (!threaded) {
+    for (size_t t = 0; t < count; ++t) {
+      for (const auto& fn : stage) RETURN_IF_ERROR(fn(t));
+    }
+    return absl::OkStatus();
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::array<size_t, 3> done = {0, 0, 0};
+  absl::Status error;
+  auto worker = [&](int k) {
+    for (size_t t = 0; t < count; ++t) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] {
+          return !error.ok() ||
+                 ((k == 0 || done[k - 1] > t) && (k == 2 || done[k + 1] + 2 > t));
+        });
+        if (!error.ok()) return;
+      }
+      absl::Status st = stage[k](t);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!st.ok() && error.ok()) error = st;
+        if (st.ok()) done[k] = t + 1;
+      }
+      cv.notify_all();
+      if (!st.ok()) return;
+    }
+  };
+  std::thread dispatch(worker, 0), combine(worker, 2);
+  worker(1);
+  dispatch.join();
+  combine.join();
+  return error;
+}
+
+// Walks one layer's experts in use order: Get(expert) returns its weights,
+// from the host tier through an uploader when offloaded, else in place.
+class ExpertFeed {
+ public:
+  ExpertFeed(const FeedForwardParams& p, const std::vector<int>& order, bool offload,
+             bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace)
+      : p_(p), order_(order) {
+    if (offload) {
+      uploader_ = std::make_unique<ExpertUploader>(p, order, with_grads, 2, device, trace);
+    }
+  }
+  ~ExpertFeed() { Finish(); }
+
+  absl::StatusOr<MlpParams> Get(int expert) {
+    if (uploader_ == nullptr) return p_.experts[expert];
+    if (current_ == expert) return slot_->params();
+    Finish();  // frees the slot before asking for the next (see ExpertUploader)
+    ASSIGN_OR_RETURN(slot_, uploader_->Get(next_));
+    current_ = expert;
+    return slot_->params();
+  }
+  void Finish() {
+    if (uploader_ == nullptr || current_ < 0) return;
+    uploader_->Done(next_++);
+    current_ = -1;
+  }
+  int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }
+  double upload_seconds() const { return uploader_ ? uploader_->upload_seconds() : 0; }
+
+ private:
+  const FeedForwardParams& p_;
+  const std::vector<int> order_;
+  std::unique_ptr<ExpertUploader> uploader_;
+  DeviceExpert* slot_ = nullptr;
+  int current_ = -1;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+void ScheduledFeedForwardExecutor::LiveBytes::Add(int64_t b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ += b;
+  peak_ = std::max(peak_, now_);
+}
+
+ScheduledFeedForwardExecutor::ScheduledFeedForwardExecutor(const TrainSchedule& schedule,
+                                                           DeviceMemoryTracker* device,
+                                                           TraceRecorder* trace)
+    : schedule_(schedule), device_(device), trace_(trace) {}
+
+int ScheduledFeedForwardExecutor::LayerOrdinal(const FeedForwardParams& p) {
+  auto it = ordinals_.find(&p);
+  if (it != ordinals_.end()) return it->second;
+  const int next = static_cast<int>(ordinals_.size());
+  ordinals_[&p] = next;
+  return next;
+}
+
+int ScheduledFeedForwardExecutor::ChooseMicroBatches(const MoeShape& s, int64_t max_rows) {
+  (void)s;
+  int bucket = 0;
+  while ((int64_t{1} << (bucket + 1)) <= max_rows) ++bucket;
+  const std::map<int, double>& seen = profile_[bucket];
+  for (int n : {2, 4, 8}) {
+    if (!seen.count(n)) return n;  // still profiling this range
+  }
+  int best = 2;
+  for (const auto& [n, seconds] : seen) {
+    if (seconds < seen.at(best)) best = n;
+  }
+  return best;
+}
+
+absl::Status ScheduledFeedForwardExecutor::DenseForward(const FeedForwardParams& p, const float* x,
+                                                        int64_t n, int64_t hidden,
+                                                        FeedForwardActivations* a, float* y,
+                                                        ThreadPool* pool) {
+  a->held.clear();
+  DeviceReservation r;
+  RETURN_IF_ERROR(r.Acquire(device_, n * (3 * p.dense.width() + hidden) * kF,
+                            "the dense MLP activations of " + LayerName(p)));
+  a->held.push_back(std::move(r));
+  MlpForward(p.dense, x, n, hidden, &a->dense, pool);
+  std::memcpy(y, a->dense.out.data(), n * hidden * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, const float* x,
+                                                   int64_t n, int64_t hidden,
+                                                   FeedForwardActivations* a, float* y,
+                                                   ThreadPool* pool) {
+  if (!p.moe) return DenseForward(p, x, n, hidden, a, y, pool);
+  const int ordinal = LayerOrdinal(p);
+  const MoeShape s{n, hidden, p.experts[0].width(), static_cast<int64_t>(p.experts.size()),
+                   p.top_k};
+  a->held.clear();
+  MoeRoute(p, x, n, hidden, a, pool);
+  std::vector<int64_t> rows(s.experts);
+  int64_t max_rows = 0;
+  for (int64_t e = 0; e < s.experts; ++e) {
+    rows[e] = static_cast<int64_t>(a->expert_rows[e].size());
+    max_rows = std::max(max_rows, rows[e]);
+  }
+  const int mb = schedule_.micro_batches == 0 ? ChooseMicroBatches(s, max_rows)
+                                              : std::max(1, schedule_.micro_batches);
+  int chunks = std::max(1, schedule_.moe_chunks);
+  if (schedule_.moe_chunks == 0) {
+    int64_t slots = 0;  // room one expert upload needs beside the activations
+    if (offload_) {
+      for (const MlpParams& e : p.experts) slots = std::max(slots, ExpertSlotBytes(e, true));
+    }
+    ASSIGN_OR_RETURN(chunks, ChooseMoeChunks(s, rows, mb, device_->available() - slots));
+  }
+  const int slices = chunks * mb;
+  const bool save = slices == 1;
+  a->expert_slices = slices;
+  const std::string layer = LayerName(p);
+  DeviceReservation routing, working;
+  RETURN_IF_ERROR(routing.Acquire(device_, RoutingBytes(s), "the routing state of " + layer));
+  a->held.push_back(std::move(routing));
+  if (save) {
+    int64_t saved = 0;
+    for (int64_t r : rows) saved += ExpertForwardBytes(s, r);
+    RETURN_IF_ERROR(working.Acquire(
+        device_, saved,
+        absl::StrCat("the expert activations saved for backward of ", layer,
+                     " (--moe_chunks splits them)")));
+    a->held.push_back(std::move(working));
+  } else {
+    const int64_t r = MaxSliceRows(rows, slices);
+    RETURN_IF_ERROR(working.Acquire(device_, (mb > 1 ? 2 : 1) * ExpertForwardBytes(s, r),
+                                    absl::StrCat("the expert buffers of ", layer, " in ", slices,
+                                                 " slices")));
+  }
+  std::vector<Task> tasks;
+  for (int e = 0; e < s.experts; ++e) {
+    for (int j = 0; j < slices; ++j) {
+      const int64_t b = SliceBegin(rows[e], slices, j), end = SliceBegin(rows[e], slices, j + 1);
+      if (end > b) tasks.push_back({e, b, end});
+    }
+  }
+  a->expert_inputs.assign(s.experts, {});
+  a->expert_acts.assign(s.experts, {});
+  std::fill(y, y + n * hidden, 0.0f);
+  LiveBytes live;
+  live.Add(Capacity(a->probs) + Capacity(a->topk_ids) + Capacity(a->topk_weight) + 2 * n * s.top_k *
+                                                                                      4);
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(ExpertsForward(p, s, tasks, save, mb, x, a, y, &live, pool));
+  if (schedule_.micro_batches == 0) {
+    int bucket = 0;
+    while ((int64_t{1} << (bucket + 1)) <= max_rows) ++bucket;
+    profile_[bucket].emplace(
+        mb, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  working.Reset();
+  if (p.shared.gate != nullptr) {
+    DeviceReservation shared;
+    RETURN_IF_ERROR(shared.Acquire(device_, n * (3 * p.shared.width() + hidden + 1) * kF,
+                                   "the shared expert activations of " + layer));
+    a->held.push_back(std::move(shared));
+    MoeSharedForward(p, x, n, hidden, a, y, pool);
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.chunks[ordinal] = chunks;
+  stats_.micro_batches[ordinal] = mb;
+  stats_.predicted_peak = std::max(stats_.predicted_peak, PredictMoePeakBytes(s, rows, slices));
+  forward_peak_[ordinal] = live.peak();
+  return absl::OkStatus();
+}
+
+absl::Status ScheduledFeedForwardExecutor::ExpertsForward(
+    const FeedForwardParams& p, const MoeShape& s, const std::vector<Task>& tasks, bool save,
+    int micro_batches, const float* x, FeedForwardActivations* a, float* y, LiveBytes* live,
+    ThreadPool* pool) {
+  const int64_t h = s.hidden, k = s.top_k;
+  std::vector<int> order;
+  for (const Task& t : tasks) {
+    if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
+  }
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/false, device_, trace_);
+  // One reused buffer per stage boundary, two when the stages overlap; sized
+  // once for the largest slice.
+  const bool threaded = !save && micro_batches > 1;
+  const size_t buffers = threaded ? 2 : 1;
+  std::array<std::vector<float>, 2> in;
+  std::array<MlpActivations, 2> acts;
+  if (!save) {
+    int64_t r = 0;
+    for (const Task& t : tasks) r = std::max(r, t.end - t.begin);
+    for (size_t i = 0; i < buffers; ++i) ReserveRows(r, s, &in[i], &acts[i]);
+  }
+  auto input_of = [&](size_t t) -> std::vector<float>& {
+    return save ? a->expert_inputs[tasks[t].expert] : in[t % buffers];
+  };
+  auto acts_of = [&](size_t t) -> MlpActivations& {
+    return save ? a->expert_acts[tasks[t].expert] : acts[t % buffers];
+  };
+  const std::array<std::function<absl::Status(size_t)>, 3> stages = {
+      [&](size_t t) {  // dispatch: gather the task's rows
+        TraceRecorder::Span span(micro_batches > 1 ? trace_ : nullptr, "gather",
+                                 TraceRecorder::kDispatch);
+        const Task& task = tasks[t];
+        const std::vector<int32_t>& rows = a->expert_rows[task.expert];
+        std::vector<float>& xe = input_of(t);
+        xe.resize((task.end - task.begin) * h);
+        for (int64_t i = task.begin; i < task.end; ++i) {
+          std::memcpy(&xe[(i - task.begin) * h], x + rows[i] * h, h * sizeof(float));
+        }
+        return absl::OkStatus();
+      },
+      [&](size_t t) -> absl::Status {  // compute
+        const Task& task = tasks[t];
+        ASSIGN_OR_RETURN(MlpParams w, feed.Get(task.expert));
+        TraceRecorder::Span span(trace_, absl::StrCat("forward expert ", task.expert),
+                                 TraceRecorder::kCompute);
+        MlpForward(w, input_of(t).data(), task.end - task.begin, h, &acts_of(t), pool);
+        if (save) live->Add(Capacity(input_of(t)) + ActsCapacity(acts_of(t)));
+        return absl::OkStatus();
+      },
+      [&](size_t t) {  // combine: y += weight * out, experts in index order per token
+        TraceRecorder::Span span(micro_batches > 1 ? trace_ : nullptr, "combine",
+                                 TraceRecorder::kCombine);
+        const Task& task = tasks[t];
+        const std::vector<int32_t>& rows = a->expert_rows[task.expert];
+        const std::vector<float>& out = acts_of(t).out;
+        for (int64_t i = task.begin; i < task.end; ++i) {
+          const float w = a->topk_weight[rows[i] * k + a->expert_slots[task.expert][i]];
+          float* yr = y + rows[i] * h;
+          const float* o = &out[(i - task.begin) * h];
+          for (int64_t c = 0; c < h; ++c) yr[c] += o[c] * w;
+        }
+        return absl::OkStatus();
+      }};
+  RETURN_IF_ERROR(RunThreeStages(tasks.size(), threaded, stages));
+  if (!save) {
+    live->Add(Capacity(in[0]) + Capacity(in[1]) + ActsCapacity(acts[0]) + ActsCapacity(acts[1]));
+  }
+  feed.Finish();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.uploaded_bytes += feed.uploaded_bytes();
+  stats_.upload_seconds += feed.upload_seconds();
+  return absl::OkStatus();
+}
+
+absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, const float* x,
+                                                    const FeedForwardActivations& a,
+                                                    const float* dy,
+                                                    const std::vector<float>& aux_dprob, int64_t n,
+                                                    int64_t hidden, float* dx, ThreadPool* pool) {
+  if (!p.moe) {
+    DeviceReservation working;
+    RETURN_IF_ERROR(working.Acquire(device_, 3 * n * p.dense.width() * kF,
+                                    "the dense MLP gradients of " + LayerName(p)));
+    MlpBackward(p.dense, x, a.dense, dy, hidden, dx, pool);
+    a.held.clear();
+    return absl::OkStatus();
+  }
+  const int ordinal = LayerOrdinal(p);
+  const MoeShape s{n, hidden, p.experts[0].width(), static_cast<int64_t>(p.experts.size()),
+                   p.top_k};
+  const int slices = a.expert_slices;
+  std::vector<int64_t> rows(s.experts);
+  for (int64_t e = 0; e < s.experts; ++e) rows[e] = a.expert_rows[e].size();
+  const int64_t r = MaxSliceRows(rows, slices);
+  const bool save = slices == 1;
+  DeviceReservation working;
+  RETURN_IF_ERROR(working.Acquire(
+      device_,
+      RouterBackwardBytes(s) + ExpertBackwardBytes(s, r) + (save ? 0 : ExpertForwardBytes(s, r)) +
+          (p.shared.gate != nullptr ? n * (3 * p.shared.width() + hidden) * kF : 0),
+      "the MoE backward buffers of " + LayerName(p)));
+  std::vector<Task> tasks;
+  for (int e = 0; e < s.experts; ++e) {
+    for (int j = 0; j < slices; ++j) {
+      const int64_t b = SliceBegin(rows[e], slices, j), end = SliceBegin(rows[e], slices, j + 1);
+      if (end > b) tasks.push_back({e, b, end});
+    }
+  }
+  LiveBytes live;
+  int64_t held = Capacity(a.probs) + Capacity(a.topk_ids) + Capacity(a.topk_weight) +
+                 2 * n * s.top_k * 4;
+  for (int64_t e = 0; e < s.experts; ++e) {
+    held += Capacity(a.expert_inputs[e]) + ActsCapacity(a.expert_acts[e]);
+  }
+  live.Add(held);
+  std::vector<float> dweight(n * s.top_k, 0.0f);
+  live.Add(RouterBackwardBytes(s));
+  RETURN_IF_ERROR(ExpertsBackward(p, s, tasks, x, a, dy, &dweight, dx, &live, pool));
+  for (int64_t e = 0; e < s.experts; ++e) {
+    if (rows[e] == 0) TouchUnusedExpertGrads(p, e);
+  }
+  MoeRouterAndSharedBackward(p, x, a, dy, dweight, aux_dprob, n, hidden, dx, pool);
+  a.held.clear();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.measured_peak =
+      std::max({stats_.measured_peak, live.peak(), forward_peak_[ordinal]});
+  return absl::OkStatus();
+}
+
+absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
+    const FeedForwardParams& p, const MoeShape& s, const std::vector<Task>& tasks, const float* x,
+    const FeedForwardActivations& a, const float* dy, std::vector<float>* dweight, float* dx,
+    LiveBytes* live, ThreadPool* pool) {
+  const int64_t h = s.hidden, k = s.top_k;
+  const bool save = a.expert_slices == 1;
+  std::vector<int> order;
+  for (const Task& t : tasks) {
+    if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
+  }
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_);
+  std::vector<float> xe, dout, dxe;
+  MlpActivations recomputed;
+  int64_t largest = 0;
+  for (const Task& t : tasks) largest = std::max(largest, t.end - t.begin);
+  if (!save) ReserveRows(largest, s, &xe, &recomputed);
+  dout.reserve(largest * h);
+  dxe.reserve(largest * h);
+  int64_t flops = 0;
+  for (const Task& task : tasks) {
+    const int e = task.expert;
+    const int64_t m = task.end - task.begin;
+    const std::vector<int32_t>& rows = a.expert_rows[e];
+    ASSIGN_OR_RETURN(MlpParams w, feed.Get(e));
+    TraceRecorder::Span span(trace_, absl::StrCat("backward expert ", e), TraceRecorder::kCompute);
+    const float* input = save ? a.expert_inputs[e].data() : nullptr;
+    const MlpActivations* acts = save ? &a.expert_acts[e] : &recomputed;
+    if (!save) {  // chunk-level recomputation
+      xe.resize(m * h);
+      for (int64_t i = task.begin; i < task.end; ++i) {
+        std::memcpy(&xe[(i - task.begin) * h], x + rows[i] * h, h * sizeof(float));
+      }
+      MlpForward(w, xe.data(), m, h, &recomputed, pool);
+      flops += 6 * m * h * s.ffn;
+      input = xe.data();
+    }
+    const std::vector<float>& out = acts->out;
+    dout.resize(m * h);
+    dxe.assign(m * h, 0.0f);
+    for (int64_t i = task.begin; i < task.end; ++i) {
+      const int64_t slot = rows[i] * k + a.expert_slots[e][i];
+      const float wt = a.topk_weight[slot];
+      const float* dyr = dy + rows[i] * h;
+      const float* o = &out[(i - task.begin) * h];
+      float dw = 0.0f;
+      for (int64_t c = 0; c < h; ++c) {
+        dout[(i - task.begin) * h + c] = dyr[c] * wt;
+        dw += dyr[c] * o[c];
+      }
+      (*dweight)[slot] = dw;
+    }
+    MlpBackward(w, input, *acts, dout.data(), h, dxe.data(), pool);
+    for (int64_t i = task.begin; i < task.end; ++i) {
+      float* dxr = dx + rows[i] * h;
+      const float* d = &dxe[(i - task.begin) * h];
+      for (int64_t c = 0; c < h; ++c) dxr[c] += d[c];
+    }
+  }
+  // Buffers reused across tasks: their high-water mark, plus MlpBackward's
+  // dact/dgate/dup for the largest task.
+  live->Add(Capacity(xe) + Capacity(dout) + Capacity(dxe) + ActsCapacity(recomputed) +
+            3 * largest * s.ffn * kF);
+  feed.Finish();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.uploaded_bytes += feed.uploaded_bytes();
+  stats_.upload_seconds += feed.upload_seconds();
+  stats_.recomputed_flops += flops;
+  return absl::OkStatus();
+}
+
+void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  r->uploaded_bytes += stats_.uploaded_bytes;
+  r->upload_seconds += stats_.upload_seconds;
+  r->recomputed_flops += stats_.recomputed_flops;
+  r->predicted_peak_activation_bytes =
+      std::max(r->predicted_peak_activation_bytes, stats_.predicted_peak);
+  r->measured_peak_activation_bytes =
+      std::max(r->measured_peak_activation_bytes, stats_.measured_peak);
+  r->moe_chunks.clear();
+  r->micro_batches.clear();
+  for (const auto& [layer, c] : stats_.chunks) r->moe_chunks.push_back(c);
+  for (const auto& [layer, nb] : stats_.micro_batches) r->micro_batches.push_back(nb);
+  stats_ = Stats();
+}
+
+}  // namespace expertd::train

@@ -1,0 +1,108 @@
+// ScheduledFeedForwardExecutor: a layer's feed-forward block under a
+// TrainSchedule, on a device whose memory DeviceMemoryTracker models.
+//
+// - Expert offload (ES-MoE): routed experts live in the host tier; each
+//   layer's forward and backward upload them in use order through an
+//   ExpertUploader (expert k+1 uploads while expert k computes), tokens
+//   grouped per expert, gradients downloaded into the host tier.
+// - Chunks (MemFine) and micro-batches (MPMoE): each expert's rows split into
+//   c * n slices; nothing of the experts is saved for backward, each slice is
+//   recomputed there. With n > 1 the forward runs dispatch (gather), expert
+//   compute and combine (scatter) on three threads over two reused buffers
+//   per stage boundary. c = 0 chooses c per layer and step from the memory
+//   model (moe_memory_model.h); n = 0 profiles n in {2, 4, 8} per
+//   token-count range and keeps the fastest.
+//
+// Summation order: experts run in index order and every token's contributions
+// are added in that order, so y and dx are bitwise those of plain training;
+// expert weight gradients are bitwise too unless rows are sliced (slices add
+// partial sums). Thread safety: one step at a time.
+#ifndef EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
+#define EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "engine/train/device_memory.h"
+#include "engine/train/moe_block.h"
+#include "engine/train/moe_memory_model.h"
+#include "engine/train/trace_recorder.h"
+#include "engine/train/train_schedule.h"
+
+namespace expertd::train {
+
+class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
+ public:
+  // `device` and `trace` (may be null) must outlive the executor.
+  ScheduledFeedForwardExecutor(const TrainSchedule& schedule, DeviceMemoryTracker* device,
+                               TraceRecorder* trace);
+
+  // Where the routed experts live: false = resident on the device.
+  void set_offload(bool offload) { offload_ = offload; }
+  bool offload() const { return offload_; }
+
+  absl::Status Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+                       FeedForwardActivations* a, float* y, ThreadPool* pool) override;
+  absl::Status Backward(const FeedForwardParams& p, const float* x,
+                        const FeedForwardActivations& a, const float* dy,
+                        const std::vector<float>& aux_dprob, int64_t n, int64_t hidden, float* dx,
+                        ThreadPool* pool) override;
+
+  // Adds what happened since the last call into *r (uploads, recompute,
+  // chosen c and n per MoE layer, predicted vs measured activation peaks).
+  void TakeStats(ScheduleReport* r);
+
+ private:
+  struct Task {
+    int expert;
+    int64_t begin, end;  // into the expert's rows
+  };
+  struct Stats {
+    int64_t uploaded_bytes = 0, recomputed_flops = 0;
+    double upload_seconds = 0;
+    int64_t predicted_peak = 0, measured_peak = 0;
+    std::map<int, int> chunks, micro_batches;  // by MoE layer ordinal
+  };
+  // Tracks the bytes of the activation buffers a layer really holds.
+  class LiveBytes {
+   public:
+    void Add(int64_t b);
+    int64_t peak() const { return peak_; }
+
+   private:
+    std::mutex mu_;
+    int64_t now_ = 0, peak_ = 0;
+  };
+
+  int LayerOrdinal(const FeedForwardParams& p);
+  int ChooseMicroBatches(const MoeShape& s, int64_t max_rows);
+  absl::Status DenseForward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
+                            FeedForwardActivations* a, float* y, ThreadPool* pool);
+  absl::Status ExpertsForward(const FeedForwardParams& p, const MoeShape& s,
+                              const std::vector<Task>& tasks, bool save, int micro_batches,
+                              const float* x, FeedForwardActivations* a, float* y,
+                              LiveBytes* live, ThreadPool* pool);
+  absl::Status ExpertsBackward(const FeedForwardParams& p, const MoeShape& s,
+                               const std::vector<Task>& tasks, const float* x,
+                               const FeedForwardActivations& a, const float* dy,
+                               std::vector<float>* dweight, float* dx, LiveBytes* live,
+                               ThreadPool* pool);
+
+  const TrainSchedule schedule_;
+  DeviceMemoryTracker* const device_;
+  TraceRecorder* const trace_;
+  bool offload_ = false;
+  std::map<const FeedForwardParams*, int> ordinals_;
+  std::map<int, int64_t> forward_peak_;  // by MoE layer ordinal, measured
+  // MPMoE profile: per token-count range (log2 of the busiest expert's rows),
+  // seconds measured per candidate n.
+  std::map<int, std::map<int, double>> profile_;
+  std::mutex stats_mu_;
+  Stats stats_;
+};
+
+}  // namespace expertd::train
+
+#endif  // EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_

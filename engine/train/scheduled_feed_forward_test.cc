@@ -1,0 +1,214 @@
+#include "engine/train/scheduled_feed_forward.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace expertd::train {
+namespace {
+
+constexpr int64_t kN = 48, kH = 16, kF = 24, kE = 4, kK = 2;
+
+Parameter Random(const std::string& name, std::vector<int64_t> shape, std::mt19937* rng,
+                 float scale) {
+  Parameter p;
+  p.name = name;
+  p.shape = shape;
+  std::normal_distribution<float> d(0.0f, scale);
+  p.value.resize(shape[0] * shape[1]);
+  for (float& v : p.value) v = d(*rng);
+  return p;
+}
+
+// A MoE block whose router sends every token to expert 0 first when `skewed`.
+struct Block {
+  std::vector<Parameter> params;
+  FeedForwardParams ffn;
+
+  explicit Block(bool skewed) {
+    std::mt19937 rng(7);
+    params.reserve(1 + 3 * kE);
+    params.push_back(Random("model.layers.0.mlp.gate.weight", {kE, kH}, &rng, 0.3f));
+    if (skewed) {
+      for (int64_t c = 0; c < kH; ++c) params[0].value[c] = 0.0f;  // expert 0: logit 0
+    }
+    for (int e = 0; e < kE; ++e) {
+      const std::string pre = "model.layers.0.mlp.experts." + std::to_string(e) + ".";
+      params.push_back(Random(pre + "gate_proj.weight", {kF, kH}, &rng, 0.2f));
+      params.push_back(Random(pre + "up_proj.weight", {kF, kH}, &rng, 0.2f));
+      params.push_back(Random(pre + "down_proj.weight", {kH, kF}, &rng, 0.2f));
+    }
+    ffn.moe = true;
+    ffn.router = &params[0];
+    ffn.top_k = kK;
+    ffn.norm_topk_prob = true;
+    for (int e = 0; e < kE; ++e) {
+      ffn.experts.push_back({&params[1 + 3 * e], &params[2 + 3 * e], &params[3 + 3 * e]});
+    }
+  }
+};
+
+std::vector<float> Input(bool skewed) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(kN * kH);
+  for (float& v : x) v = d(rng);
+  if (skewed) {  // every row's logits for experts 1..3 are negative: expert 0 wins
+    for (int64_t r = 0; r < kN; ++r) x[r * kH] = 0.0f;
+  }
+  return x;
+}
+
+struct Result {
+  absl::Status status;
+  std::vector<float> y, dx;
+  std::vector<std::vector<float>> grads;
+  ScheduleReport report;
+  int64_t peak = 0;
+};
+
+Result RunBlock(FeedForwardExecutor* ex, bool skewed, ScheduledFeedForwardExecutor* sched = nullptr,
+           DeviceMemoryTracker* device = nullptr) {
+  Block b(skewed);
+  const std::vector<float> x = Input(skewed);
+  Result r;
+  r.y.resize(kN * kH);
+  r.dx.assign(kN * kH, 0.0f);
+  std::vector<float> dy(kN * kH);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = std::sin(0.37f * i);
+  {
+    FeedForwardActivations a;
+    r.status = ex->Forward(b.ffn, x.data(), kN, kH, &a, r.y.data(), nullptr);
+    if (r.status.ok()) {
+      r.status = ex->Backward(b.ffn, x.data(), a, dy.data(), {}, kN, kH, r.dx.data(), nullptr);
+    }
+  }
+  for (Parameter& p : b.params) r.grads.push_back(p.has_grad ? p.grad : std::vector<float>{});
+  if (sched != nullptr) sched->TakeStats(&r.report);
+  if (device != nullptr) r.peak = device->peak();
+  return r;
+}
+
+double MaxRel(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(double{a[i]} - b[i]));
+    ref = std::max(ref, std::fabs(double{b[i]}));
+  }
+  return ref == 0 ? diff : diff / ref;
+}
+
+Result RunScheduled(const TrainSchedule& s, bool offload, bool skewed) {
+  DeviceMemoryTracker device(s.device_memory_bytes);
+  ScheduledFeedForwardExecutor ex(s, &device, nullptr);
+  ex.set_offload(offload);
+  Result r = RunBlock(&ex, skewed, &ex, &device);
+  EXPECT_EQ(device.in_use(), 0) << "every reservation is released after backward";
+  return r;
+}
+
+TEST(ScheduledFeedForwardTest, OffloadIsBitwisePlain) {
+  InMemoryFeedForwardExecutor plain;
+  const Result ref = RunBlock(&plain, false);
+  TrainSchedule s;
+  s.offload_experts = true;
+  // 68000: two expert slots in forward, one (weights and gradient) in backward.
+  for (int64_t budget : {int64_t{0}, int64_t{68000}}) {
+    s.device_memory_bytes = budget;
+    const Result r = RunScheduled(s, /*offload=*/true, false);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.y, ref.y);
+    EXPECT_EQ(r.dx, ref.dx);
+    EXPECT_EQ(r.grads, ref.grads);
+    EXPECT_EQ(r.report.uploaded_bytes, 2 * kE * 3 * kF * kH * 4 + kE * 3 * kF * kH * 4);
+    if (budget > 0) EXPECT_LE(r.peak, budget);
+  }
+}
+
+TEST(ScheduledFeedForwardTest, OneSlotWhenTwoDoNotFitAndANamedErrorWhenNoneDoes) {
+  InMemoryFeedForwardExecutor plain;
+  const Result ref = RunBlock(&plain, false);
+  TrainSchedule s;
+  s.offload_experts = true;
+  s.moe_chunks = 2;
+  // Activations of 2 chunks take ~10 KB; one expert slot with gradients 9216 bytes.
+  s.device_memory_bytes = 32000;
+  Result r = RunScheduled(s, true, false);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.y, ref.y);
+  EXPECT_LE(r.peak, s.device_memory_bytes);
+  s.device_memory_bytes = 12000;
+  r = RunScheduled(s, true, false);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kResourceExhausted) << r.status;
+}
+
+TEST(ScheduledFeedForwardTest, ChunksAndMicroBatchesKeepOutputsBitwiseAndGradsClose) {
+  InMemoryFeedForwardExecutor plain;
+  const Result ref = RunBlock(&plain, false);
+  for (int chunks : {1, 2, 4}) {
+    for (int mb : {1, 2, 3}) {
+      TrainSchedule s;
+      s.moe_chunks = chunks;
+      s.micro_batches = mb;
+      const Result r = RunScheduled(s, false, false);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_EQ(r.y, ref.y) << chunks << "x" << mb;
+      EXPECT_EQ(r.dx, ref.dx) << chunks << "x" << mb;
+      for (size_t i = 0; i < ref.grads.size(); ++i) {
+        EXPECT_LT(MaxRel(r.grads[i], ref.grads[i]), 1e-6) << i << " " << chunks << "x" << mb;
+      }
+      EXPECT_EQ(r.report.recomputed_flops > 0, chunks * mb > 1);
+    }
+  }
+}
+
+TEST(ScheduledFeedForwardTest, SkewedRoutingFailsUnchunkedAndFitsAtTheChosenChunks) {
+  const MoeShape shape{kN, kH, kF, kE, kK};
+  // The skewed router sends all kN rows to expert 0.
+  std::vector<int64_t> rows = {kN, kN / 3, kN / 3, kN - 2 * (kN / 3)};
+  const int64_t c1 = PredictMoePeakBytes(shape, rows, 1);
+  const int64_t c4 = PredictMoePeakBytes(shape, rows, 4);
+  ASSERT_LT(c4, c1);
+  TrainSchedule s;
+  s.device_memory_bytes = (c1 + c4) / 2;
+  s.moe_chunks = 1;
+  Result r = RunScheduled(s, false, true);
+  ASSERT_EQ(r.status.code(), absl::StatusCode::kResourceExhausted) << r.status;
+  EXPECT_NE(r.status.message().find("--moe_chunks"), std::string::npos) << r.status;
+
+  s.moe_chunks = 0;  // MemFine chooses c
+  r = RunScheduled(s, false, true);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.report.moe_chunks.size(), 1u);
+  EXPECT_GT(r.report.moe_chunks[0], 1);
+  EXPECT_LE(r.peak, s.device_memory_bytes);
+  // The memory model against the buffers the layer really held.
+  const double predicted = r.report.predicted_peak_activation_bytes;
+  const double measured = r.report.measured_peak_activation_bytes;
+  EXPECT_GT(measured, 0);
+  EXPECT_LT(std::fabs(measured - predicted) / predicted, 0.10) << measured << " vs " << predicted;
+  std::printf("skewed: c=%d measured %.0f predicted %.0f bytes\n", r.report.moe_chunks[0], measured,
+              predicted);
+  InMemoryFeedForwardExecutor plain;
+  const Result ref = RunBlock(&plain, true);
+  EXPECT_EQ(r.y, ref.y);
+}
+
+TEST(MoeMemoryModelTest, ChunksSnapToPowersOfTwoAndFailPastEight) {
+  const MoeShape shape{kN, kH, kF, kE, kK};
+  const std::vector<int64_t> rows = {kN, 16, 16, 16};
+  for (int want : {1, 2, 4, 8}) {
+    const int64_t budget = PredictMoePeakBytes(shape, rows, want);
+    absl::StatusOr<int> c = ChooseMoeChunks(shape, rows, 1, budget);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_LE(*c, want);
+    EXPECT_LE(PredictMoePeakBytes(shape, rows, *c), budget);
+  }
+  EXPECT_EQ(ChooseMoeChunks(shape, rows, 1, PredictMoePeakBytes(shape, rows, 8) - 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace expertd::train

@@ -1,0 +1,65 @@
+// TrainSchedule: how a training step uses memory, independent of what it
+// computes. Every schedule computes the same function as plain training
+// (docs/training.md says, per schedule, whether bitwise or within 1e-6
+// relative). The job system maps its proto TrainingSchedule onto this struct;
+// expertd-train maps its flags onto it.
+#ifndef EXPERTD_ENGINE_TRAIN_TRAIN_SCHEDULE_H_
+#define EXPERTD_ENGINE_TRAIN_TRAIN_SCHEDULE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace expertd::train {
+
+struct TrainSchedule {
+  // ES-MoE: routed experts' weights, gradients and AdamW state live in the
+  // host tier; the device holds the experts in flight. Adaptive: experts stay
+  // resident when everything fits the device, move to the host otherwise.
+  bool offload_experts = false;
+  // MemFine: each expert's received tokens split into this many chunks with
+  // chunk-level recomputation in backward. 0 = chosen per layer and step by
+  // the activation memory model; 1 = off.
+  int moe_chunks = 1;
+  // MPMoE: each expert's tokens split into this many micro-batches pipelined
+  // through dispatch / compute / combine threads with reused stage buffers.
+  // 0 = chosen by profiling (n in {2, 4, 8} per token-count range); 1 = off.
+  int micro_batches = 1;
+  // The device's memory; 0 = unlimited (no accounting limit).
+  int64_t device_memory_bytes = 0;
+  // Host tier budget for offloaded experts; 0 = unlimited. Past it, the
+  // experts that do not fit live in an SSD tier file under ssd_dir.
+  int64_t host_memory_bytes = 0;
+  std::string ssd_dir;
+  // Chrome trace JSON of uploads, compute and optimizer steps; empty = none.
+  std::string trace_out;
+
+  // True when anything differs from plain in-memory training.
+  bool active() const {
+    return offload_experts || moe_chunks != 1 || micro_batches != 1 || device_memory_bytes > 0 ||
+           !trace_out.empty();
+  }
+};
+
+// What the schedule did during one optimizer step.
+struct ScheduleReport {
+  std::string expert_placement;  // "resident" | "host" | "host+ssd"
+  std::string placement_reason;
+  int64_t device_memory_bytes = 0;  // the budget (0 = unlimited)
+  int64_t peak_device_bytes = 0;    // high-water mark of the step
+  int64_t static_device_bytes = 0;  // weights, gradients, optimizer state on the device
+  int64_t uploaded_bytes = 0;       // expert weights copied host -> device
+  double upload_seconds = 0;        // time the upload thread spent copying
+  double step_seconds = 0;          // wall time of the whole step
+  int64_t ssd_read_bytes = 0, ssd_written_bytes = 0;
+  int64_t recomputed_flops = 0;     // expert forward FLOPs redone in backward
+  int64_t offloaded_activation_bytes = 0;
+  std::vector<int> moe_chunks;      // per MoE layer, the last chosen c
+  std::vector<int> micro_batches;   // per MoE layer, the last chosen n
+  int64_t predicted_peak_activation_bytes = 0;  // max over MoE layers (memory model)
+  int64_t measured_peak_activation_bytes = 0;   // max over MoE layers (tracker)
+};
+
+}  // namespace expertd::train
+
+#endif  // EXPERTD_ENGINE_TRAIN_TRAIN_SCHEDULE_H_
