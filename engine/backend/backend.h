@@ -110,6 +110,12 @@ class Backend {
   // True when ops can read host memory directly (CPU): then the model may use
   // memory-mapped checkpoint weights in place instead of copying them.
   virtual bool host_memory_is_device_memory() const = 0;
+  // True when Matmul accepts weights stored in `format` (weight_format.h).
+  // Every backend runs kDense; the expert store refuses a quantized expert
+  // format the backend cannot run, naming both.
+  virtual bool SupportsWeightFormat(WeightFormat format) const {
+    return format == WeightFormat::kDense;
+  }
   // Blocking copies. dst/src are device pointers where the name says so.
   virtual absl::Status CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) = 0;
   virtual absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) = 0;

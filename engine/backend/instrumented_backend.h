@@ -67,6 +67,9 @@ class InstrumentedBackend final : public Backend {
   int num_threads() const override { return target_->num_threads(); }
   absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, MemoryKind kind) override;
   MemoryStats memory_stats() const override { return target_->memory_stats(); }
+  bool SupportsWeightFormat(WeightFormat format) const override {
+    return target_->SupportsWeightFormat(format);
+  }
   bool host_memory_is_device_memory() const override {
     return target_->host_memory_is_device_memory();
   }

@@ -8,7 +8,9 @@
 //   between consecutive rows (>= the row's width), so an op can read a column
 //   slice of a wider buffer (e.g. q, k, v inside one qkv projection).
 // - Weights are WeightRef: fp32, bf16 or fp16, Hugging Face layout (a Linear
-//   weight is [out_features, in_features]).
+//   weight is [out_features, in_features]); a MatmulParams::w may instead be
+//   block-quantized (WeightRef::quant, weight_format.h) on backends whose
+//   SupportsWeightFormat says so.
 // - Shapes in comments use the field names: x [rows, dim] means rows*dim
 //   elements at x, row r starting at x + r*x_stride.
 // - Output buffers may alias inputs only where a comment says so.
@@ -21,6 +23,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/weight_format.h"
 #include "models/dtype/dtype.h"
 
 namespace expertd::engine {
@@ -28,15 +31,23 @@ namespace expertd::engine {
 using DType = models::DType;
 
 // A weight tensor in device memory, [rows, cols] row-major (a 1-D tensor has
-// rows == 1). Non-owning.
+// rows == 1). Non-owning. Quantized (quant.quantized()): `data` holds the
+// values and quant.scales the scales in the layout of weight_format.h; dtype
+// is then the dtype of the tensor the values were quantized from (kernels
+// ignore it).
 struct WeightRef {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  WeightQuant quant;  // kDense unless a quantized expert weight
 
   bool empty() const { return data == nullptr; }
-  uint64_t nbytes() const { return static_cast<uint64_t>(rows * cols) * models::DTypeSize(dtype); }
+  // Bytes of the values (quantized: without the scales).
+  uint64_t nbytes() const {
+    if (quant.quantized()) return QuantValueBytes(quant.format, rows, cols);
+    return static_cast<uint64_t>(rows * cols) * models::DTypeSize(dtype);
+  }
 };
 
 // out[t, :] = table[ids[t], :]  (converted to fp32).

@@ -80,10 +80,16 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
     where.model_dir = cp->checkpoint().dir();
   ASSIGN_OR_RETURN(
       OpenedPack pack,
-      OpenOrBuildExpertPack(*ctx.weights, where, {options_.direct_io, options_.verify_checksums}));
+      OpenOrBuildExpertPack(*ctx.weights, where, {options_.direct_io, options_.verify_checksums},
+                            options_.storage));
   reader_ = std::move(pack.reader);
   pack_built_ = pack.built;
   const PackLayout& l = reader_->layout();
+  if (!backend_->SupportsWeightFormat(l.gate.format)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", backend_->name(), " backend cannot compute ",
+                     WeightFormatName(l.gate.format), " experts yet (--expert_dtype)"));
+  }
   slot_bytes_ = l.slot_bytes;
   const int64_t total = static_cast<int64_t>(l.num_entries());
   ASSIGN_OR_RETURN(device_slots_, DeviceSlotsFor(options_, backend_, slot_bytes_, total));
@@ -119,6 +125,7 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
       .With("device_slots", device_slots_)
       .With("host_slots", host_slots_)
       .With("slot_bytes", slot_bytes_)
+      .With("storage", options_.storage.Name())
       .With("experts", total)
       .With("policy", PolicyKindName(options_.policy))
       .With("prefetch", PrefetchKindName(options_.prefetch))
@@ -146,7 +153,7 @@ ExpertWeights ExpertStore::WeightsAt(int32_t slot) const {
   const PackLayout& l = reader_->layout();
   const uint8_t* base = DeviceSlot(slot);
   auto ref = [base](const PackTensorLayout& t) {
-    return WeightRef{base + t.offset, t.dtype, t.rows, t.cols};
+    return WeightRef{base + t.offset, t.dtype, t.rows, t.cols, t.QuantAt(base)};
   };
   return ExpertWeights{ref(l.gate), ref(l.up), ref(l.down)};
 }
@@ -442,6 +449,7 @@ ExpertStoreStats ExpertStore::stats() const {
   for (const auto& kv : host_) s.host_resident += kv.second.ready();
   s.slot_bytes = slot_bytes_;
   s.expert_bytes = reader_->layout().expert_bytes;
+  s.storage = options_.storage.Name();
   s.static_pins = static_cast<int64_t>(static_pins_.size());
   s.policy = PolicyKindName(options_.policy);
   s.prefetch = PrefetchKindName(options_.prefetch);

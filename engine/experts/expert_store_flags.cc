@@ -1,6 +1,7 @@
 #include "engine/experts/expert_store_flags.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace expertd::engine {
 
@@ -25,13 +26,20 @@ void RegisterExpertStoreFlags(FlagSet* f, ExpertStoreFlags* v) {
   f->Bool("expert_direct_io", &v->expert_direct_io, "read the expert pack with O_DIRECT");
   f->String("routing_trace", &v->routing_trace,
             "record every MoE layer's routing to this JSON-lines file");
+  f->String("expert_dtype", &v->expert_dtype,
+            "store, page and compute routed experts as bf16 | f16 | f32 | int8 | int4 | mxfp4 "
+            "(quantized when the expert pack is built; default: as loaded)");
+  f->Int("expert_group_size", &v->expert_group_size, 0, 4096,
+         "int8 / int4 experts: columns per fp16 scale (32 or 128; 0 = 32)");
 }
 
 absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
     const ExpertStoreFlags& f) {
   const bool on = f.expert_offload || f.expert_cache_bytes > 0 || f.expert_cache_percent > 0 ||
-                  f.host_expert_bytes > 0 || f.pin_hot_fraction > 0 || !f.routing_trace.empty();
+                  f.host_expert_bytes > 0 || f.pin_hot_fraction > 0 || !f.routing_trace.empty() ||
+                  !f.expert_dtype.empty();
   ExpertStoreOptions o;
+  ASSIGN_OR_RETURN(o.storage, ParseExpertStorage(f.expert_dtype, f.expert_group_size));
   if (!ParsePolicyKind(f.expert_policy, &o.policy)) {
     return absl::InvalidArgumentError(
         absl::StrCat("flag --expert_policy: expected lru or lfu, got '", f.expert_policy, "'"));

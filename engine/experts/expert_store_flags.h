@@ -33,14 +33,17 @@ struct ExpertStoreFlags {
   int64_t expert_io_threads = 4;
   bool expert_direct_io = true;
   std::string routing_trace;
+  std::string expert_dtype;     // "" = as the checkpoint stores them
+  int64_t expert_group_size = 0;  // 0 = the format's default (32)
 };
 
 void RegisterExpertStoreFlags(FlagSet* flags, ExpertStoreFlags* values);
 
 // nullopt when offloading is off (--expert_offload not given and no budget
 // flag set: the resident provider is used). --expert_offload or any budget,
-// host tier, pinning or trace flag turns offloading on; --expert_policy and
-// --prefetch only configure it. InvalidArgument naming the flag
+// host tier, pinning, trace or --expert_dtype flag turns offloading on
+// (experts are converted or quantized when the pack is built);
+// --expert_policy and --prefetch only configure it. InvalidArgument naming the flag
 // for a bad policy / prefetch name or both cache budgets at once.
 absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
     const ExpertStoreFlags& flags);

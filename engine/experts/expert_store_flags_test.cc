@@ -63,5 +63,20 @@ TEST(ExpertStoreFlagsTest, ErrorsNameTheFlag) {
   EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ExpertStoreFlagsTest, ExpertDtypeQuantizesAndTurnsOffloadingOn) {
+  auto o = Parse({"--expert_dtype=int4", "--expert_group_size=128"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_TRUE(o->has_value());
+  EXPECT_EQ((*o)->storage.format, WeightFormat::kInt4);
+  EXPECT_EQ((*o)->storage.group_size, 128);
+  EXPECT_EQ((*o)->device_cache_bytes, 0u);  // room for every expert: resident, quantized
+  auto bad = Parse({"--expert_dtype=fp3"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--expert_dtype"), std::string::npos);
+  auto bad_group = Parse({"--expert_dtype=mxfp4", "--expert_group_size=128"});
+  ASSERT_FALSE(bad_group.ok());
+  EXPECT_NE(bad_group.status().message().find("--expert_group_size"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace expertd::engine

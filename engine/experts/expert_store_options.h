@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "base/clock.h"
+#include "engine/experts/pack/expert_pack_format.h"
 #include "engine/experts/policy/eviction_policy.h"
 
 namespace expertd::engine {
@@ -42,6 +43,12 @@ struct ExpertStoreOptions {
 
   // ---- Prefetch -------------------------------------------------------------
   PrefetchKind prefetch = PrefetchKind::kNone;  // --prefetch
+
+  // ---- Storage format ---------------------------------------------------------
+  // How experts are stored in the pack, and therefore paged and computed
+  // (--expert_dtype, --expert_group_size): every tier holds these bytes, so a
+  // budget holds 2-4x more int8 / int4 experts than bf16 ones.
+  ExpertStorage storage;
 
   // ---- Disk tier ------------------------------------------------------------
   // Where the pack lives. Empty: DIR/.expertd/experts.pack beside the

@@ -57,6 +57,9 @@ struct ExpertStoreStats {
   int64_t host_resident = 0;
   uint64_t slot_bytes = 0;    // bytes per expert slot (4 KiB multiple)
   uint64_t expert_bytes = 0;  // payload bytes per expert
+  // How experts are stored, paged and computed ("as-loaded", "bf16",
+  // "int4-g32-f16", ...): every byte counter above is in this format.
+  std::string storage;
   int64_t static_pins = 0;    // hot experts pinned now
   std::string policy, prefetch, pack_path;
   bool direct_io = false;    // pack reads bypass the page cache

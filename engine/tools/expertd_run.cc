@@ -3,6 +3,9 @@
 //   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda]
 //               [--weights=model.bf16.safetensors] [--threads=N]
 //               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
+//               [--device_memory_bytes=B] [the daemon's expert-store flags:
+//                --expert_offload --expert_cache_bytes=B --host_expert_bytes=B
+//                --expert_policy=lru|lfu --prefetch=... --expert_dtype=int4 ...]
 //
 // Prints ONE JSON object on stdout:
 //   {"last_logits": [...],            logits of the last prompt position
@@ -20,6 +23,8 @@
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
 #include "engine/engine.h"
+#include "engine/experts/expert_store.h"
+#include "engine/experts/expert_store_flags.h"
 #include "engine/greedy.h"
 #include "engine/parallel/parallel_flags.h"
 #include "models/checkpoint/checkpoint.h"
@@ -36,7 +41,9 @@ struct Options {
   std::string weights;
   int64_t threads = 0;
   uint64_t kv_cache = 256ull << 20;
+  uint64_t device_memory_bytes = 0;
   engine::parallel::ParallelFlags parallel;
+  engine::ExpertStoreFlags experts;
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& text) {
@@ -86,10 +93,22 @@ absl::Status Run(const Options& o) {
   eopts.backend.threads = static_cast<int>(o.threads);
   eopts.kv_cache_bytes = o.kv_cache;
   eopts.max_step_tokens = std::max<int64_t>(8192, static_cast<int64_t>(tokens->size()));
+  eopts.backend.device_memory_limit = o.device_memory_bytes;
   auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads);
   if (!multi.ok()) return multi.status();
+  auto offload = engine::ExpertStoreOptionsFromFlags(o.experts);
+  if (!offload.ok()) return offload.status();
+  if (multi->has_value() && offload->has_value()) {
+    return absl::InvalidArgumentError(
+        "flag --devices: multi-device experts and --expert_offload cannot be combined yet");
+  }
+  if (o.experts.expert_cache_percent > 0 && o.device_memory_bytes == 0 && o.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        "flag --expert_cache_percent: on the CPU backend it needs --device_memory_bytes");
+  }
   if (multi->has_value())
     eopts.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(**multi);
+  if (offload->has_value()) eopts.expert_provider_factory = engine::ExpertStoreFactory(**offload);
   auto engine =
       engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), eopts);
   if (!engine.ok()) return engine.status();
@@ -116,7 +135,10 @@ int main(int argc, char** argv) {
                "safetensors file in DIR to read instead of model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
   flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");
+  flags.ByteSize("device_memory_bytes", &o.device_memory_bytes,
+                 "backend memory limit (on CPU, the arena that stands in for device memory)");
   expertd::engine::parallel::RegisterParallelFlags(&flags, &o.parallel);
+  expertd::engine::RegisterExpertStoreFlags(&flags, &o.experts);
   absl::Status st = flags.Parse(argc, argv, nullptr);
   if (!st.ok()) {
     std::cerr << "expertd-run: " << st.message() << "\n" << flags.Usage();

@@ -23,6 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const PackTensorLayout* t : {&l.gate, &l.up, &l.down}) {
       FUZZ_REQUIRE(t->rows > 0 && t->cols > 0);
       FUZZ_REQUIRE(u128{t->offset} + t->nbytes <= l.expert_bytes);
+      FUZZ_REQUIRE(u128{t->scales_offset} + t->scales_nbytes <= l.expert_bytes);
     }
   } else {
     FUZZ_REQUIRE(header.status().code() == absl::StatusCode::kDataLoss);

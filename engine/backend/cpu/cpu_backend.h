@@ -34,6 +34,8 @@ class CpuBackend final : public Backend {
   absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, MemoryKind kind) override;
   MemoryStats memory_stats() const override;
   bool host_memory_is_device_memory() const override { return true; }
+  // Every format: quantized weights run quant_matmul.h.
+  bool SupportsWeightFormat(WeightFormat) const override { return true; }
   absl::Status CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) override;
   absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/quant_matmul.h"
 #include "engine/backend/cpu/simd.h"
 
 namespace expertd::engine::cpu {
@@ -180,6 +181,7 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   assert(p.x_stride >= p.w.cols && p.y_stride >= p.w.rows);
   assert(p.bias.empty() || p.bias.rows * p.bias.cols == p.w.rows);
   if (p.m <= 0 || p.w.rows <= 0) return;
+  if (p.w.quant.quantized()) return QuantMatmul(p, pool);
   switch (p.w.dtype) {
     case DType::kF32:
       return Run<F32W>(p, pool);

@@ -389,6 +389,10 @@ cudaError_t CudaBackend::SkinnyInChunks(const MatmulParams& p) {
 }
 
 void CudaBackend::Matmul(const MatmulParams& p) {
+  if (p.w.quant.quantized()) {
+    Record(cuda::LaunchQuantMatmul(p, compute_), "Matmul (quantized weights)");
+    return;
+  }
   if (p.m <= options_.skinny_max_rows || options_.row_invariant_gemm) {
     Record(SkinnyInChunks(p), "Matmul (decode kernel)");
     return;

@@ -98,6 +98,9 @@ class CudaBackend final : public Backend {
   absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, MemoryKind kind) override;
   MemoryStats memory_stats() const override;
   bool host_memory_is_device_memory() const override { return false; }
+  // Quantized weights run quant_matmul.cu (checked against the CPU twin only
+  // where a GPU is present).
+  bool SupportsWeightFormat(WeightFormat) const override { return true; }
   absl::Status CopyToDevice(void* device_dst, const void* host_src, uint64_t bytes) override;
   absl::Status CopyToHost(void* host_dst, const void* device_src, uint64_t bytes) override;
   absl::Status Synchronize() override;

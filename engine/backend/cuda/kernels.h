@@ -65,6 +65,12 @@ cudaError_t LaunchAttentionTiled(const AttentionParams& p, cudaStream_t stream);
 constexpr int64_t kSkinnyMaxRows = 16;
 cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream);
 
+// ---- quant_matmul.cu ---------------------------------------------------------
+// Matmul with a block-quantized w (p.w.quant: int8, int4, mxfp4; fp32
+// activations), any m; CPU twin: cpu::QuantMatmulScalar. Limits: m <= 65535,
+// group_size divides k.
+cudaError_t LaunchQuantMatmul(const MatmulParams& p, cudaStream_t stream);
+
 // ---- convert.cu (the cuBLASLt path's helpers) --------------------------------
 // hi[r, c] = round_to(x[r, c]) in `to` (kBF16 or kF16), contiguous [rows, cols];
 // when lo != nullptr also lo[r, c] = round_to(x[r, c] - hi[r, c]) (the

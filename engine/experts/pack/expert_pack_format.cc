@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/experts/pack/crc32c.h"
 
 namespace expertd::engine {
@@ -14,7 +15,11 @@ constexpr size_t kOffVersion = 8, kOffHeaderCrc = 12, kOffFileBytes = 16, kOffFi
 constexpr size_t kOffNumLayers = 32, kOffNumExperts = 36, kOffNumEntries = 40, kOffAlignment = 44;
 constexpr size_t kOffExpertBytes = 48, kOffSlotBytes = 56, kOffIndexOffset = 64,
                  kOffIndexBytes = 72;
-constexpr size_t kOffDataOffset = 80, kOffIndexCrc = 88, kOffTensors = 96, kTensorBytes = 40;
+constexpr size_t kOffDataOffset = 80, kOffIndexCrc = 88, kOffTensors = 96, kTensorBytes = 72;
+// Inside a tensor record.
+constexpr size_t kTDType = 0, kTFormat = 4, kTRows = 8, kTCols = 16, kTOffset = 24, kTBytes = 32;
+constexpr size_t kTGroup = 40, kTBlockRows = 44, kTScaleDType = 48, kTScalesOffset = 56,
+                 kTScalesBytes = 64;
 
 template <typename T>
 void Put(uint8_t* p, size_t off, T v) {
@@ -54,11 +59,198 @@ bool MulOverflows(uint64_t a, uint64_t b, uint64_t* product) {
   return __builtin_mul_overflow(a, b, product);
 }
 
+// A decoded tensor record's sizes are those its shape and storage imply, and
+// its values (and scales) lie inside the expert's bytes. Every product and sum
+// is of values read from disk, so each is checked for wrap-around.
+bool TensorFits(const PackTensorLayout& t, uint64_t expert_bytes) {
+  uint64_t elements, nbytes, end;
+  if (t.rows <= 0 || t.cols <= 0 ||
+      MulOverflows(static_cast<uint64_t>(t.rows), static_cast<uint64_t>(t.cols), &elements)) {
+    return false;
+  }
+  if (t.format == WeightFormat::kDense) {
+    // No scales: their fields stay zero (so nothing in the record points
+    // outside the expert).
+    if (t.scales_offset != 0 || t.scales_nbytes != 0 || t.group_size != 0 ||
+        MulOverflows(elements, models::DTypeSize(t.dtype), &nbytes)) {
+      return false;
+    }
+  } else {
+    // Quantized: rows * ceil(cols * bits / 8), one scale per block.
+    if (t.group_size <= 0 || t.cols % t.group_size != 0 || t.block_rows <= 0 ||
+        t.cols > (int64_t{1} << 40) || t.rows > (int64_t{1} << 40)) {
+      return false;
+    }
+    nbytes = QuantValueBytes(t.format, t.rows, t.cols);
+    const uint64_t scale_blocks =
+        static_cast<uint64_t>((t.rows + t.block_rows - 1) / t.block_rows) *
+        static_cast<uint64_t>(t.cols / t.group_size);
+    uint64_t scales, scales_end;
+    if (MulOverflows(scale_blocks, ScaleDTypeSize(t.scale_dtype), &scales) ||
+        scales != t.scales_nbytes || ScaleDTypeSize(t.scale_dtype) == 0 ||
+        AddOverflows(t.scales_offset, t.scales_nbytes, &scales_end) ||
+        scales_end > expert_bytes) {
+      return false;
+    }
+  }
+  return nbytes == t.nbytes && !AddOverflows(t.offset, t.nbytes, &end) && end <= expert_bytes;
+}
+
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("expert pack header: ", what));
 }
 
+void EncodeTensor(const PackTensorLayout& t, uint8_t* p) {
+  Put<uint32_t>(p, kTDType, DTypeCode(t.dtype));
+  Put<uint32_t>(p, kTFormat, static_cast<uint32_t>(t.format));
+  Put<int64_t>(p, kTRows, t.rows);
+  Put<int64_t>(p, kTCols, t.cols);
+  Put<uint64_t>(p, kTOffset, t.offset);
+  Put<uint64_t>(p, kTBytes, t.nbytes);
+  Put<uint32_t>(p, kTGroup, static_cast<uint32_t>(t.group_size));
+  Put<uint32_t>(p, kTBlockRows, static_cast<uint32_t>(t.block_rows));
+  Put<uint32_t>(p, kTScaleDType, static_cast<uint32_t>(t.scale_dtype));
+  Put<uint64_t>(p, kTScalesOffset, t.scales_offset);
+  Put<uint64_t>(p, kTScalesBytes, t.scales_nbytes);
+}
+
+// Unknown codes are refused by name: a pack written by a newer build.
+absl::Status DecodeTensor(const uint8_t* p, PackTensorLayout* t) {
+  if (!DTypeFromCode(Get<uint32_t>(p, kTDType), &t->dtype)) {
+    return Corrupt(absl::StrCat("unknown dtype code ", Get<uint32_t>(p, kTDType)));
+  }
+  if (!WeightFormatFromCode(Get<uint32_t>(p, kTFormat), &t->format)) {
+    return Corrupt(absl::StrCat("unknown expert storage format code ", Get<uint32_t>(p, kTFormat),
+                                " (written by a newer expertd?)"));
+  }
+  if (!ScaleDTypeFromCode(Get<uint32_t>(p, kTScaleDType), &t->scale_dtype)) {
+    return Corrupt(absl::StrCat("unknown scale dtype code ", Get<uint32_t>(p, kTScaleDType)));
+  }
+  t->rows = Get<int64_t>(p, kTRows);
+  t->cols = Get<int64_t>(p, kTCols);
+  t->offset = Get<uint64_t>(p, kTOffset);
+  t->nbytes = Get<uint64_t>(p, kTBytes);
+  t->group_size = static_cast<int32_t>(Get<uint32_t>(p, kTGroup));
+  t->block_rows = static_cast<int32_t>(Get<uint32_t>(p, kTBlockRows));
+  t->scales_offset = Get<uint64_t>(p, kTScalesOffset);
+  t->scales_nbytes = Get<uint64_t>(p, kTScalesBytes);
+  return absl::OkStatus();
+}
+
+// The stored layout of one source tensor at `offset` (64-byte aligned).
+absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
+                                                 const ExpertStorage& st, const char* which,
+                                                 uint64_t offset) {
+  if (shape.rows <= 0 || shape.cols <= 0)
+    return absl::InvalidArgumentError("expert pack: empty expert tensor");
+  PackTensorLayout t;
+  t.rows = shape.rows;
+  t.cols = shape.cols;
+  t.offset = offset;
+  t.format = st.format;
+  if (st.format == WeightFormat::kDense) {
+    t.dtype = st.keep_dtype ? shape.dtype : st.dense_dtype;
+    t.nbytes = static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(t.dtype);
+    return t;
+  }
+  if (st.group_size <= 0 || shape.cols % st.group_size != 0 || st.group_size % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert storage ", st.Name(), ": group size ", st.group_size, " does not divide the ",
+        which, " tensor's ", shape.cols, " columns (into an even count); choose another "
+        "--expert_group_size"));
+  }
+  t.dtype = shape.dtype;
+  t.group_size = st.group_size;
+  t.block_rows = std::max(1, st.block_rows);
+  t.scale_dtype = st.scale_dtype;
+  t.nbytes = QuantValueBytes(st.format, shape.rows, shape.cols);
+  t.scales_offset = AlignUp(offset + t.nbytes, kPackTensorAlignment);
+  WeightQuant q;
+  q.format = t.format;
+  q.scale_dtype = t.scale_dtype;
+  q.group_size = t.group_size;
+  q.block_rows = t.block_rows;
+  t.scales_nbytes = QuantScaleBytes(q, t.rows, t.cols);
+  return t;
+}
+
+uint64_t TensorEnd(const PackTensorLayout& t) {
+  return t.format == WeightFormat::kDense ? t.offset + t.nbytes : t.scales_offset + t.scales_nbytes;
+}
+
 }  // namespace
+
+std::string ExpertStorage::Name() const {
+  if (format == WeightFormat::kDense) {
+    if (keep_dtype) return "as-loaded";
+    switch (dense_dtype) {
+      case models::DType::kF32:
+        return "f32";
+      case models::DType::kF16:
+        return "f16";
+      case models::DType::kBF16:
+        return "bf16";
+    }
+  }
+  std::string name = absl::StrCat(WeightFormatName(format), "-g", group_size);
+  if (block_rows > 1) absl::StrAppend(&name, "x", block_rows);
+  return absl::StrCat(name, "-", ScaleDTypeName(scale_dtype));
+}
+
+absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64_t group_size) {
+  ExpertStorage s;
+  auto dense = [&](models::DType d) -> absl::StatusOr<ExpertStorage> {
+    if (group_size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag --expert_group_size: only for int8, int4 and mxfp4 experts, not '", dtype, "'"));
+    }
+    s.keep_dtype = false;
+    s.dense_dtype = d;
+    return s;
+  };
+  if (dtype.empty()) {
+    if (group_size != 0) {
+      return absl::InvalidArgumentError(
+          "flag --expert_group_size: needs --expert_dtype=int8, int4 or mxfp4");
+    }
+    return s;
+  }
+  if (dtype == "bf16") return dense(models::DType::kBF16);
+  if (dtype == "f16") return dense(models::DType::kF16);
+  if (dtype == "f32") return dense(models::DType::kF32);
+  if (dtype == "int8" || dtype == "int4") {
+    if (group_size < 0 || group_size % 2 != 0 || group_size > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag --expert_group_size: expected an even group size in [2, 4096], got ", group_size));
+    }
+    s.format = dtype == "int8" ? WeightFormat::kInt8 : WeightFormat::kInt4;
+    s.group_size = group_size == 0 ? 32 : static_cast<int32_t>(group_size);
+    s.scale_dtype = ScaleDType::kF16;
+    return s;
+  }
+  if (dtype == "mxfp4") {
+    if (group_size != 0 && group_size != 32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag --expert_group_size: mxfp4 blocks are 32 elements, got ", group_size));
+    }
+    s.format = WeightFormat::kMxfp4;
+    s.group_size = 32;
+    s.scale_dtype = ScaleDType::kE8M0;
+    return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "flag --expert_dtype: expected bf16, f16, f32, int8, int4 or mxfp4, got '", dtype, "'"));
+}
+
+WeightQuant PackTensorLayout::QuantAt(const uint8_t* slot) const {
+  WeightQuant q;
+  q.format = format;
+  q.scale_dtype = scale_dtype;
+  q.group_size = group_size;
+  q.block_rows = block_rows;
+  q.scales = format == WeightFormat::kDense ? nullptr : slot + scales_offset;
+  return q;
+}
 
 int64_t PackLayout::EntryIndex(ExpertKey key) const {
   if (key.expert < 0 || key.expert >= num_experts) return -1;
@@ -79,7 +271,8 @@ bool PackLayout::SameAs(const PackLayout& o) const {
 
 absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,
                                           int32_t num_experts, PackTensorShape gate,
-                                          PackTensorShape up, PackTensorShape down) {
+                                          PackTensorShape up, PackTensorShape down,
+                                          const ExpertStorage& storage) {
   if (num_layers <= 0 || num_experts <= 0 || moe_layers.empty()) {
     return absl::InvalidArgumentError("expert pack: need at least one MoE layer with experts");
   }
@@ -93,15 +286,13 @@ absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_
   l.num_experts = num_experts;
   l.moe_layers = std::move(moe_layers);
   uint64_t offset = 0;
-  for (auto [shape, out] :
-       {std::pair{gate, &l.gate}, std::pair{up, &l.up}, std::pair{down, &l.down}}) {
-    if (shape.rows <= 0 || shape.cols <= 0)
-      return absl::InvalidArgumentError("expert pack: empty expert tensor");
+  const PackTensorShape* shapes[] = {&gate, &up, &down};
+  PackTensorLayout* outs[] = {&l.gate, &l.up, &l.down};
+  const char* names[] = {"gate", "up", "down"};
+  for (int i = 0; i < 3; ++i) {
     offset = AlignUp(offset, kPackTensorAlignment);
-    *out = PackTensorLayout{
-        shape.dtype, shape.rows, shape.cols, offset,
-        static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(shape.dtype)};
-    offset += out->nbytes;
+    ASSIGN_OR_RETURN(*outs[i], TensorLayoutFor(*shapes[i], storage, names[i], offset));
+    offset = TensorEnd(*outs[i]);
   }
   l.expert_bytes = offset;
   l.slot_bytes = AlignUp(offset, kPackAlignment);
@@ -137,14 +328,7 @@ std::vector<uint8_t> EncodePackHeader(const PackHeader& h) {
   Put<uint64_t>(p, kOffDataOffset, h.data_offset);
   Put<uint32_t>(p, kOffIndexCrc, h.index_crc);
   const PackTensorLayout* tensors[] = {&h.layout.gate, &h.layout.up, &h.layout.down};
-  for (int i = 0; i < 3; ++i) {
-    const size_t off = kOffTensors + i * kTensorBytes;
-    Put<uint32_t>(p, off, DTypeCode(tensors[i]->dtype));
-    Put<int64_t>(p, off + 8, tensors[i]->rows);
-    Put<int64_t>(p, off + 16, tensors[i]->cols);
-    Put<uint64_t>(p, off + 24, tensors[i]->offset);
-    Put<uint64_t>(p, off + 32, tensors[i]->nbytes);
-  }
+  for (int i = 0; i < 3; ++i) EncodeTensor(*tensors[i], p + kOffTensors + i * kTensorBytes);
   Put<uint32_t>(p, kOffHeaderCrc, Crc32c(p, kPackHeaderBytes));
   return b;
 }
@@ -173,12 +357,7 @@ absl::StatusOr<PackHeader> DecodePackHeader(const uint8_t* p, uint64_t size) {
   h.index_crc = Get<uint32_t>(p, kOffIndexCrc);
   PackTensorLayout* tensors[] = {&h.layout.gate, &h.layout.up, &h.layout.down};
   for (int i = 0; i < 3; ++i) {
-    const size_t off = kOffTensors + i * kTensorBytes;
-    if (!DTypeFromCode(Get<uint32_t>(p, off), &tensors[i]->dtype)) return Corrupt("unknown dtype");
-    tensors[i]->rows = Get<int64_t>(p, off + 8);
-    tensors[i]->cols = Get<int64_t>(p, off + 16);
-    tensors[i]->offset = Get<uint64_t>(p, off + 24);
-    tensors[i]->nbytes = Get<uint64_t>(p, off + 32);
+    RETURN_IF_ERROR(DecodeTensor(p + kOffTensors + i * kTensorBytes, tensors[i]));
   }
   const uint64_t entries = Get<uint32_t>(p, kOffNumEntries);
   if (Get<uint32_t>(p, kOffAlignment) != kPackAlignment || h.layout.num_layers <= 0 ||
@@ -197,11 +376,7 @@ absl::StatusOr<PackHeader> DecodePackHeader(const uint8_t* p, uint64_t size) {
     return Corrupt("inconsistent sizes");
   }
   for (const PackTensorLayout* t : tensors) {
-    uint64_t elements, nbytes, end;
-    if (t->rows <= 0 || t->cols <= 0 ||
-        MulOverflows(static_cast<uint64_t>(t->rows), static_cast<uint64_t>(t->cols), &elements) ||
-        MulOverflows(elements, models::DTypeSize(t->dtype), &nbytes) || nbytes != t->nbytes ||
-        AddOverflows(t->offset, t->nbytes, &end) || end > h.layout.expert_bytes) {
+    if (!TensorFits(*t, h.layout.expert_bytes)) {
       return Corrupt("expert tensor outside the expert's bytes");
     }
   }

@@ -11,10 +11,15 @@
 //                        u32 crc32c(expert payload), u32 reserved
 //   [data_offset, ...)   entry i at data_offset + i * slot_bytes:
 //                        gate | up | down (each 64-byte aligned in the
-//                        slot), then zero padding to slot_bytes
+//                        slot; a quantized tensor's scales follow its
+//                        values, 64-byte aligned), then zero padding
+//                        to slot_bytes
 // The header carries its own CRC32C (computed with the field zeroed), the
 // index's CRC32C, the total file size (truncation check) and a fingerprint of
-// the source checkpoint (a changed source makes the pack stale).
+// the source checkpoint (a changed source makes the pack stale). Each tensor
+// record names its storage (engine/backend/weight_format.h): a format code,
+// group size, block rows and scale dtype; a pack with a code this build does
+// not know is refused, naming the code.
 #ifndef EXPERTD_ENGINE_EXPERTS_PACK_EXPERT_PACK_FORMAT_H_
 #define EXPERTD_ENGINE_EXPERTS_PACK_EXPERT_PACK_FORMAT_H_
 
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/weight_format.h"
 #include "engine/experts/expert_key.h"
 #include "models/config/model_config.h"
 
@@ -32,21 +38,59 @@ inline constexpr uint64_t kPackAlignment = 4096;      // file offsets, slot size
 inline constexpr uint64_t kPackTensorAlignment = 64;  // tensors inside a slot
 inline constexpr uint64_t kPackHeaderBytes = 4096;
 inline constexpr uint64_t kPackIndexEntryBytes = 24;
-inline constexpr uint32_t kPackVersion = 1;
+// 2: per-tensor storage format (quantized experts). Version 1 packs are
+// rebuilt.
+inline constexpr uint32_t kPackVersion = 2;
 inline constexpr char kPackMagic[8] = {'E', 'X', 'P', 'D', 'P', 'A', 'C', 'K'};
 
 inline uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+// How the pack stores every routed expert tensor. kDense keeps the elements
+// as `dense_dtype` (kept_dtype: the checkpoint's own dtype, else converted,
+// rounding to nearest even); a quantized format stores values and scales
+// (weight_format.h), round-to-nearest from the checkpoint's weights.
+struct ExpertStorage {
+  WeightFormat format = WeightFormat::kDense;
+  bool keep_dtype = true;                      // kDense: store the checkpoint's dtype
+  models::DType dense_dtype = models::DType::kBF16;  // kDense and !keep_dtype
+  int32_t group_size = 0;                      // quantized: columns per scale
+  int32_t block_rows = 1;                      // quantized: rows per scale
+  ScaleDType scale_dtype = ScaleDType::kNone;  // quantized: kF16, kBF16, kF32, kE8M0
+
+  // "as-loaded", "bf16", "int8-g32-f16", "mxfp4-g32-e8m0", ...: the pack's
+  // file name carries it, so packs of several formats live side by side.
+  std::string Name() const;
+};
+
+// The storage `--expert_dtype=NAME --expert_group_size=G` asks for. Names:
+// "" (as loaded), "bf16", "f16", "f32", "int8", "int4", "mxfp4". int8 / int4
+// take G (32 or 128 are the tested ones; 0 means 32) and fp16 scales; mxfp4
+// is always 32 with e8m0 scales (G must be 0 or 32). InvalidArgument naming
+// the flag otherwise.
+absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64_t group_size);
+
 // One tensor of an expert: [rows, cols] row-major at `offset` in the slot.
+// Quantized: `nbytes` are the values, the scales are at `scales_offset`.
 struct PackTensorLayout {
-  models::DType dtype = models::DType::kF32;
+  models::DType dtype = models::DType::kF32;  // dense: stored dtype; quantized: the source's
   int64_t rows = 0;
   int64_t cols = 0;
   uint64_t offset = 0;
   uint64_t nbytes = 0;
+  WeightFormat format = WeightFormat::kDense;
+  int32_t group_size = 0;
+  int32_t block_rows = 1;
+  ScaleDType scale_dtype = ScaleDType::kNone;
+  uint64_t scales_offset = 0;
+  uint64_t scales_nbytes = 0;
+
+  // The WeightQuant of this tensor when its slot starts at `slot`.
+  WeightQuant QuantAt(const uint8_t* slot) const;
   friend bool operator==(const PackTensorLayout& a, const PackTensorLayout& b) {
     return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols && a.offset == b.offset &&
-           a.nbytes == b.nbytes;
+           a.nbytes == b.nbytes && a.format == b.format && a.group_size == b.group_size &&
+           a.block_rows == b.block_rows && a.scale_dtype == b.scale_dtype &&
+           a.scales_offset == b.scales_offset && a.scales_nbytes == b.scales_nbytes;
   }
 };
 
@@ -73,11 +117,15 @@ struct PackTensorShape {
   int64_t cols = 0;
 };
 
-// Computes offsets: gate at 0, up and down each at the next 64-byte boundary.
-// InvalidArgument for empty shapes or no MoE layer.
+// Computes offsets: gate at 0, up and down each at the next 64-byte boundary
+// (a quantized tensor's scales at the 64-byte boundary after its values).
+// `gate`, `up`, `down` are the source's shapes and dtypes. InvalidArgument for
+// empty shapes, no MoE layer, or a group size that does not divide a
+// tensor's columns (naming the tensor).
 absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,
                                           int32_t num_experts, PackTensorShape gate,
-                                          PackTensorShape up, PackTensorShape down);
+                                          PackTensorShape up, PackTensorShape down,
+                                          const ExpertStorage& storage = {});
 
 // The decoded header block.
 struct PackHeader {

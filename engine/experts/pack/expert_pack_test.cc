@@ -11,7 +11,9 @@
 #include "base/env.h"
 #include "base/fault_injection_env.h"
 #include "base/memory_env.h"
+#include "engine/backend/weight_quantize.h"
 #include "engine/experts/pack/aligned_buffer.h"
+#include "engine/experts/pack/crc32c.h"
 #include "engine/experts/pack/expert_pack_format.h"
 #include "engine/experts/pack/expert_pack_reader.h"
 #include "engine/experts/pack/expert_pack_writer.h"
@@ -363,6 +365,115 @@ TEST(ExpertPackEnvTest, RewriteSlotGoesThroughTheEnv) {
                               l.slot_bytes, &env)
                 .code(),
             absl::StatusCode::kInternal);
+}
+
+
+// ---- Storage formats --------------------------------------------------------
+
+PackLayout QuantLayout(const ExpertStorage& storage) {
+  auto l = MakePackLayout(2, {1}, 2, {DType::kF32, 16, 64}, {DType::kF32, 16, 64},
+                          {DType::kF32, 64, 32}, storage);
+  EXPECT_TRUE(l.ok()) << l.status();
+  return l.ok() ? *l : PackLayout{};
+}
+
+TEST(ExpertStorageTest, FlagsParseIntoStorageFormats) {
+  auto int4 = ParseExpertStorage("int4", 128);
+  ASSERT_TRUE(int4.ok());
+  EXPECT_EQ(int4->format, WeightFormat::kInt4);
+  EXPECT_EQ(int4->group_size, 128);
+  EXPECT_EQ(int4->scale_dtype, ScaleDType::kF16);
+  EXPECT_EQ(int4->Name(), "int4-g128-f16");
+  EXPECT_EQ(ParseExpertStorage("int8", 0)->group_size, 32);
+  EXPECT_EQ(ParseExpertStorage("mxfp4", 0)->Name(), "mxfp4-g32-e8m0");
+  EXPECT_EQ(ParseExpertStorage("bf16", 0)->Name(), "bf16");
+  EXPECT_EQ(ParseExpertStorage("", 0)->Name(), "as-loaded");
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("int3", 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("mxfp4", 64).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("int8", 33).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("bf16", 32).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("", 32).status()));
+}
+
+TEST(ExpertStorageTest, QuantizedLayoutsCountQuantizedBytes) {
+  // gate/up [16, 64], down [64, 32] = 4096 elements per expert.
+  const PackLayout f32 = QuantLayout({});
+  const PackLayout int8 = QuantLayout(*ParseExpertStorage("int8", 32));
+  const PackLayout int4 = QuantLayout(*ParseExpertStorage("int4", 32));
+  EXPECT_EQ(f32.gate.nbytes, 16u * 64 * 4);
+  EXPECT_EQ(int8.gate.nbytes, 16u * 64);
+  EXPECT_EQ(int8.gate.scales_nbytes, 16u * 2 * 2);  // 2 groups per row, fp16
+  EXPECT_EQ(int8.gate.scales_offset, int8.gate.offset + 1024);
+  EXPECT_EQ(int4.gate.nbytes, 16u * 32);
+  EXPECT_EQ(int4.down.scales_nbytes, 64u * 1 * 2);
+  EXPECT_LT(int4.expert_bytes, int8.expert_bytes);
+  EXPECT_LT(int8.expert_bytes * 3, f32.expert_bytes);
+}
+
+TEST(ExpertStorageTest, GroupSizeMustDivideEveryTensor) {
+  auto l = MakePackLayout(2, {1}, 2, {DType::kF32, 16, 64}, {DType::kF32, 16, 64},
+                          {DType::kF32, 64, 32}, *ParseExpertStorage("int8", 64));
+  // down has 32 columns: 64 does not divide them.
+  ASSERT_FALSE(l.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(l.status()));
+  EXPECT_NE(l.status().message().find("down"), std::string::npos) << l.status();
+}
+
+TEST(ExpertStorageTest, HeaderRoundTripsTheStorageAndRefusesUnknownFormats) {
+  ExpertStorage st = *ParseExpertStorage("int4", 16);
+  PackLayout l = QuantLayout(st);
+  PackHeader h = MakePackHeader(l, 9);
+  std::vector<uint8_t> block = EncodePackHeader(h);
+  auto back = DecodePackHeader(block.data(), block.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  back->layout.moe_layers = l.moe_layers;
+  EXPECT_TRUE(back->layout.SameAs(l));
+  EXPECT_EQ(back->layout.up.format, WeightFormat::kInt4);
+  EXPECT_EQ(back->layout.up.group_size, 16);
+  // A format code from the future, with a valid header checksum.
+  const uint32_t future = 99;
+  std::memcpy(block.data() + 96 + 4, &future, 4);
+  std::memset(block.data() + 12, 0, 4);
+  const uint32_t crc = Crc32c(block.data(), block.size());
+  std::memcpy(block.data() + 12, &crc, 4);
+  auto refused = DecodePackHeader(block.data(), block.size());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("unknown expert storage format code 99"),
+            std::string::npos)
+      << refused.status();
+}
+
+TEST(ExpertStorageTest, WriterQuantizesEachExpertAsTheLayoutSays) {
+  for (const char* dtype : {"int8", "int4", "mxfp4", "bf16"}) {
+    const ExpertStorage st = *ParseExpertStorage(dtype, 0);
+    const PackLayout l = QuantLayout(st);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> d(0, 0.1f);
+    std::vector<float> gate(16 * 64), up(16 * 64), down(64 * 32);
+    for (auto* v : {&gate, &up, &down})
+      for (float& x : *v) x = d(rng);
+    PackSourceExpert e;
+    e.gate = {DType::kF32, 16, 64, gate.data()};
+    e.up = {DType::kF32, 16, 64, up.data()};
+    e.down = {DType::kF32, 64, 32, down.data()};
+    AlignedBuffer slot(l.slot_bytes);
+    ASSERT_TRUE(FillExpertSlot(l, {1, 0}, e, slot.data()).ok()) << dtype;
+    std::vector<float> back(16 * 64);
+    if (l.gate.format == WeightFormat::kDense) {
+      models::ConvertToF32(l.gate.dtype, slot.data() + l.gate.offset, back.data(), back.size());
+    } else {
+      DequantizeWeights(slot.data() + l.gate.offset, l.gate.QuantAt(slot.data()), 16, 64,
+                        back.data());
+    }
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < back.size(); ++i) {
+      err = std::max(err, std::fabs(double(back[i]) - gate[i]));
+      ref = std::max(ref, std::fabs(double(gate[i])));
+    }
+    // int4 / mxfp4: half a step of amax / 7 (or an e2m1 gap) at most.
+    EXPECT_LT(err, 0.2 * ref) << dtype;
+    EXPECT_GT(err, 0.0) << dtype;  // really converted
+  }
 }
 
 }  // namespace

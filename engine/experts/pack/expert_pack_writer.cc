@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/backend/weight_quantize.h"
 #include "engine/experts/pack/aligned_buffer.h"
 #include "engine/experts/pack/crc32c.h"
 
@@ -16,9 +17,12 @@ absl::string_view Bytes(const uint8_t* data, uint64_t n) {
   return absl::string_view(reinterpret_cast<const char*>(data), n);
 }
 
+// Shapes must match the layout; the dtype need not: every tensor is stored
+// as the layout says (copied, converted or quantized), so an odd expert in
+// another float dtype ends up like the others.
 absl::Status CheckTensor(const PackSourceTensor& t, const PackTensorLayout& want, const char* which,
                          ExpertKey key) {
-  if (t.dtype != want.dtype || t.rows != want.rows || t.cols != want.cols || t.data == nullptr) {
+  if (t.rows != want.rows || t.cols != want.cols || t.data == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("expert ", key.DebugString(), " ", which, ": got ", models::DTypeName(t.dtype),
                      " [", t.rows, ", ", t.cols, "], want ", models::DTypeName(want.dtype), " [",
@@ -58,6 +62,24 @@ absl::Status WriteIndexAndHeader(WritableFile* out, PackHeader* h,
   return out->WriteAt(0, Bytes(block.data(), block.size()));
 }
 
+// Writes one source tensor into the slot as `want` stores it: a copy, a
+// dtype conversion, or a quantization (engine/backend/weight_quantize.h).
+absl::Status StoreTensor(const PackSourceTensor& t, const PackTensorLayout& want, uint8_t* slot) {
+  if (want.format == WeightFormat::kDense && t.dtype == want.dtype) {
+    std::memcpy(slot + want.offset, t.data, want.nbytes);
+    return absl::OkStatus();
+  }
+  const size_t n = static_cast<size_t>(t.rows * t.cols);
+  std::vector<float> f32(n);
+  models::ConvertToF32(t.dtype, t.data, f32.data(), n);
+  if (want.format == WeightFormat::kDense) {
+    models::ConvertFromF32(want.dtype, f32.data(), slot + want.offset, n);
+    return absl::OkStatus();
+  }
+  return QuantizeWeights(f32.data(), t.rows, t.cols, want.QuantAt(slot), slot + want.offset,
+                         slot + want.scales_offset);
+}
+
 }  // namespace
 
 absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSourceExpert& e,
@@ -66,9 +88,16 @@ absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSource
   RETURN_IF_ERROR(CheckTensor(e.up, l.up, "up", key));
   RETURN_IF_ERROR(CheckTensor(e.down, l.down, "down", key));
   std::memset(slot, 0, l.slot_bytes);
-  std::memcpy(slot + l.gate.offset, e.gate.data, l.gate.nbytes);
-  std::memcpy(slot + l.up.offset, e.up.data, l.up.nbytes);
-  std::memcpy(slot + l.down.offset, e.down.data, l.down.nbytes);
+  const char* names[] = {"gate", "up", "down"};
+  const PackSourceTensor* src[] = {&e.gate, &e.up, &e.down};
+  const PackTensorLayout* dst[] = {&l.gate, &l.up, &l.down};
+  for (int i = 0; i < 3; ++i) {
+    absl::Status s = StoreTensor(*src[i], *dst[i], slot);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert ", key.DebugString(), " ", names[i], ": ", s.message()));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -42,7 +42,8 @@ absl::StatusOr<PackSourceTensor> TensorOf(const WeightSource& w, const std::stri
 
 }  // namespace
 
-absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights) {
+absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights,
+                                               const ExpertStorage& storage) {
   const models::ModelConfig& c = weights.config();
   std::vector<int32_t> moe_layers;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -57,14 +58,17 @@ absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights) {
   ASSIGN_OR_RETURN(PackTensorShape up, ShapeOf(weights, Name(c, first, ExpertProj::kUp)));
   ASSIGN_OR_RETURN(PackTensorShape down, ShapeOf(weights, Name(c, first, ExpertProj::kDown)));
   return MakePackLayout(static_cast<int32_t>(c.num_hidden_layers), std::move(moe_layers),
-                        static_cast<int32_t>(c.num_experts), gate, up, down);
+                        static_cast<int32_t>(c.num_experts), gate, up, down, storage);
 }
 
 uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& layout) {
   const models::ModelConfig& c = weights.config();
   std::string desc =
       absl::StrCat("layout:", layout.num_layers, ",", layout.num_experts, ",",
-                   absl::StrJoin(layout.moe_layers, "/"), ",", layout.expert_bytes, ";");
+                   absl::StrJoin(layout.moe_layers, "/"), ",", layout.expert_bytes, ",",
+                   WeightFormatName(layout.gate.format), "/", layout.gate.group_size, "/",
+                   ScaleDTypeName(layout.gate.scale_dtype), "/",
+                   models::DTypeName(layout.gate.dtype), ";");
   // File-backed tensors: path, offset, and the file's size and mtime (cheap).
   // Anything else (in-memory sources): the bytes themselves.
   std::map<std::string, std::string> file_ids;  // path -> "size:mtime", "" if not a file
@@ -120,23 +124,29 @@ std::string DefaultExpertCacheDir() {
   return "/tmp/expertd-cache";
 }
 
-std::vector<std::string> ExpertPackCandidates(const PackLocationOptions& o, uint64_t fingerprint) {
-  if (!o.pack_dir.empty()) return {o.pack_dir + "/experts.pack"};
+std::vector<std::string> ExpertPackCandidates(const PackLocationOptions& o, uint64_t fingerprint,
+                                              const ExpertStorage& storage) {
+  const std::string file =
+      storage.format == WeightFormat::kDense && storage.keep_dtype
+          ? "experts.pack"
+          : absl::StrCat("experts-", storage.Name(), ".pack");
+  if (!o.pack_dir.empty()) return {o.pack_dir + "/" + file};
   std::vector<std::string> out;
-  if (!o.model_dir.empty()) out.push_back(o.model_dir + "/.expertd/experts.pack");
+  if (!o.model_dir.empty()) out.push_back(o.model_dir + "/.expertd/" + file);
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(fingerprint));
   out.push_back(absl::StrCat(o.cache_dir.empty() ? DefaultExpertCacheDir() : o.cache_dir, "/", hex,
-                             "/experts.pack"));
+                             "/", file));
   return out;
 }
 
 absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights,
                                                  const PackLocationOptions& where,
-                                                 const ExpertPackReader::Options& read_options) {
-  ASSIGN_OR_RETURN(PackLayout layout, ExpertPackLayoutFor(weights));
+                                                 const ExpertPackReader::Options& read_options,
+                                                 const ExpertStorage& storage) {
+  ASSIGN_OR_RETURN(PackLayout layout, ExpertPackLayoutFor(weights, storage));
   const uint64_t fingerprint = ExpertSourceFingerprint(weights, layout);
-  const std::vector<std::string> candidates = ExpertPackCandidates(where, fingerprint);
+  const std::vector<std::string> candidates = ExpertPackCandidates(where, fingerprint, storage);
   // 1. A valid pack anywhere: reuse it.
   for (const std::string& path : candidates) {
     auto reader = ExpertPackReader::Open(path, read_options);
@@ -158,6 +168,7 @@ absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights,
       EXPERTD_LOG(Info, "built expert pack")
           .With("path", path)
           .With("experts", static_cast<uint64_t>(layout.num_entries()))
+          .With("storage", storage.Name())
           .With("bytes", reader->header().file_bytes);
       return OpenedPack{std::move(reader), true};
     }

@@ -24,9 +24,11 @@
 namespace expertd::engine {
 
 // The routed experts' layout: MoE layers from the config, shapes and dtypes
-// from layer-first-expert-0's tensors (the writer checks every other expert).
-// InvalidArgument when the model has no routed experts or a tensor is missing.
-absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights);
+// from layer-first-expert-0's tensors (the writer checks every other expert),
+// stored as `storage` says. InvalidArgument when the model has no routed
+// experts, a tensor is missing, or the storage does not fit the shapes.
+absl::StatusOr<PackLayout> ExpertPackLayoutFor(const WeightSource& weights,
+                                               const ExpertStorage& storage = {});
 
 // A stable 64-bit fingerprint of the experts' source: names, dtypes, shapes,
 // and for file-backed tensors the file path, offset, size and mtime (cheap);
@@ -42,9 +44,13 @@ struct PackLocationOptions {
   std::string cache_dir;  // "" = DefaultExpertCacheDir()
 };
 
-// Candidate pack paths, in the order they are tried.
+// Candidate pack paths, in the order they are tried. The file is
+// experts.pack for the checkpoint's own dtypes, experts-<storage name>.pack
+// otherwise (so packs of several formats coexist and switching formats does
+// not rebuild back and forth).
 std::vector<std::string> ExpertPackCandidates(const PackLocationOptions& options,
-                                              uint64_t fingerprint);
+                                              uint64_t fingerprint,
+                                              const ExpertStorage& storage = {});
 
 // $XDG_CACHE_HOME/expertd, else $HOME/.cache/expertd, else /tmp/expertd-cache.
 std::string DefaultExpertCacheDir();
@@ -54,9 +60,12 @@ struct OpenedPack {
   bool built = false;  // written by this call (else reused)
 };
 
+// A pack of another storage format (or version, or source) at a candidate
+// path is rebuilt.
 absl::StatusOr<OpenedPack> OpenOrBuildExpertPack(const WeightSource& weights,
                                                  const PackLocationOptions& where,
-                                                 const ExpertPackReader::Options& read_options);
+                                                 const ExpertPackReader::Options& read_options,
+                                                 const ExpertStorage& storage = {});
 
 }  // namespace expertd::engine
 

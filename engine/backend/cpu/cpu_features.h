@@ -1,0 +1,27 @@
+// The instruction sets the CPU kernels may use, detected once at run time
+// (cpuid through __builtin_cpu_supports). The build targets AVX2 + FMA
+// (.bazelrc); wider kernels live in files whose functions carry a target
+// attribute and are only called when the CPU has the features.
+//
+// EXPERTD_CPU_ISA=scalar|avx2|avx512 in the environment caps the choice (to
+// compare kernels on one machine); a value above what the CPU has is ignored.
+#ifndef EXPERTD_ENGINE_BACKEND_CPU_CPU_FEATURES_H_
+#define EXPERTD_ENGINE_BACKEND_CPU_CPU_FEATURES_H_
+
+namespace expertd::engine::cpu {
+
+enum class CpuIsa {
+  kScalar,  // portable reference kernels
+  kAvx2,    // AVX2 + FMA + F16C (the build's baseline)
+  kAvx512,  // AVX-512 F + BW + VL + DQ
+};
+
+const char* CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512"
+// The widest ISA this CPU supports, capped by EXPERTD_CPU_ISA. Cached.
+CpuIsa BestCpuIsa();
+// Whether this CPU can run `isa`'s kernels.
+bool CpuSupports(CpuIsa isa);
+
+}  // namespace expertd::engine::cpu
+
+#endif  // EXPERTD_ENGINE_BACKEND_CPU_CPU_FEATURES_H_

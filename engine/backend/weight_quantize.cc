@@ -1,0 +1,133 @@
+#include "engine/backend/weight_quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace expertd::engine {
+namespace {
+
+// Stores `scale` as the scale dtype and returns the value it decodes to.
+float StoreScale(float scale, ScaleDType dtype, void* scales, int64_t i) {
+  switch (dtype) {
+    case ScaleDType::kNone:
+      return 1.0f;
+    case ScaleDType::kF32:
+      static_cast<float*>(scales)[i] = scale;
+      break;
+    case ScaleDType::kF16:
+      static_cast<uint16_t*>(scales)[i] = models::F32ToF16(scale);
+      break;
+    case ScaleDType::kBF16:
+      static_cast<uint16_t*>(scales)[i] = models::F32ToBf16(scale);
+      break;
+    case ScaleDType::kE8M0: {
+      // scale is a power of two here: its biased exponent.
+      int e = 0;
+      std::frexp(scale, &e);  // scale = 0.5 * 2^e
+      const int biased = scale == 0.0f ? 0 : std::clamp(e - 1 + 127, 0, 254);
+      static_cast<uint8_t*>(scales)[i] = static_cast<uint8_t>(biased);
+      break;
+    }
+  }
+  return LoadScaleF32(scales, dtype, i);
+}
+
+// Nearest e2m1 code to v (ties to the even code), saturating at +-6.
+uint8_t NearestE2m1(float v) {
+  const float a = std::fabs(v);
+  int best = 0;
+  float best_err = a;
+  for (int c = 1; c < 8; ++c) {
+    const float err = std::fabs(a - kE2m1Values[c]);
+    if (err < best_err || (err == best_err && (c & 1) == 0)) {
+      best = c;
+      best_err = err;
+    }
+  }
+  return static_cast<uint8_t>(best | (std::signbit(v) && best != 0 ? 8 : 0));
+}
+
+// The scale of a block whose largest magnitude is amax (before rounding to
+// the scale dtype).
+float BlockScale(WeightFormat f, float amax) {
+  switch (f) {
+    case WeightFormat::kDense:
+      return 1.0f;
+    case WeightFormat::kInt8:
+      return amax / 127.0f;
+    case WeightFormat::kInt4:
+      return amax / 7.0f;
+    case WeightFormat::kMxfp4:
+      if (amax == 0.0f) return 0.0f;
+      return std::ldexp(1.0f, std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2,
+                                         -127, 127));
+  }
+  return 1.0f;
+}
+
+uint8_t Encode(WeightFormat f, float w, float scale) {
+  if (f == WeightFormat::kMxfp4) return scale == 0.0f ? 0 : NearestE2m1(w / scale);
+  const float qmax = f == WeightFormat::kInt8 ? 127.0f : 7.0f;
+  const float q = scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(w / scale), -qmax, qmax);
+  return static_cast<uint8_t>(static_cast<int8_t>(q)) & (f == WeightFormat::kInt8 ? 0xFF : 0x0F);
+}
+
+}  // namespace
+
+absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const WeightQuant& q,
+                             uint8_t* values, void* scales) {
+  const int64_t groups = q.scale_cols(cols), g = q.group_size, br = q.block_rows;
+  const bool nibbles = WeightFormatBits(q.format) == 4;
+  const uint64_t row_bytes = QuantValueBytes(q.format, 1, cols);
+  std::memset(values, 0, row_bytes * rows);
+  for (int64_t r0 = 0; r0 < rows; r0 += br) {
+    const int64_t r1 = std::min(rows, r0 + br);
+    for (int64_t b = 0; b < groups; ++b) {
+      float amax = 0.0f;
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = b * g; c < (b + 1) * g; ++c) {
+          const float w = src[r * cols + c];
+          if (!std::isfinite(w)) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("cannot quantize a non-finite weight at [", r, ", ", c, "]"));
+          }
+          amax = std::max(amax, std::fabs(w));
+        }
+      }
+      const float scale =
+          StoreScale(BlockScale(q.format, amax), q.scale_dtype, scales, (r0 / br) * groups + b);
+      for (int64_t r = r0; r < r1; ++r) {
+        uint8_t* row = values + r * row_bytes;
+        for (int64_t c = b * g; c < (b + 1) * g; ++c) {
+          const uint8_t code = Encode(q.format, src[r * cols + c], scale);
+          if (nibbles) {
+            row[c / 2] |= static_cast<uint8_t>(code << (4 * (c & 1)));
+          } else {
+            row[c] = code;
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DequantizeWeights(const void* values, const WeightQuant& q, int64_t rows, int64_t cols,
+                       float* dst) {
+  const int64_t groups = q.scale_cols(cols);
+  const uint64_t row_bytes = QuantValueBytes(q.format, 1, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(values) + r * row_bytes;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float s =
+          LoadScaleF32(q.scales, q.scale_dtype, (r / q.block_rows) * groups + c / q.group_size);
+      dst[r * cols + c] = DecodeQuantValue(q.format, row, c) * s;
+    }
+  }
+}
+
+}  // namespace expertd::engine

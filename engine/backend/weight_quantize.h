@@ -1,0 +1,57 @@
+// Round-to-nearest block quantization of weights into the formats of
+// weight_format.h, and the exact inverse (dequantization to fp32), the
+// reference every quantized kernel is tested against.
+//
+// Quantize (symmetric, per block of block_rows x group_size elements, amax =
+// the block's largest |w|):
+//   int8   scale = amax / 127, rounded to scale_dtype; q = round(w / scale)
+//          (ties to even), clamped to [-127, 127]
+//   int4   scale = amax / 7, q in [-7, 7] likewise
+//   mxfp4  scale = 2^(floor(log2 amax) - 2) (OCP MX: the block's exponent
+//          minus e2m1's largest exponent; an e8m0 byte, clamped to
+//          [2^-127, 2^127]); q = the nearest e2m1 value to w / scale (ties to
+//          the even code), saturating at +-6
+// A block of zeros gets scale 0 (e8m0: 2^-127) and zero codes. Non-finite
+// weights are InvalidArgument (a corrupt checkpoint), never silently stored.
+// Pure functions, thread-safe.
+#ifndef EXPERTD_ENGINE_BACKEND_WEIGHT_QUANTIZE_H_
+#define EXPERTD_ENGINE_BACKEND_WEIGHT_QUANTIZE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/backend/weight_format.h"
+
+namespace expertd::engine {
+
+// src [rows, cols] fp32 -> values (QuantValueBytes) and scales
+// (QuantScaleBytes) in `q`'s format; q.scales is ignored (output `scales`).
+// REQUIRES: q.quantized(), q.group_size divides cols and is even.
+absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const WeightQuant& q,
+                             uint8_t* values, void* scales);
+
+// values + q.scales -> dst [rows, cols] fp32 (value * scale, exact in fp32
+// for every format here).
+void DequantizeWeights(const void* values, const WeightQuant& q, int64_t rows, int64_t cols,
+                       float* dst);
+
+// The decoded value (before scaling) of element `col` of a row of codes.
+inline float DecodeQuantValue(WeightFormat f, const uint8_t* row, int64_t col) {
+  switch (f) {
+    case WeightFormat::kDense:
+      return 0.0f;
+    case WeightFormat::kInt8:
+      return static_cast<float>(static_cast<int8_t>(row[col]));
+    case WeightFormat::kInt4: {
+      const int nib = (row[col / 2] >> (4 * (col & 1))) & 0xF;
+      return static_cast<float>(nib >= 8 ? nib - 16 : nib);
+    }
+    case WeightFormat::kMxfp4:
+      return kE2m1Values[(row[col / 2] >> (4 * (col & 1))) & 0xF];
+  }
+  return 0.0f;
+}
+
+}  // namespace expertd::engine
+
+#endif  // EXPERTD_ENGINE_BACKEND_WEIGHT_QUANTIZE_H_

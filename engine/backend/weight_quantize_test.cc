@@ -1,0 +1,125 @@
+#include "engine/backend/weight_quantize.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace expertd::engine {
+namespace {
+
+WeightQuant Quant(WeightFormat f, int group, ScaleDType s) {
+  WeightQuant q;
+  q.format = f;
+  q.group_size = group;
+  q.scale_dtype = s;
+  return q;
+}
+
+struct Quantized {
+  std::vector<uint8_t> values, scales;
+  std::vector<float> dequantized;
+};
+
+Quantized RoundTrip(const std::vector<float>& w, int64_t rows, int64_t cols, WeightQuant q) {
+  Quantized out;
+  out.values.resize(QuantValueBytes(q.format, rows, cols));
+  out.scales.resize(QuantScaleBytes(q, rows, cols));
+  EXPECT_TRUE(QuantizeWeights(w.data(), rows, cols, q, out.values.data(), out.scales.data()).ok());
+  q.scales = out.scales.data();
+  out.dequantized.resize(w.size());
+  DequantizeWeights(out.values.data(), q, rows, cols, out.dequantized.data());
+  return out;
+}
+
+std::vector<float> RandomWeights(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  std::vector<float> w(n);
+  for (float& v : w) v = d(rng);
+  return w;
+}
+
+// |w - dequant(w)| is at most half a quantization step of its group.
+TEST(WeightQuantizeTest, IntegerFormatsRoundToNearestWithinHalfAStep) {
+  const int64_t rows = 6, cols = 256;
+  const std::vector<float> w = RandomWeights(rows * cols, 1);
+  for (auto [f, qmax] : {std::pair{WeightFormat::kInt8, 127.0f}, {WeightFormat::kInt4, 7.0f}}) {
+    for (int group : {32, 128}) {
+      Quantized r = RoundTrip(w, rows, cols, Quant(f, group, ScaleDType::kF16));
+      for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t g = 0; g < cols / group; ++g) {
+          float amax = 0;
+          for (int64_t c = g * group; c < (g + 1) * group; ++c)
+            amax = std::max(amax, std::fabs(w[row * cols + c]));
+          const float step = amax / qmax;
+          for (int64_t c = g * group; c < (g + 1) * group; ++c) {
+            const int64_t i = row * cols + c;
+            // + the fp16 rounding of the scale (relative 2^-11 of amax).
+            EXPECT_LE(std::fabs(w[i] - r.dequantized[i]), 0.5f * step + amax * 1e-3f)
+                << WeightFormatName(f) << " g" << group << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightQuantizeTest, Int4PacksTheEvenColumnInTheLowNibble) {
+  // One group of 32: amax 7 -> scale 1, codes are the values themselves.
+  std::vector<float> w(32, 0.0f);
+  w[0] = 7, w[1] = -7, w[2] = 3, w[3] = -1;
+  Quantized r = RoundTrip(w, 1, 32, Quant(WeightFormat::kInt4, 32, ScaleDType::kF32));
+  EXPECT_EQ(r.values[0], 0x97);  // 7 | (-7 & 0xF) << 4
+  EXPECT_EQ(r.values[1], 0xF3);  // 3 | (-1 & 0xF) << 4
+  EXPECT_EQ(r.dequantized, w);
+}
+
+TEST(WeightQuantizeTest, Mxfp4MatchesTheOcpEncoding) {
+  // amax 6 -> exponent floor(log2 6) - 2 = 0 -> scale 1 (e8m0 byte 127);
+  // every e2m1 value is exact.
+  std::vector<float> w(32, 0.0f);
+  for (int c = 0; c < 16; ++c) w[c] = kE2m1Values[c];
+  Quantized r = RoundTrip(w, 1, 32, Quant(WeightFormat::kMxfp4, 32, ScaleDType::kE8M0));
+  EXPECT_EQ(r.scales[0], 127);
+  EXPECT_EQ(r.values[0], 0x10);  // codes 0 (low) and 1 (high)
+  EXPECT_EQ(r.values[7], 0xFE);  // codes 14 and 15
+  for (int c = 0; c < 32; ++c) EXPECT_EQ(r.dequantized[c], w[c]) << c;
+  // 2.4 -> 2 and 2.6 -> 3 (nearest), 5 -> 4 (tie, to the even code 6 = 4.0),
+  // 7 saturates at 6.
+  std::vector<float> v(32, 0.0f);
+  v[0] = 2.4f, v[1] = 2.6f, v[2] = 5.0f, v[3] = 7.0f;
+  r = RoundTrip(v, 1, 32, Quant(WeightFormat::kMxfp4, 32, ScaleDType::kE8M0));
+  EXPECT_EQ(r.dequantized[0], 2.0f);
+  EXPECT_EQ(r.dequantized[1], 3.0f);
+  EXPECT_EQ(r.dequantized[2], 4.0f);
+  EXPECT_EQ(r.dequantized[3], 6.0f);
+}
+
+TEST(WeightQuantizeTest, ZeroBlocksAndTwoDimensionalBlocks) {
+  std::vector<float> w(4 * 64, 0.0f);
+  for (int c = 0; c < 64; ++c) w[2 * 64 + c] = 0.01f * (c - 32);
+  WeightQuant q = Quant(WeightFormat::kInt8, 32, ScaleDType::kF32);
+  q.block_rows = 2;  // rows {0,1} share scales, {2,3} too
+  Quantized r = RoundTrip(w, 4, 64, q);
+  ASSERT_EQ(r.scales.size(), 2u * 2u * sizeof(float));
+  const float* s = reinterpret_cast<const float*>(r.scales.data());
+  EXPECT_EQ(s[0], 0.0f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_FLOAT_EQ(s[2], 0.32f / 127);
+  for (int c = 0; c < 128; ++c) EXPECT_EQ(r.dequantized[c], 0.0f);
+}
+
+TEST(WeightQuantizeTest, NonFiniteWeightsAreRefused) {
+  std::vector<float> w(32, 0.0f);
+  w[5] = std::numeric_limits<float>::infinity();
+  WeightQuant q = Quant(WeightFormat::kInt8, 32, ScaleDType::kF16);
+  std::vector<uint8_t> values(32), scales(2);
+  absl::Status s = QuantizeWeights(w.data(), 1, 32, q, values.data(), scales.data());
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+}
+
+}  // namespace
+}  // namespace expertd::engine

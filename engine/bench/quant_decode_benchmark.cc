@@ -1,0 +1,210 @@
+// Decode ms/token with routed experts stored as bf16 / int8 / int4 / mxfp4
+// (--expert_dtype), resident and offloaded, on the CPU backend, against the
+// memory-traffic floor of the bytes each token actually reads.
+//
+// Model: OLMoE-1B-7B's layer shapes (hidden 2048, 64 experts of width 1024,
+// top-8, vocab 50304), --layers layers, random bf16 weights in memory; the
+// experts go through the ExpertStore, which builds one pack per format under
+// --pack_dir (quantized when built). Modes: "resident" (the cache holds every
+// expert) and "offloaded" (the device cache holds --budget of the experts, a
+// host tier holds all of them, so every miss is a host -> device copy of the
+// stored bytes, no disk).
+//
+// Floor: bytes read per token / streaming-read bandwidth measured in the same
+// round. Bytes read = the non-expert weights a token touches (bf16) + top_k x
+// layers x stored expert bytes (values + scales) + 2 x the bytes copied host
+// -> device during the timed steps per token (a copy reads and writes them).
+// The machine is shared: rounds alternate the formats (A/B/C/D, A/B/C/D, ...)
+// and each row reports the median step of every round.
+//
+//   bazel build -c opt //engine/bench:quant_decode_benchmark
+//   nice -n 19 bazel-bin/engine/bench/quant_decode_benchmark --rounds=3
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/thread_pool.h"
+#include "engine/bench/synthetic_model.h"
+#include "engine/engine.h"
+#include "engine/experts/expert_store.h"
+#include "engine/greedy.h"
+
+namespace expertd::engine {
+namespace {
+
+struct Options {
+  int64_t layers = 2, threads = 2, steps = 24, rounds = 3;
+  double budget = 0.25;
+  std::string formats = "bf16,int8,int4,mxfp4", pack_dir = "/tmp/expertd-quant-bench";
+};
+
+// Streaming-read bandwidth (GB/s) over a 256 MiB array, best of 3.
+double ReadBandwidth(int threads) {
+  const int64_t n = 64ll << 20;
+  float* a = static_cast<float*>(std::aligned_alloc(64, n * 4));
+  ThreadPool pool(threads);
+  pool.ParallelFor(n / 8, 1, [&](int64_t s, int64_t e) {
+    for (int64_t i = s * 8; i < e * 8; ++i) a[i] = 1.0f;
+  });
+  std::vector<float> sums(threads * 16 + 16, 0.0f);
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(n / 16, 1024, [&](int64_t s, int64_t e) {
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      for (int64_t i = s; i < e; ++i) {
+        acc0 = _mm256_add_ps(acc0, _mm256_load_ps(a + i * 16));
+        acc1 = _mm256_add_ps(acc1, _mm256_load_ps(a + i * 16 + 8));
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, _mm256_add_ps(acc0, acc1));
+      sums[(s * threads / (n / 16)) * 16] += out[0];
+    });
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::free(a);
+  return n * 4.0 / best / 1e9;
+}
+
+struct Sample {
+  double ms = 0;           // median decode step
+  double bytes_read = 0;   // per token
+  uint64_t slot_bytes = 0; // stored bytes per expert (slot)
+};
+
+absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Options& o,
+                               const std::string& dtype, bool offloaded) {
+  const models::ModelConfig& c = w->config();
+  const int64_t total = c.num_moe_layers() * c.num_experts;
+  ExpertStoreOptions so;
+  ASSIGN_OR_RETURN(so.storage, ParseExpertStorage(dtype, 0));
+  so.pack_dir = o.pack_dir + "/" + dtype;
+  if (offloaded) {
+    so.device_cache_experts = std::max<int64_t>(2, static_cast<int64_t>(o.budget * total));
+    so.host_cache_bytes = ~0ull >> 1;  // every expert (capped at the total)
+  }
+  ExpertStore* store = nullptr;
+  EngineOptions eo;
+  eo.backend.threads = static_cast<int>(o.threads);
+  eo.kv_cache_bytes = 256ull << 20;
+  eo.expert_provider_factory =
+      [&](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+    ASSIGN_OR_RETURN(auto s, ExpertStore::Create(ctx, so));
+    store = s.get();
+    return std::unique_ptr<ExpertProvider>(std::move(s));
+  };
+  ASSIGN_OR_RETURN(auto engine, Engine::Create(w, eo));
+  const std::vector<int32_t> prompt = {11, 2027, 305, 9, 4000, 77, 123, 50000};
+  RETURN_IF_ERROR(engine->AddSequence(1));
+  ASSIGN_OR_RETURN(StepResult r, engine->Step(StepRequest{{SequenceChunk{1, prompt}}}));
+  int32_t next = Argmax(r.sequences[0].logits);
+  for (int i = 0; i < 4; ++i) {  // warm-up: first touches, the host tier fills
+    ASSIGN_OR_RETURN(r, engine->Step(StepRequest{{SequenceChunk{1, {next}}}}));
+    next = Argmax(r.sequences[0].logits);
+  }
+  const ExpertStoreStats before = store->stats();
+  std::vector<double> ms;
+  for (int64_t i = 0; i < o.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(r, engine->Step(StepRequest{{SequenceChunk{1, {next}}}}));
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+    next = Argmax(r.sequences[0].logits);
+  }
+  const ExpertStoreStats after = store->stats();
+  std::sort(ms.begin(), ms.end());
+  Sample s;
+  s.ms = ms[ms.size() / 2];
+  s.slot_bytes = after.slot_bytes;
+  const double bf16_expert = 3.0 * c.hidden_size * c.moe_intermediate_size * 2;
+  const double non_expert = static_cast<double>(DecodeBytesTouched(c, models::DType::kBF16)) -
+                            c.num_moe_layers() * c.num_experts_per_tok * bf16_expert;
+  const double copied = static_cast<double>(after.total.bytes_host_to_device -
+                                            before.total.bytes_host_to_device) /
+                        o.steps;
+  s.bytes_read = non_expert +
+                 c.num_moe_layers() * c.num_experts_per_tok * static_cast<double>(after.expert_bytes) +
+                 2 * copied;
+  return s;
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  FlagSet f("quant_decode_benchmark: decode ms/token per expert storage format");
+  f.Int("layers", &o.layers, 1, 16, "decoder layers (OLMoE-1B-7B shapes)");
+  f.Int("threads", &o.threads, 1, 256, "CPU threads");
+  f.Int("steps", &o.steps, 4, 100000, "timed decode steps per measurement");
+  f.Int("rounds", &o.rounds, 1, 100, "alternating rounds over the formats");
+  f.Double("budget", &o.budget, 0.01, 1, "offloaded device cache, fraction of all experts");
+  f.String("formats", &o.formats, "--expert_dtype values to compare");
+  f.String("pack_dir", &o.pack_dir, "where the packs are built (one sub-directory per format)");
+  absl::Status st = f.Parse(argc, argv, nullptr);
+  if (!st.ok() || f.help_requested()) {
+    std::fprintf(stderr, "%s\n%s", st.ToString().c_str(), f.Usage().c_str());
+    return st.ok() ? 0 : 2;
+  }
+  log::SetMinLevel(log::Level::kWarn);
+  auto spec = models::zoo::PresetSpec("olmoe_1b7b_4l", models::Architecture::kOlmoe);
+  spec->vocab = 50304;
+  spec->layers = o.layers;
+  spec->dtype = models::DType::kBF16;
+  spec->seed = 7;
+  auto weights = SyntheticWeights(*spec);
+  if (!weights.ok()) {
+    std::fprintf(stderr, "%s\n", weights.status().ToString().c_str());
+    return 1;
+  }
+  const std::vector<std::string> formats = absl::StrSplit(o.formats, ',', absl::SkipEmpty());
+  std::map<std::string, std::vector<std::string>> cells;  // row -> per-round cells
+  std::map<std::string, uint64_t> slot_bytes;
+  for (int64_t round = 0; round < o.rounds; ++round) {
+    const double bw = ReadBandwidth(static_cast<int>(o.threads));
+    for (const std::string& dtype : formats) {
+      for (bool offloaded : {false, true}) {
+        auto s = Measure(*weights, o, dtype, offloaded);
+        if (!s.ok()) {
+          std::fprintf(stderr, "%s: %s\n", dtype.c_str(), s.status().ToString().c_str());
+          return 1;
+        }
+        const double floor_ms = s->bytes_read / (bw * 1e9) * 1e3;
+        const std::string row = dtype + (offloaded ? " | offloaded" : " | resident");
+        slot_bytes[dtype] = s->slot_bytes;
+        cells[row].push_back(absl::StrFormat("%.1f ms, %.0f MB, %.1f GB/s: **%.2fx**", s->ms,
+                                             s->bytes_read / 1e6, bw, s->ms / floor_ms));
+        std::fprintf(stderr, "round %lld %s: %.2f ms (floor %.2f ms)\n",
+                     static_cast<long long>(round), row.c_str(), s->ms, floor_ms);
+      }
+    }
+  }
+  absl::PrintF("OLMoE-1B-7B shapes, %d layers, %d threads, ISA %s, offloaded = %.0f%% of experts "
+               "on the device + all in the host tier\n\n",
+               o.layers, o.threads, cpu::CpuIsaName(cpu::BestCpuIsa()), 100 * o.budget);
+  absl::PrintF("| experts | mode | bytes / expert | per round: ms/token, MB read/token, read GB/s: x floor |\n");
+  absl::PrintF("|---|---|---|---|\n");
+  for (const std::string& dtype : formats) {
+    for (const char* mode : {" | resident", " | offloaded"}) {
+      absl::PrintF("| %s%s | %d | %s |\n", dtype, mode, slot_bytes[dtype],
+                   absl::StrJoin(cells[dtype + mode], "; "));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace expertd::engine
+
+int main(int argc, char** argv) { return expertd::engine::Main(argc, argv); }
