@@ -197,6 +197,16 @@ class TrainingExecutor final : public JobExecutor {
   const std::optional<chat_template::ChatFormatter> formatter_;
 };
 
+// An event when the memory schedule places the experts differently from the
+// last step (resident / host / host+ssd), with the engine's reason.
+void ReportPlacement(const train::ScheduleReport& r, std::string* last, JobSink* sink) {
+  if (r.expert_placement.empty() || r.expert_placement == *last) return;
+  *last = r.expert_placement;
+  sink->Event(v1::FineTuneJobEvent::LEVEL_INFO,
+              absl::StrCat("experts ", r.expert_placement,
+                           r.placement_reason.empty() ? "" : ": ", r.placement_reason));
+}
+
 JobProgressUpdate StepUpdate(const train::StepReport& report,
                              const train::TrainingProgress& progress, int64_t total_steps,
                              int64_t steps_per_epoch, int64_t nanos, uint64_t memory) {
@@ -279,6 +289,7 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     ASSIGN_OR_RETURN(progress, Resume(run, extra, model.get(), &trainer, sink));
   }
   const int64_t total = spec.train.total_steps;
+  std::string placement;  // the experts' placement last reported
   while (progress.step < total) {
     if (sink->StopRequested()) {
       return absl::CancelledError(absl::StrCat("stopped at step ", progress.step));
@@ -289,6 +300,7 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     if (!report.ok()) return Coded(report.status(), "training_failed");
     ++progress.step;
     progress.trained_tokens += report->loss.predicted_tokens;
+    ReportPlacement(report->memory_schedule, &placement, sink);
     JobProgressUpdate u = StepUpdate(*report, progress, total, stream.steps_per_epoch(),
                                      clock()->NowNanos() - start, memory);
     if (progress.step == 1 || progress.step % 10 == 0) {

@@ -17,7 +17,7 @@
 // ends bitwise where the uninterrupted run would (same spec, same thread cap).
 // PREGATE jobs train the pre-gate heads in one go (no intermediate
 // checkpoints; a resumed PREGATE job starts over).
-// Error codes: invalid_spec, unsupported_schedule, unsupported_model,
+// Error codes: invalid_spec, unsupported_model,
 // invalid_training_file, out_of_memory, disk_full, checkpoint_write_failed,
 // checkpoint_mismatch (resume_from was written by a different spec),
 // invalid_model (the served model directory cannot be trained).

@@ -153,8 +153,11 @@ TEST_F(TrainingExecutorTest, ValidateNamesTheBadFieldOrLine) {
   bad.spec.mutable_lora()->add_target_modules("mlp");
   ExpectCode(executor->Validate(bad), "invalid_spec", "lora.target_modules");
   bad = run;
-  bad.spec.mutable_schedule()->set_offload_experts(true);
-  ExpectCode(executor->Validate(bad), "unsupported_schedule", "offload_experts");
+  bad.spec.mutable_schedule()->set_moe_chunks(3);
+  ExpectCode(executor->Validate(bad), "invalid_spec", "schedule.moe_chunks");
+  bad = run;
+  bad.spec.mutable_schedule()->set_micro_batches(9);
+  ExpectCode(executor->Validate(bad), "invalid_spec", "schedule.micro_batches");
   bad = run;
   Write(TmpDir() + "/data/bad.jsonl", "{\"token_ids\": [1, 2]}\n{\"text\": \"no tokenizer\"}\n");
   bad.training_file_path = TmpDir() + "/data/bad.jsonl";
@@ -231,6 +234,22 @@ TEST_F(TrainingExecutorTest, ResumeAfterStopIsBitwiseEqualToAnUninterruptedRun) 
   for (const JobProgressUpdate& p : second.progress) {
     EXPECT_EQ(p.train_loss, straight.progress[p.step - 1].train_loss) << p.step;
   }
+}
+
+TEST_F(TrainingExecutorTest, ExpertOffloadJobEqualsThePlainJobBitwise) {
+  FakeSink plain;
+  ASSERT_TRUE(Executor()->Run(Run("plain"), &plain).ok());
+  JobRun offloaded = Run("offloaded");
+  offloaded.spec.mutable_schedule()->set_offload_experts(true);
+  FakeSink sink;
+  ASSERT_TRUE(Executor()->Run(offloaded, &sink).ok());
+  bool placement_reported = false;
+  for (const std::string& e : sink.events) {
+    placement_reported = placement_reported || e.rfind("experts ", 0) == 0;
+  }
+  EXPECT_TRUE(placement_reported);
+  const std::string a = plain.checkpoints.back().path, b = sink.checkpoints.back().path;
+  EXPECT_TRUE(Read(a + "/model.safetensors") == Read(b + "/model.safetensors"));
 }
 
 TEST_F(TrainingExecutorTest, ResumeRefusesACheckpointOfAnotherSpec) {

@@ -21,16 +21,23 @@ uint64_t StableHash(const std::string& s) {
   return h;
 }
 
-absl::Status ResolveSchedule(const v1::TrainingSchedule& s) {
-  // The memory-saving schedules are not in the engine yet: only their
-  // "off"/"automatic" values (which mean the plain in-memory step) pass.
-  if (s.offload_experts() || s.moe_chunks() > 1 || s.micro_batches() > 1) {
-    return WithJobErrorCode(
-        absl::InvalidArgumentError(
-            "schedule: offload_experts, moe_chunks > 1 and micro_batches > 1 are not "
-            "supported by this server's training engine yet"),
-        "unsupported_schedule");
+// The proto's TrainingSchedule onto the engine's memory schedules
+// (engine/train/train_schedule.h); unset fields mean plain training.
+absl::Status ResolveSchedule(const v1::TrainingSchedule& s, ResolvedTrainingSpec* out) {
+  const uint32_t c = s.moe_chunks();
+  if (c != 0 && c != 1 && c != 2 && c != 4 && c != 8) {
+    return Invalid("schedule.moe_chunks", absl::StrCat(c, " is not 0 (auto), 1, 2, 4 or 8"));
   }
+  if (s.micro_batches() > 8) {
+    return Invalid("schedule.micro_batches",
+                   absl::StrCat(s.micro_batches(), " is not 0 or 1 (off) or 2..8"));
+  }
+  train::TrainSchedule& m = out->train.memory_schedule;
+  m.offload_experts = s.offload_experts();
+  m.moe_chunks = static_cast<int>(c);  // 0: the memory model chooses (1 when all fits)
+  // Jobs never pick n by profiling: measured times would make a resumed job
+  // differ from an uninterrupted one. 0 and 1 are both "off".
+  m.micro_batches = s.micro_batches() <= 1 ? 1 : static_cast<int>(s.micro_batches());
   return absl::OkStatus();
 }
 
@@ -155,7 +162,7 @@ absl::StatusOr<ResolvedTrainingSpec> ResolveTrainingSpec(const v1::FineTuneJobSp
                     : out.scope == JobScope::kLora  ? train::TrainScope::kLora
                                                     : train::TrainScope::kFull;
   out.seed = spec.has_seed() ? spec.seed() : StableHash(job_id);
-  absl::Status st = ResolveSchedule(spec.schedule());
+  absl::Status st = ResolveSchedule(spec.schedule(), &out);
   if (st.ok()) st = ResolveHyperparameters(spec.hyperparameters(), config, &out);
   if (st.ok()) st = ResolveLora(spec, &out);
   if (!st.ok()) return st;

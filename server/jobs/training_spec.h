@@ -2,7 +2,6 @@
 // training engine's options, with the defaults the proto comments promise.
 // Errors carry a job error code (job_executor.h WithJobErrorCode):
 //   "invalid_spec"          a field out of range, named in the message
-//   "unsupported_schedule"  a TrainingSchedule the engine does not offer yet
 //   "unsupported_model"     an architecture the trainer cannot train
 #ifndef EXPERTD_SERVER_JOBS_TRAINING_SPEC_H_
 #define EXPERTD_SERVER_JOBS_TRAINING_SPEC_H_
