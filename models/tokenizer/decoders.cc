@@ -1,5 +1,6 @@
 #include "models/tokenizer/decoders.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -226,6 +227,21 @@ class SequenceDecoder : public Decoder {
   std::vector<std::unique_ptr<Decoder>> parts_;
 };
 
+// A count from the file (0 when absent); -1 for anything but an integer in
+// [0, 2^31): nlohmann's get<int>() on a float or huge number is undefined.
+int64_t JsonCount(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) {
+    return it->get<uint64_t>() <= static_cast<uint64_t>(INT32_MAX) ? it->get<int64_t>() : -1;
+  }
+  if (it->is_number_integer()) {
+    const int64_t v = it->get<int64_t>();
+    return v >= 0 && v <= INT32_MAX ? v : -1;
+  }
+  return -1;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j) {
@@ -239,8 +255,11 @@ absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j) {
   if (type == "ByteFallback") return Ptr(new ByteFallbackDecoder());
   if (type == "Fuse") return Ptr(new FuseDecoder());
   if (type == "Strip") {
-    return Ptr(new StripDecoder(j.at("content").get<std::string>(), j.value("start", 0),
-                                j.value("stop", 0)));
+    const int64_t start = JsonCount(j, "start"), stop = JsonCount(j, "stop");
+    if (start < 0 || stop < 0)
+      return absl::InvalidArgumentError("Strip decoder: start and stop must be small integers");
+    return Ptr(new StripDecoder(j.at("content").get<std::string>(), static_cast<int>(start),
+                                static_cast<int>(stop)));
   }
   if (type == "Replace") {
     auto pattern = SplitPattern::FromJson(j.at("pattern"));
