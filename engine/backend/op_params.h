@@ -27,13 +27,26 @@ namespace expertd::engine {
 
 using DType = models::DType;
 
+// Block scales of an FP8 E4M3 weight (models/dtype/fp8_block.h): element
+// (r, c) of the weight is E4m3ToF32(code) * scale[((row0 + r) / block_rows) *
+// scale_cols + c / block_cols], the product rounded to fp32. row0 lets a
+// row slice of a weight keep its parent's scale grid. Device memory.
+struct Fp8Scales {
+  const float* scale = nullptr;  // [ceil((row0 + rows) / block_rows), scale_cols]
+  int64_t scale_cols = 0;        // ceil(cols / block_cols)
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;  // a multiple of 16 (kernels step 8 or 16 columns)
+  int64_t row0 = 0;
+};
+
 // A weight tensor in device memory, [rows, cols] row-major (a 1-D tensor has
-// rows == 1). Non-owning.
+// rows == 1). Non-owning. dtype kF8E4M3 requires `fp8`.
 struct WeightRef {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  Fp8Scales fp8;  // kF8E4M3 only
 
   bool empty() const { return data == nullptr; }
   uint64_t nbytes() const { return static_cast<uint64_t>(rows * cols) * models::DTypeSize(dtype); }

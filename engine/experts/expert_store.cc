@@ -146,7 +146,13 @@ ExpertWeights ExpertStore::WeightsAt(int32_t slot) const {
   const PackLayout& l = reader_->layout();
   const uint8_t* base = DeviceSlot(slot);
   auto ref = [base](const PackTensorLayout& t) {
-    return WeightRef{base + t.offset, t.dtype, t.rows, t.cols};
+    WeightRef w{base + t.offset, t.dtype, t.rows, t.cols};
+    if (!t.fp8.empty()) {
+      w.fp8 = Fp8Scales{reinterpret_cast<const float*>(base + t.fp8.offset),
+                        (t.cols + t.fp8.block_cols - 1) / t.fp8.block_cols, t.fp8.block_rows,
+                        t.fp8.block_cols, 0};
+    }
+    return w;
   };
   return ExpertWeights{ref(l.gate), ref(l.up), ref(l.down)};
 }

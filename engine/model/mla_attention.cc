@@ -46,6 +46,7 @@ WeightRef RowSlice(const WeightRef& w, int64_t first, int64_t count) {
   WeightRef s = w;
   s.data = static_cast<const uint8_t*>(w.data) + first * w.cols * models::DTypeSize(w.dtype);
   s.rows = count;
+  s.fp8.row0 = w.fp8.row0 + first;  // an FP8 slice keeps its parent's scale grid
   return s;
 }
 
@@ -125,9 +126,25 @@ class MlaAttention final : public AttentionLayer {
 
  private:
   // W_UK_h^T for every head, [heads * latent, nope], in the checkpoint's dtype
-  // (a transpose only moves values, so nothing is rounded).
+  // (a transpose only moves values, so nothing is rounded). An FP8 kv_b_proj
+  // is dequantized to fp32 first (its block grid does not survive the
+  // transpose in general); that costs 4 bytes per element of W_UK only.
   absl::Status LoadAbsorbedKeys(ResidentWeights* store, const std::string& kv_b_name) {
     ASSIGN_OR_RETURN(models::TensorView view, store->source().Get(kv_b_name));
+    std::vector<float> dequantized;
+    if (view.dtype == models::DType::kF8E4M3) {
+      // kv_b_ was loaded with its scales: read them back from the host copy.
+      ASSIGN_OR_RETURN(models::TensorView sv, store->source().Get(Fp8ScaleName(kv_b_name)));
+      const models::Fp8BlockShape shape{kv_b_.rows, kv_b_.cols, kv_b_.fp8.block_rows,
+                                        kv_b_.fp8.block_cols};
+      std::vector<float> scale(shape.scale_rows() * shape.scale_cols());
+      models::ConvertToF32(sv.dtype, sv.data, scale.data(), scale.size());
+      dequantized.resize(kv_b_.rows * kv_b_.cols);
+      models::DequantizeFp8Block(shape, static_cast<const uint8_t*>(view.data), scale.data(),
+                                 dequantized.data());
+      view.dtype = models::DType::kF32;
+      view.data = dequantized.data();
+    }
     const size_t elem = models::DTypeSize(view.dtype);
     const auto* src = static_cast<const uint8_t*>(view.data);
     std::vector<uint8_t> t(heads_ * latent_ * nope_ * elem);

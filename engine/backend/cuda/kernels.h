@@ -65,6 +65,12 @@ cudaError_t LaunchAttentionTiled(const AttentionParams& p, cudaStream_t stream);
 constexpr int64_t kSkinnyMaxRows = 16;
 cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream);
 
+// ---- fp8_gemm.cu -----------------------------------------------------------
+// The same for block-scaled FP8 E4M3 weights (WeightRef::fp8), dequantized in
+// registers; LaunchSkinnyGemm calls it for kF8E4M3. CPU twin: cpu/matmul_fp8.
+// Limits: m <= kSkinnyMaxRows; fp8.block_cols % 16 == 0.
+cudaError_t LaunchFp8Gemm(const MatmulParams& p, cudaStream_t stream);
+
 // ---- convert.cu (the cuBLASLt path's helpers) --------------------------------
 // hi[r, c] = round_to(x[r, c]) in `to` (kBF16 or kF16), contiguous [rows, cols];
 // when lo != nullptr also lo[r, c] = round_to(x[r, c] - hi[r, c]) (the

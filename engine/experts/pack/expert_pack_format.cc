@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/experts/pack/crc32c.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
 namespace {
@@ -15,6 +16,9 @@ constexpr size_t kOffNumLayers = 32, kOffNumExperts = 36, kOffNumEntries = 40, k
 constexpr size_t kOffExpertBytes = 48, kOffSlotBytes = 56, kOffIndexOffset = 64,
                  kOffIndexBytes = 72;
 constexpr size_t kOffDataOffset = 80, kOffIndexCrc = 88, kOffTensors = 96, kTensorBytes = 40;
+// The fp8-block variant's table: per tensor u64 scale offset, u64 scale
+// bytes, u32 block rows, u32 block cols, 8 bytes reserved.
+constexpr size_t kOffFp8Scales = 256, kFp8ScaleBytes = 32;
 
 template <typename T>
 void Put(uint8_t* p, size_t off, T v) {
@@ -35,14 +39,16 @@ uint32_t DTypeCode(models::DType d) {
       return 1;
     case models::DType::kBF16:
       return 2;
+    case models::DType::kF8E4M3:
+      return 3;
   }
   return 0;
 }
 
 bool DTypeFromCode(uint32_t code, models::DType* d) {
   static const models::DType kTypes[] = {models::DType::kF32, models::DType::kF16,
-                                         models::DType::kBF16};
-  if (code > 2) return false;
+                                         models::DType::kBF16, models::DType::kF8E4M3};
+  if (code > 3) return false;
   *d = kTypes[code];
   return true;
 }
@@ -95,6 +101,16 @@ absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_
         shape.dtype, shape.rows, shape.cols, offset,
         static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(shape.dtype)};
     offset += out->nbytes;
+    if (shape.dtype == models::DType::kF8E4M3) {
+      if (shape.fp8_block_rows <= 0 || shape.fp8_block_cols <= 0)
+        return absl::InvalidArgumentError("expert pack: FP8 tensor without a scale block shape");
+      const models::Fp8BlockShape b{shape.rows, shape.cols, shape.fp8_block_rows,
+                                    shape.fp8_block_cols};
+      offset = AlignUp(offset, kPackTensorAlignment);
+      out->fp8 = PackFp8Scales{offset, static_cast<uint64_t>(b.scale_rows() * b.scale_cols()) * 4,
+                               shape.fp8_block_rows, shape.fp8_block_cols};
+      offset += out->fp8.nbytes;
+    }
   }
   l.expert_bytes = offset;
   l.slot_bytes = AlignUp(offset, kPackAlignment);
@@ -137,6 +153,11 @@ std::vector<uint8_t> EncodePackHeader(const PackHeader& h) {
     Put<int64_t>(p, off + 16, tensors[i]->cols);
     Put<uint64_t>(p, off + 24, tensors[i]->offset);
     Put<uint64_t>(p, off + 32, tensors[i]->nbytes);
+    const size_t f = kOffFp8Scales + i * kFp8ScaleBytes;
+    Put<uint64_t>(p, f, tensors[i]->fp8.offset);
+    Put<uint64_t>(p, f + 8, tensors[i]->fp8.nbytes);
+    Put<uint32_t>(p, f + 16, static_cast<uint32_t>(tensors[i]->fp8.block_rows));
+    Put<uint32_t>(p, f + 20, static_cast<uint32_t>(tensors[i]->fp8.block_cols));
   }
   Put<uint32_t>(p, kOffHeaderCrc, Crc32c(p, kPackHeaderBytes));
   return b;
@@ -172,6 +193,17 @@ absl::StatusOr<PackHeader> DecodePackHeader(const uint8_t* p, uint64_t size) {
     tensors[i]->cols = Get<int64_t>(p, off + 16);
     tensors[i]->offset = Get<uint64_t>(p, off + 24);
     tensors[i]->nbytes = Get<uint64_t>(p, off + 32);
+    const size_t f = kOffFp8Scales + i * kFp8ScaleBytes;
+    PackFp8Scales& fp8 = tensors[i]->fp8;
+    fp8.offset = Get<uint64_t>(p, f);
+    fp8.nbytes = Get<uint64_t>(p, f + 8);
+    fp8.block_rows = Get<uint32_t>(p, f + 16);
+    fp8.block_cols = Get<uint32_t>(p, f + 20);
+    const bool is_fp8 = tensors[i]->dtype == models::DType::kF8E4M3;
+    if (is_fp8 == fp8.empty() || (is_fp8 && (fp8.block_rows <= 0 || fp8.block_cols <= 0 ||
+                                             fp8.offset + fp8.nbytes > h.layout.expert_bytes))) {
+      return Corrupt("inconsistent FP8 scale table");
+    }
   }
   const uint64_t entries = Get<uint32_t>(p, kOffNumEntries);
   if (Get<uint32_t>(p, kOffAlignment) != kPackAlignment || h.layout.num_experts <= 0 ||

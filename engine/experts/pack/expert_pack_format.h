@@ -12,6 +12,11 @@
 //   [data_offset, ...)   entry i at data_offset + i * slot_bytes:
 //                        gate | up | down (each 64-byte aligned in the
 //                        slot), then zero padding to slot_bytes
+// Storage variant "fp8-block": an FP8 E4M3 tensor (DeepSeek-V3 checkpoints)
+// is followed, at the next 64-byte boundary, by its block scales as fp32
+// [ceil(rows / block_rows), ceil(cols / block_cols)]; the header's FP8 table
+// (at byte 256) gives each tensor's scale offset, size and block shape
+// (all zero for a 16/32-bit tensor).
 // The header carries its own CRC32C (computed with the field zeroed), the
 // index's CRC32C, the total file size (truncation check) and a fingerprint of
 // the source checkpoint (a changed source makes the pack stale).
@@ -37,6 +42,19 @@ inline constexpr char kPackMagic[8] = {'E', 'X', 'P', 'D', 'P', 'A', 'C', 'K'};
 
 inline uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+// The fp8-block storage variant of one tensor: where its fp32 block scales
+// sit in the slot. Empty (all zero) for a 16/32-bit tensor.
+struct PackFp8Scales {
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  int64_t block_rows = 0, block_cols = 0;
+  bool empty() const { return nbytes == 0; }
+  friend bool operator==(const PackFp8Scales& a, const PackFp8Scales& b) {
+    return a.offset == b.offset && a.nbytes == b.nbytes && a.block_rows == b.block_rows &&
+           a.block_cols == b.block_cols;
+  }
+};
+
 // One tensor of an expert: [rows, cols] row-major at `offset` in the slot.
 struct PackTensorLayout {
   models::DType dtype = models::DType::kF32;
@@ -44,9 +62,10 @@ struct PackTensorLayout {
   int64_t cols = 0;
   uint64_t offset = 0;
   uint64_t nbytes = 0;
+  PackFp8Scales fp8;  // dtype kF8E4M3 only
   friend bool operator==(const PackTensorLayout& a, const PackTensorLayout& b) {
     return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols && a.offset == b.offset &&
-           a.nbytes == b.nbytes;
+           a.nbytes == b.nbytes && a.fp8 == b.fp8;
   }
 };
 
@@ -71,9 +90,11 @@ struct PackTensorShape {
   models::DType dtype = models::DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  int64_t fp8_block_rows = 0, fp8_block_cols = 0;  // kF8E4M3: the scale block
 };
 
-// Computes offsets: gate at 0, up and down each at the next 64-byte boundary.
+// Computes offsets: gate at 0, up and down each at the next 64-byte boundary
+// (an FP8 tensor's scales right after it, also 64-byte aligned).
 // InvalidArgument for empty shapes or no MoE layer.
 absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,
                                           int32_t num_experts, PackTensorShape gate,

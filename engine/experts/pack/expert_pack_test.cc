@@ -109,6 +109,35 @@ TEST(ExpertPackFormatTest, LayoutAlignsTensorsAndSlots) {
           .ok());
 }
 
+// The fp8-block variant: each FP8 tensor followed by its fp32 block scales;
+// the header's scale table round-trips, and an inconsistent one is DataLoss.
+TEST(ExpertPackFormatTest, Fp8BlockVariantLaysOutScalesAndRoundTrips) {
+  const PackTensorShape gate{DType::kF8E4M3, 300, 200, 128, 128};  // 3 x 2 blocks
+  const PackTensorShape down{DType::kF8E4M3, 200, 300, 128, 128};  // 2 x 3 blocks
+  auto l = MakePackLayout(2, {1}, 4, gate, gate, down);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->gate.nbytes, 60000u);  // one byte per weight
+  EXPECT_EQ(l->gate.fp8.offset, 60032u);
+  EXPECT_EQ(l->gate.fp8.nbytes, 24u);
+  EXPECT_EQ(l->up.offset, 60096u);
+  EXPECT_EQ(l->down.fp8.nbytes, 24u);
+  EXPECT_EQ(l->down.fp8.block_cols, 128);
+  EXPECT_EQ(l->expert_bytes, l->down.fp8.offset + 24);
+  EXPECT_LT(l->expert_bytes, 3u * 60000 * 2 / 2 + 4096);  // about half of bf16's 360000
+  PackHeader h = MakePackHeader(*l, 9);
+  std::vector<uint8_t> block = EncodePackHeader(h);
+  auto back = DecodePackHeader(block.data(), block.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  back->layout.moe_layers = l->moe_layers;  // the reader fills these from the index
+  EXPECT_TRUE(back->layout.SameAs(*l));
+  // A 16-bit tensor claiming scales, or an FP8 one without: corrupt.
+  PackHeader bad = h;
+  bad.layout.up.fp8 = PackFp8Scales{};
+  std::vector<uint8_t> b2 = EncodePackHeader(bad);
+  EXPECT_EQ(DecodePackHeader(b2.data(), b2.size()).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(MakePackLayout(2, {1}, 4, {DType::kF8E4M3, 4, 4}, gate, down).ok());  // no block
+}
+
 class ExpertPackTest : public ::testing::TestWithParam<bool> {};  // param: direct I/O
 
 TEST_P(ExpertPackTest, RoundTripsEveryExpertBitExactly) {

@@ -24,6 +24,10 @@ absl::Status CheckTensor(const PackSourceTensor& t, const PackTensorLayout& want
                      " [", t.rows, ", ", t.cols, "], want ", models::DTypeName(want.dtype), " [",
                      want.rows, ", ", want.cols, "] like every routed expert"));
   }
+  if (!want.fp8.empty() && t.fp8_scale == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert ", key.DebugString(), " ", which, ": FP8 without block scales"));
+  }
   return absl::OkStatus();
 }
 
@@ -69,6 +73,11 @@ absl::Status FillExpertSlot(const PackLayout& l, ExpertKey key, const PackSource
   std::memcpy(slot + l.gate.offset, e.gate.data, l.gate.nbytes);
   std::memcpy(slot + l.up.offset, e.up.data, l.up.nbytes);
   std::memcpy(slot + l.down.offset, e.down.data, l.down.nbytes);
+  for (auto [t, layout] :
+       {std::pair{&e.gate, &l.gate}, std::pair{&e.up, &l.up}, std::pair{&e.down, &l.down}}) {
+    if (!layout->fp8.empty())
+      std::memcpy(slot + layout->fp8.offset, t->fp8_scale, layout->fp8.nbytes);
+  }
   return absl::OkStatus();
 }
 

@@ -24,6 +24,8 @@ struct PackSourceTensor {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;  // rows * cols * DTypeSize(dtype) bytes
+  // kF8E4M3: the fp32 block scales, as many as the layout's fp8.nbytes / 4.
+  const float* fp8_scale = nullptr;
 };
 
 struct PackSourceExpert {
