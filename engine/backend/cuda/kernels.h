@@ -71,6 +71,13 @@ cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream);
 // group_size divides k.
 cudaError_t LaunchQuantMatmul(const MatmulParams& p, cudaStream_t stream);
 
+// ---- fp8_gemm.cu -----------------------------------------------------------
+// The skinny GEMM for block-scaled FP8 E4M3 weights (p.w.quant kFp8E4m3Block),
+// dequantized in registers; LaunchSkinnyGemm calls it for kF8E4M3 (the
+// backend sends kFp8E4m3Block there). CPU twin: cpu/matmul_fp8.
+// Limits: m <= kSkinnyMaxRows; quant.group_size % 16 == 0.
+cudaError_t LaunchFp8Gemm(const MatmulParams& p, cudaStream_t stream);
+
 // ---- convert.cu (the cuBLASLt path's helpers) --------------------------------
 // hi[r, c] = round_to(x[r, c]) in `to` (kBF16 or kF16), contiguous [rows, cols];
 // when lo != nullptr also lo[r, c] = round_to(x[r, c] - hi[r, c]) (the
