@@ -68,7 +68,7 @@ cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream);
 // ---- quant_matmul.cu ---------------------------------------------------------
 // Matmul with a block-quantized w (p.w.quant: int8, int4, mxfp4; fp32
 // activations), any m; CPU twin: cpu::QuantMatmulScalar. Limits: m <= 65535,
-// group_size divides k.
+// group_size divides k; not kFp8E4m3Block (LaunchFp8Gemm).
 cudaError_t LaunchQuantMatmul(const MatmulParams& p, cudaStream_t stream);
 
 // ---- fp8_gemm.cu -----------------------------------------------------------
