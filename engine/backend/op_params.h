@@ -34,13 +34,14 @@ using DType = models::DType;
 // rows == 1). Non-owning. Quantized (quant.quantized()): `data` holds the
 // values and quant.scales the scales in the layout of weight_format.h; dtype
 // is then the dtype of the tensor the values were quantized from (kernels
-// ignore it).
+// ignore it), except FP8 block-scaled checkpoint weights: dtype kF8E4M3
+// always comes with quant kFp8E4m3Block.
 struct WeightRef {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
-  WeightQuant quant;  // kDense unless a quantized expert weight
+  WeightQuant quant;  // kDense unless a quantized expert or FP8 weight
 
   bool empty() const { return data == nullptr; }
   // Bytes of the values (quantized: without the scales).

@@ -15,6 +15,8 @@ const char* WeightFormatName(WeightFormat f) {
       return "int4";
     case WeightFormat::kMxfp4:
       return "mxfp4";
+    case WeightFormat::kFp8E4m3Block:
+      return "fp8-block";
   }
   return "unknown";
 }
@@ -36,7 +38,7 @@ const char* ScaleDTypeName(ScaleDType s) {
 }
 
 bool WeightFormatFromCode(uint32_t code, WeightFormat* f) {
-  if (code > static_cast<uint32_t>(WeightFormat::kMxfp4)) return false;
+  if (code > static_cast<uint32_t>(WeightFormat::kFp8E4m3Block)) return false;
   *f = static_cast<WeightFormat>(code);
   return true;
 }
@@ -67,6 +69,7 @@ uint32_t WeightFormatBits(WeightFormat f) {
     case WeightFormat::kDense:
       return 0;
     case WeightFormat::kInt8:
+    case WeightFormat::kFp8E4m3Block:
       return 8;
     case WeightFormat::kInt4:
     case WeightFormat::kMxfp4:

@@ -14,6 +14,12 @@
 //   kMxfp4  decode(q) = e2m1(q): sign bit 3, {0, .5, 1, 1.5, 2, 3, 4, 6}
 //           and scale = 2^(e - 127) from an e8m0 byte (OCP MX v1.0, as
 //           gpt-oss publishes its experts), group_size 32.
+//   kFp8E4m3Block  decode(q) = e4m3(q) (one byte per element, OCP FP8
+//           E4M3FN, models/dtype), fp32 scales over 2-D blocks (DeepSeek-V3:
+//           block_rows = group_size = 128); the product decode * scale is
+//           rounded to fp32. Its column blocks may be ragged (the last one
+//           short): scale_cols = ceil(cols / group_size). A row slice of such
+//           a weight keeps its parent's scale grid through `row0`.
 // The enum values are stored in files (the expert pack): append, never
 // renumber. A reader meeting a code it does not know must refuse the file
 // with an error naming the code (FormatFromCode returns false).
@@ -31,6 +37,7 @@ enum class WeightFormat : uint32_t {
   kInt8 = 1,
   kInt4 = 2,
   kMxfp4 = 3,
+  kFp8E4m3Block = 4,
 };
 
 enum class ScaleDType : uint32_t {
@@ -41,7 +48,7 @@ enum class ScaleDType : uint32_t {
   kE8M0 = 4,  // unsigned biased exponent byte: 2^(e - 127); 255 is NaN
 };
 
-const char* WeightFormatName(WeightFormat f);  // "dense", "int8", "int4", "mxfp4"
+const char* WeightFormatName(WeightFormat f);  // "dense", "int8", "int4", "mxfp4", "fp8-block"
 const char* ScaleDTypeName(ScaleDType s);      // "none", "f32", "f16", "bf16", "e8m0"
 // False for a code this build does not know (a newer file).
 bool WeightFormatFromCode(uint32_t code, WeightFormat* f);
@@ -54,14 +61,46 @@ uint32_t WeightFormatBits(WeightFormat f);
 struct WeightQuant {
   WeightFormat format = WeightFormat::kDense;
   ScaleDType scale_dtype = ScaleDType::kNone;
-  int32_t group_size = 0;        // columns sharing a scale; divides cols
+  int32_t group_size = 0;        // columns sharing a scale; divides cols (fp8: may not)
   int32_t block_rows = 1;        // rows sharing a scale (2-D blocks when > 1)
   const void* scales = nullptr;  // see the file comment; same memory as the values
+  // kFp8E4m3Block only: row r of this tensor is row row0 + r of the scale
+  // grid (a row slice of a larger weight); 0 otherwise.
+  int64_t row0 = 0;
 
   bool quantized() const { return format != WeightFormat::kDense; }
-  int64_t scale_cols(int64_t cols) const { return group_size > 0 ? cols / group_size : 0; }
+  int64_t scale_cols(int64_t cols) const {
+    return group_size > 0 ? (cols + group_size - 1) / group_size : 0;
+  }
   int64_t scale_rows(int64_t rows) const { return (rows + block_rows - 1) / block_rows; }
 };
+
+// The scale grid of a kFp8E4m3Block weight [rows, cols] as the FP8 kernels
+// index it (cpu/matmul_fp8.h, cuda/fp8_gemm.cu): element (r, c) is
+// E4m3ToF32(code) * scale[((row0 + r) / block_rows) * scale_cols + c / block_cols].
+struct Fp8BlockGrid {
+  const float* scale = nullptr;
+  int64_t scale_cols = 0;  // ceil(cols / block_cols)
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;  // the kernels need a multiple of 16
+  int64_t row0 = 0;
+};
+// The WeightQuant of an FP8 weight with fp32 block scales `scales`.
+inline WeightQuant Fp8BlockQuant(const float* scales, int64_t block_rows, int64_t block_cols,
+                                 int64_t row0 = 0) {
+  WeightQuant q;
+  q.format = WeightFormat::kFp8E4m3Block;
+  q.scale_dtype = ScaleDType::kF32;
+  q.group_size = static_cast<int32_t>(block_cols);
+  q.block_rows = static_cast<int32_t>(block_rows);
+  q.scales = scales;
+  q.row0 = row0;
+  return q;
+}
+inline Fp8BlockGrid Fp8GridOf(const WeightQuant& q, int64_t cols) {
+  return Fp8BlockGrid{static_cast<const float*>(q.scales), q.scale_cols(cols), q.block_rows,
+                      q.group_size, q.row0};
+}
 
 // Bytes of the values of a quantized [rows, cols] tensor (4-bit rows are
 // padded to whole bytes).

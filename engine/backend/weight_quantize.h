@@ -48,6 +48,8 @@ inline float DecodeQuantValue(WeightFormat f, const uint8_t* row, int64_t col) {
     }
     case WeightFormat::kMxfp4:
       return kE2m1Values[(row[col / 2] >> (4 * (col & 1))) & 0xF];
+    case WeightFormat::kFp8E4m3Block:
+      return models::E4m3ToF32(row[col]);
   }
   return 0.0f;
 }

@@ -46,6 +46,8 @@ WeightRef RowSlice(const WeightRef& w, int64_t first, int64_t count) {
   WeightRef s = w;
   s.data = static_cast<const uint8_t*>(w.data) + first * w.cols * models::DTypeSize(w.dtype);
   s.rows = count;
+  // An FP8 slice keeps its parent's scale grid.
+  if (w.quant.format == WeightFormat::kFp8E4m3Block) s.quant.row0 = w.quant.row0 + first;
   return s;
 }
 
@@ -125,11 +127,38 @@ class MlaAttention final : public AttentionLayer {
 
  private:
   // W_UK_h^T for every head, [heads * latent, nope], in the checkpoint's dtype
-  // (a transpose only moves values, so nothing is rounded).
+  // (a transpose only moves values, so nothing is rounded). An FP8 kv_b_proj
+  // stays FP8 when its block grid survives the transpose (latent a multiple of
+  // the column block, each head's rows starting on a row block: DeepSeek-V3's
+  // 512 and 256 with 128x128 blocks); otherwise it is dequantized to fp32.
   absl::Status LoadAbsorbedKeys(ResidentWeights* store, const std::string& kv_b_name) {
     ASSIGN_OR_RETURN(models::TensorView view, store->source().Get(kv_b_name));
+    std::vector<float> dequantized, scale;
+    if (view.dtype == models::DType::kF8E4M3) {
+      // kv_b_ was loaded with its scales: read them back from the host copy.
+      ASSIGN_OR_RETURN(models::TensorView sv, store->source().Get(Fp8ScaleName(kv_b_name)));
+      const models::Fp8BlockShape shape{kv_b_.rows, kv_b_.cols, kv_b_.quant.block_rows,
+                                        kv_b_.quant.group_size};
+      scale.resize(shape.scale_rows() * shape.scale_cols());
+      models::ConvertToF32(sv.dtype, sv.data, scale.data(), scale.size());
+      if (latent_ % shape.block_cols == 0 && shape.block_rows % 16 == 0 &&
+          (heads_ == 1 || (nope_ + v_dim_) % shape.block_rows == 0)) {
+        return TransposeFp8Keys(store, shape, static_cast<const uint8_t*>(view.data), scale);
+      }
+      dequantized.resize(kv_b_.rows * kv_b_.cols);
+      models::DequantizeFp8Block(shape, static_cast<const uint8_t*>(view.data), scale.data(),
+                                 dequantized.data());
+      view.dtype = models::DType::kF32;
+      view.data = dequantized.data();
+    }
     const size_t elem = models::DTypeSize(view.dtype);
-    const auto* src = static_cast<const uint8_t*>(view.data);
+    std::vector<uint8_t> t = TransposeKeys(static_cast<const uint8_t*>(view.data), elem);
+    ASSIGN_OR_RETURN(uk_t_, store->Upload(view.dtype, heads_ * latent_, nope_, t.data()));
+    return absl::OkStatus();
+  }
+
+  // [heads * latent, nope] from kv_b_proj's key rows, elements of `elem` bytes.
+  std::vector<uint8_t> TransposeKeys(const uint8_t* src, size_t elem) const {
     std::vector<uint8_t> t(heads_ * latent_ * nope_ * elem);
     for (int64_t h = 0; h < heads_; ++h) {
       for (int64_t j = 0; j < nope_; ++j) {
@@ -139,7 +168,30 @@ class MlaAttention final : public AttentionLayer {
         }
       }
     }
-    ASSIGN_OR_RETURN(uk_t_, store->Upload(view.dtype, heads_ * latent_, nope_, t.data()));
+    return t;
+  }
+
+  // The FP8 transpose: codes moved, and the block grid transposed with them
+  // (row block of (h, c) = h * latent / bc + c / bc, column block j / br).
+  absl::Status TransposeFp8Keys(ResidentWeights* store, const models::Fp8BlockShape& kv,
+                                const uint8_t* codes, const std::vector<float>& scale) {
+    const int64_t bc = kv.block_cols, br = kv.block_rows;
+    const int64_t row_blocks = heads_ * latent_ / bc, col_blocks = (nope_ + br - 1) / br;
+    std::vector<float> t_scale(row_blocks * col_blocks);
+    for (int64_t h = 0; h < heads_; ++h) {
+      for (int64_t cb = 0; cb < latent_ / bc; ++cb) {
+        for (int64_t jb = 0; jb < col_blocks; ++jb) {
+          t_scale[(h * latent_ / bc + cb) * col_blocks + jb] =
+              scale[(h * (nope_ + v_dim_) / br + jb) * kv.scale_cols() + cb];
+        }
+      }
+    }
+    std::vector<uint8_t> t = TransposeKeys(codes, 1);
+    ASSIGN_OR_RETURN(uk_t_,
+                     store->Upload(models::DType::kF8E4M3, heads_ * latent_, nope_, t.data()));
+    ASSIGN_OR_RETURN(WeightRef s,
+                     store->Upload(models::DType::kF32, 1, t_scale.size(), t_scale.data()));
+    uk_t_.quant = Fp8BlockQuant(static_cast<const float*>(s.data), bc, br);
     return absl::OkStatus();
   }
 

@@ -80,6 +80,10 @@ absl::Status Model::Load() {
   const DeviceRope rope{inv_freq_.as<float>(), rope_.rotary_dim, rope_.attention_factor};
 
   ASSIGN_OR_RETURN(embed_, store_.Load(models::EmbedTokensName(), c.vocab_size, h));
+  if (embed_.dtype == models::DType::kF8E4M3) {
+    return absl::InvalidArgumentError(
+        "an FP8 embedding table is not supported (FP8 checkpoints keep embed_tokens in bf16)");
+  }
   ASSIGN_OR_RETURN(final_norm_, store_.Load(models::FinalNormName(), 1, h));
   ASSIGN_OR_RETURN(lm_head_, store_.Load(models::LmHeadName(c), c.vocab_size, h));
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {

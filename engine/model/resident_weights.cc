@@ -6,6 +6,43 @@
 
 namespace expertd::engine {
 
+std::string Fp8ScaleName(const std::string& weight_name) { return weight_name + "_scale_inv"; }
+
+absl::Status ResidentWeights::AttachFp8Scales(const std::string& name, WeightRef* ref) {
+  const models::Fp8BlockQuantization& q = source_->config().fp8;
+  if (!q.enabled) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' is FP8 E4M3 but config.json has no fp8 quantization_config"));
+  }
+  if (q.block_cols % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("FP8 weight_block_size [", q.block_rows, ", ",
+                                                   q.block_cols,
+                                                   "]: the column block must be a multiple of 16"));
+  }
+  const std::string scale_name = Fp8ScaleName(name);
+  ASSIGN_OR_RETURN(models::TensorView sv, source_->Get(scale_name));
+  const models::Fp8BlockShape shape{ref->rows, ref->cols, q.block_rows, q.block_cols};
+  if (sv.shape != std::vector<int64_t>{shape.scale_rows(), shape.scale_cols()} ||
+      sv.dtype == models::DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", scale_name, "' is ", models::DTypeName(sv.dtype), " [",
+        absl::StrJoin(sv.shape, ","), "], expected a float [", shape.scale_rows(), ",",
+        shape.scale_cols(), "] (one scale per ", q.block_rows, "x", q.block_cols, " block)"));
+  }
+  const int64_t count = shape.scale_rows() * shape.scale_cols();
+  const float* scale = nullptr;
+  if (sv.dtype == models::DType::kF32 && backend_->host_memory_is_device_memory()) {
+    scale = static_cast<const float*>(sv.data);
+  } else {
+    std::vector<float> f32(count);
+    models::ConvertToF32(sv.dtype, sv.data, f32.data(), count);
+    ASSIGN_OR_RETURN(WeightRef up, Upload(models::DType::kF32, 1, count, f32.data()));
+    scale = static_cast<const float*>(up.data);
+  }
+  ref->quant = Fp8BlockQuant(scale, q.block_rows, q.block_cols);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WeightRef> ResidentWeights::Load(const std::string& name, int64_t rows,
                                                 int64_t cols) {
   ASSIGN_OR_RETURN(models::TensorView view, source_->Get(name));
@@ -20,6 +57,13 @@ absl::StatusOr<WeightRef> ResidentWeights::Load(const std::string& name, int64_t
   ref.dtype = view.dtype;
   ref.rows = rows;
   ref.cols = cols;
+  if (view.dtype == models::DType::kF8E4M3) {
+    if (!ok_2d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name, "' is 1-D FP8: only matrices may be block-quantized"));
+    }
+    RETURN_IF_ERROR(AttachFp8Scales(name, &ref));
+  }
   if (backend_->host_memory_is_device_memory()) {
     ref.data = view.data;
     return ref;

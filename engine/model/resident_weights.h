@@ -15,8 +15,12 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/model/weight_source.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
+
+// "<weight>_scale_inv": the block scales of an FP8 weight (DeepSeek's naming).
+std::string Fp8ScaleName(const std::string& weight_name);
 
 class ResidentWeights {
  public:
@@ -26,6 +30,9 @@ class ResidentWeights {
 
   // Loads `name`, checking its shape: a 2-D [rows, cols] or 1-D [cols] (then
   // rows must be 1). NotFound / InvalidArgument naming the tensor.
+  // An FP8 E4M3 matrix stays FP8 with its block scales attached
+  // (WeightRef::quant kFp8E4m3Block, from `<name>_scale_inv`, converted to fp32 when stored
+  // as bf16); only Matmul reads such a weight.
   absl::StatusOr<WeightRef> Load(const std::string& name, int64_t rows, int64_t cols);
   // Like Load but returns an empty WeightRef when the tensor is absent.
   absl::StatusOr<WeightRef> LoadOptional(const std::string& name, int64_t rows, int64_t cols);
@@ -35,9 +42,12 @@ class ResidentWeights {
   absl::StatusOr<WeightRef> Upload(DType dtype, int64_t rows, int64_t cols, const void* host);
 
   const WeightSource& source() const { return *source_; }
+  Backend* backend() const { return backend_; }
   uint64_t device_bytes() const { return device_bytes_; }  // copied onto the device
 
  private:
+  absl::Status AttachFp8Scales(const std::string& name, WeightRef* ref);
+
   Backend* backend_;
   const WeightSource* source_;
   std::vector<DeviceBuffer> buffers_;

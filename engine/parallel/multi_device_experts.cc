@@ -33,6 +33,10 @@ absl::Status LoadBlock(Backend* be, const models::TensorView& t, int64_t r0, int
 absl::StatusOr<models::TensorView> Expect(const WeightSource& src, const std::string& name,
                                           int64_t rows, int64_t cols) {
   ASSIGN_OR_RETURN(models::TensorView t, src.Get(name));
+  if (t.dtype == models::DType::kF8E4M3) {  // slicing would have to slice the block scales too
+    return absl::UnimplementedError(
+        absl::StrCat(name, ": FP8 block-quantized experts cannot be sharded across devices yet"));
+  }
   if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": expected shape [", rows, ", ", cols, "]"));

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "models/checkpoint/expected_tensors.h"
 #include "models/checkpoint/shard_index.h"
+#include "models/dtype/fp8_block.h"
 #include "models/safetensors/safetensors_reader.h"
 
 namespace expertd::models {
@@ -207,6 +209,37 @@ std::vector<std::string> Checkpoint::files() const {
   return paths;
 }
 
+// FP8 block-quantized checkpoints: every FP8 tensor has a float scale tensor
+// "<name>_scale_inv" of [ceil(rows / block_rows), ceil(cols / block_cols)].
+// Returns the scale tensors' names (so they do not count as unused).
+absl::StatusOr<std::set<std::string>> CheckFp8Scales(
+    const ModelConfig& c, const std::string& dir,
+    const std::map<std::string, TensorView, std::less<>>& tensors) {
+  std::set<std::string> scales;
+  for (const auto& [name, v] : tensors) {
+    if (v.dtype != DType::kF8E4M3) continue;
+    if (!c.fp8.enabled || v.shape.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          v.file, ": tensor '", name, "' is F8_E4M3 but ",
+          c.fp8.enabled ? "is not a matrix" : "config.json has no fp8 quantization_config"));
+    }
+    const std::string scale = name + "_scale_inv";
+    auto it = tensors.find(scale);
+    const Fp8BlockShape shape{v.shape[0], v.shape[1], c.fp8.block_rows, c.fp8.block_cols};
+    const std::vector<int64_t> want = {shape.scale_rows(), shape.scale_cols()};
+    if (it == tensors.end() || it->second.shape != want || it->second.dtype == DType::kF8E4M3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": FP8 tensor '", name, "' needs a float tensor '", scale,
+                       "' of shape ", ShapeString(want),
+                       it == tensors.end() ? " (missing)"
+                                           : absl::StrCat(", got ", DTypeName(it->second.dtype),
+                                                          " ", ShapeString(it->second.shape))));
+    }
+    scales.insert(scale);
+  }
+  return scales;
+}
+
 absl::Status Checkpoint::ValidateAgainstConfig() const {
   const ModelConfig& c = impl_->config;
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
@@ -229,9 +262,11 @@ absl::Status Checkpoint::ValidateAgainstConfig() const {
         impl_->dir, ": checkpoint lacks ", missing.size(), " tensor(s) that config.json (",
         ArchitectureName(c.architecture), ") requires: ", NameList(missing)));
   }
+  ASSIGN_OR_RETURN(std::set<std::string> scales, CheckFp8Scales(c, impl_->dir, impl_->tensors));
   std::vector<std::string> unknown;
   for (const auto& [name, v] : impl_->tensors) {
-    if (wanted.count(name) == 0 && !IsOptionalTensor(c, name)) unknown.push_back(name);
+    if (wanted.count(name) == 0 && scales.count(name) == 0 && !IsOptionalTensor(c, name))
+      unknown.push_back(name);
   }
   if (!unknown.empty()) {
     return absl::InvalidArgumentError(

@@ -140,6 +140,38 @@ absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// quantization_config: absent / null, or block-scaled FP8 E4M3. Any other
+// method is refused by name rather than misread as unquantized weights.
+absl::Status ParseQuantization(const FieldReader& r, ModelConfig* c) {
+  if (!r.Has("quantization_config")) return absl::OkStatus();
+  const json& q = r.obj()["quantization_config"];
+  if (!q.is_object()) return r.Error("quantization_config", "must be an object or null");
+  FieldReader s(q, "config.json quantization_config");
+  ASSIGN_OR_RETURN(std::string method, s.String("quant_method", ""));
+  if (method != "fp8") {
+    return r.Error("quantization_config",
+                   absl::StrCat("has unsupported quant_method '", method, "' (supported: fp8)"));
+  }
+  ASSIGN_OR_RETURN(std::string fmt, s.String("fmt", "e4m3"));
+  if (fmt != "e4m3") {
+    return r.Error("quantization_config",
+                   absl::StrCat("has unsupported fmt '", fmt, "' (supported: e4m3)"));
+  }
+  if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() ||
+      q["weight_block_size"].size() != 2 || !q["weight_block_size"][0].is_number_integer() ||
+      !q["weight_block_size"][1].is_number_integer() || q["weight_block_size"][0] < 1 ||
+      q["weight_block_size"][1] < 1 || q["weight_block_size"][0] > kMaxDim ||
+      q["weight_block_size"][1] > kMaxDim) {
+    return r.Error("quantization_config",
+                   "weight_block_size must be two positive integers (per-tensor or per-channel "
+                   "FP8 is not supported)");
+  }
+  c->fp8.enabled = true;
+  c->fp8.block_rows = q["weight_block_size"][0].get<int64_t>();
+  c->fp8.block_cols = q["weight_block_size"][1].get<int64_t>();
+  return absl::OkStatus();
+}
+
 // Which decoder layers carry routed experts, as each architecture decides it.
 absl::Status ParseMoeLayers(const FieldReader& r, ModelConfig* c) {
   c->is_moe_layer.assign(c->num_hidden_layers, true);
@@ -353,6 +385,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   ASSIGN_OR_RETURN(c.rms_norm_eps, r.Double("rms_norm_eps", 1e-6, 0.0, 1.0));
   ASSIGN_OR_RETURN(c.rope_theta, r.Double("rope_theta", 10000.0, 1.0, 1e12));
   RETURN_IF_ERROR(ParseRopeScaling(r, &c));
+  RETURN_IF_ERROR(ParseQuantization(r, &c));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
 
   // Sliding-window attention changes results; refuse rather than ignore it.

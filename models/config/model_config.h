@@ -49,6 +49,18 @@ struct RopeScaling {
   double mscale = 1.0, mscale_all_dim = 0.0;             // yarn (DeepSeek)
 };
 
+// config.json "quantization_config" of an FP8 checkpoint (DeepSeek-V3/R1):
+// {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}.
+// Each FP8 weight W [rows, cols] has a `<name>_scale_inv` tensor (F32 or
+// BF16) of [ceil(rows / block_rows), ceil(cols / block_cols)], and
+// W[i, j] = float(fp8[i, j]) * scale_inv[i / block_rows, j / block_cols]
+// (edge blocks may be partial). Unquantized tensors (embeddings, norms, the
+// router, lm_head) stay in their 16/32-bit dtype.
+struct Fp8BlockQuantization {
+  bool enabled = false;
+  int64_t block_rows = 128, block_cols = 128;
+};
+
 // Weight storage type named by config.json's torch_dtype (informational: each
 // tensor in the checkpoint carries its own dtype).
 
@@ -100,6 +112,7 @@ struct ModelConfig {
   int32_t pad_token_id = -1;
 
   DType torch_dtype = DType::kF32;
+  Fp8BlockQuantization fp8;
 
   bool uses_mla() const { return kv_lora_rank > 0; }
   int64_t num_moe_layers() const;

@@ -10,6 +10,8 @@ const char* DTypeName(DType dtype) {
       return "float16";
     case DType::kBF16:
       return "bfloat16";
+    case DType::kF8E4M3:
+      return "float8_e4m3fn";
   }
   return "?";
 }
@@ -22,6 +24,8 @@ size_t DTypeSize(DType dtype) {
       return 2;
     case DType::kBF16:
       return 2;
+    case DType::kF8E4M3:
+      return 1;
   }
   return 0;
 }
@@ -62,6 +66,40 @@ uint16_t F32ToF16(float f) {
   return sign | static_cast<uint16_t>(q);
 }
 
+float E4m3ToF32(uint8_t code) {
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t exp = (code >> 3) & 0xfu;
+  const uint32_t mant = code & 0x7u;
+  if (exp == 0xf && mant == 0x7) return BitsToFloat(sign | 0x7fc00000u);  // NaN
+  if (exp != 0) return BitsToFloat(sign | ((exp + 120) << 23) | (mant << 20));
+  // Subnormal (or zero): mant * 2^-9, exact in float32.
+  return BitsToFloat(sign | FloatBits(static_cast<float>(mant) * (1.0f / 512.0f)));
+}
+
+uint8_t F32ToE4m3(float f) {
+  const uint32_t u = FloatBits(f);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7fu;   // NaN
+  if (abs >= 0x43e00000u) return sign | 0x7eu;  // >= 448 (and Inf): saturate
+  if (abs >= 0x3c800000u) {                     // normal E4M3 (>= 2^-6)
+    uint32_t r = abs - (120u << 23);            // rebias exponent 127 -> 7
+    r += 0x7ffffu + ((r >> 20) & 1u);           // round to nearest even at bit 20
+    const uint32_t code = r >> 20;              // may carry into the next binade
+    return sign | static_cast<uint8_t>(code > 0x7eu ? 0x7eu : code);  // 464..480 -> 448
+  }
+  if (abs < 0x3a000000u) return sign;  // < 2^-11: below half the smallest subnormal
+  // Subnormal E4M3: value / 2^-9 rounded to nearest even integer (0..8).
+  const uint32_t exp = abs >> 23;
+  const uint32_t m = (abs & 0x7fffffu) | 0x800000u;  // 24-bit significand
+  const uint32_t shift = 141 - exp;                  // value = m * 2^(exp-150); / 2^-9
+  uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return sign | static_cast<uint8_t>(q);  // q == 8 is 2^-6, the smallest normal: same code
+}
+
 void ConvertToF32(DType from, const void* src, float* dst, size_t n) {
   const auto* bytes = static_cast<const unsigned char*>(src);
   switch (from) {
@@ -81,6 +119,9 @@ void ConvertToF32(DType from, const void* src, float* dst, size_t n) {
         std::memcpy(&h, bytes + 2 * i, 2);
         dst[i] = F16ToF32(h);
       }
+      return;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) dst[i] = E4m3ToF32(bytes[i]);
       return;
   }
 }
@@ -102,6 +143,9 @@ void ConvertFromF32(DType to, const float* src, void* dst, size_t n) {
         uint16_t h = F32ToF16(src[i]);
         std::memcpy(bytes + 2 * i, &h, 2);
       }
+      return;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) bytes[i] = F32ToE4m3(src[i]);
       return;
   }
 }

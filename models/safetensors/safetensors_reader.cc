@@ -55,8 +55,10 @@ absl::StatusOr<DType> ParseDType(const json& v, absl::string_view source, absl::
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
   if (s == "BF16") return DType::kBF16;
-  return TensorError(source, name,
-                     absl::StrCat("unsupported dtype '", s, "' (supported: F32, F16, BF16)"));
+  if (s == "F8_E4M3") return DType::kF8E4M3;
+  return TensorError(
+      source, name,
+      absl::StrCat("unsupported dtype '", s, "' (supported: F32, F16, BF16, F8_E4M3)"));
 }
 
 absl::StatusOr<uint64_t> ParseUnsigned(const json& v) {
@@ -198,6 +200,8 @@ const char* SafetensorsDTypeName(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }

@@ -7,7 +7,7 @@
 // "__metadata__" object of string -> string. Everything is validated before a
 // single tensor is handed out: N sane and inside the file, the JSON an object
 // (no duplicate names, nesting depth <= 8), every entry complete, dtype one of
-// F32 / F16 / BF16 (anything else is an error naming the dtype and tensor),
+// F32 / F16 / BF16 / F8_E4M3 (anything else is an error naming the dtype and tensor),
 // dims non-negative integers, numel * dtype size == end - begin, every range
 // inside the data section, no two ranges overlapping. Gaps between tensors are
 // tolerated. Every error is InvalidArgument (NotFound for a missing file) and
@@ -32,7 +32,7 @@ namespace expertd::models {
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 inline constexpr size_t kMaxSafetensorsRank = 16;
 
-// The on-disk dtype name ("F32", "F16", "BF16").
+// The on-disk dtype name ("F32", "F16", "BF16", "F8_E4M3").
 const char* SafetensorsDTypeName(DType dtype);
 
 struct SafetensorsEntry {

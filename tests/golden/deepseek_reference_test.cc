@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "engine/engine.h"
 #include "engine/greedy.h"
 #include "gtest/gtest.h"
@@ -202,24 +203,49 @@ TEST_P(DeepseekShapesTest, AbsorbedCompressedCacheEngineMatchesTheExpandedRefere
   EXPECT_LT(RelErr(decoded, last), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, DeepseekShapesTest,
-    ::testing::Values(
-        Shape{
-            "qlora0_norope_scaling_one_group",
-            R"("num_hidden_layers": 2, "q_lora_rank": null, "rope_scaling": null, "n_routed_experts": 8,
+const Shape kQLora0Shape{
+    "qlora0_norope_scaling_one_group",
+    R"("num_hidden_layers": 2, "q_lora_rank": null, "rope_scaling": null, "n_routed_experts": 8,
                  "num_experts_per_tok": 3, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 0,
                  "moe_layer_freq": 1, "norm_topk_prob": false, "routed_scaling_factor": 1.0,
-                 "n_shared_experts": null)"},
-        Shape{"eight_groups_yarn_mscale_mtp",
-              R"("num_hidden_layers": 5, "q_lora_rank": 24, "n_routed_experts": 16,
+                 "n_shared_experts": null)"};
+const Shape kMtpShape{"eight_groups_yarn_mscale_mtp",
+                      R"("num_hidden_layers": 5, "q_lora_rank": 24, "n_routed_experts": 16,
                  "rope_scaling": {"type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16,
                                   "beta_fast": 16, "beta_slow": 2, "mscale": 0.9, "mscale_all_dim": 0.7},
                  "num_experts_per_tok": 5, "n_group": 8, "topk_group": 3, "first_k_dense_replace": 1,
                  "moe_layer_freq": 2, "norm_topk_prob": true, "routed_scaling_factor": 1.8,
                  "n_shared_experts": 2, "num_nextn_predict_layers": 1)",
-              1}),
-    [](const ::testing::TestParamInfo<Shape>& info) { return info.param.name; });
+                      1};
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DeepseekShapesTest, ::testing::Values(kQLora0Shape, kMtpShape),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return info.param.name;
+                         });
+
+// The MTP layer's tensors pass validation and load, and the engine says, once,
+// that it does not use them (and how many there are).
+TEST(DeepseekMtpTest, MtpLayersAreIgnoredWithOneLogLine) {
+  Shape s = kMtpShape;
+  s.name = "mtp_log";
+  auto ckpt = models::Checkpoint::Open(WriteModel(s));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ASSERT_TRUE((*ckpt)->ValidateAgainstConfig().ok()) << (*ckpt)->ValidateAgainstConfig();
+  std::string sink;
+  log::SetFormat(log::Format::kJson);
+  log::SetSinkForTesting(&sink);
+  auto engine = engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)),
+                                       engine::EngineOptions{});
+  log::SetSinkForTesting(nullptr);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::string line = "multi-token-prediction layers are not used for decoding";
+  const size_t at = sink.find(line);
+  ASSERT_NE(at, std::string::npos) << sink;
+  EXPECT_EQ(sink.find(line, at + 1), std::string::npos) << "logged twice: " << sink;
+  const std::string rest = sink.substr(at, sink.find('\n', at) - at);
+  EXPECT_NE(rest.find("\"num_nextn_predict_layers\":1"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("\"architecture\":\"DeepseekV3ForCausalLM\""), std::string::npos) << rest;
+}
 
 }  // namespace
 }  // namespace expertd::golden

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/matmul_fp8.h"
 #include "engine/backend/cpu/quant_matmul.h"
 #include "engine/backend/cpu/simd.h"
 
@@ -189,6 +190,8 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
       return Run<Bf16W>(p, pool);
     case DType::kF16:
       return Run<F16W>(p, pool);
+    case DType::kF8E4M3:  // always with quant kFp8E4m3Block (asserted there)
+      return MatmulFp8(p, pool, BestFp8Isa());
   }
 }
 

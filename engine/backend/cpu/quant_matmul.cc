@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "engine/backend/cpu/matmul_fp8.h"
 #include "engine/backend/cpu/quant_matmul_tile.h"
 #include "engine/backend/weight_quantize.h"
 
@@ -41,6 +42,12 @@ CpuIsa QuantMatmulIsa(const MatmulParams& p, CpuIsa isa) {
 }
 
 void QuantMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
+  if (p.w.quant.format == WeightFormat::kFp8E4m3Block) {
+    // 2-D fp32 block scales, ragged column blocks: its own kernels.
+    return MatmulFp8(p, pool, isa == CpuIsa::kAvx512 && BestFp8Isa() == Fp8Isa::kAvx512
+                                  ? Fp8Isa::kAvx512
+                                  : Fp8Isa::kAvx2);
+  }
   assert(p.w.quant.quantized() && p.w.quant.group_size > 0);
   assert(p.w.cols % p.w.quant.group_size == 0);
   const int64_t n = p.w.rows;

@@ -30,7 +30,8 @@ void QuantMatmulAvx512(const MatmulParams& p, int64_t c0, int64_t c1);
 // The widest variant `isa` allows that fits the weight's group size.
 CpuIsa QuantMatmulIsa(const MatmulParams& p, CpuIsa isa);
 
-// The whole product on `pool` (threads split columns) with QuantMatmulIsa(p, isa).
+// The whole product on `pool` (threads split columns) with QuantMatmulIsa(p, isa);
+// kFp8E4m3Block runs MatmulFp8 (matmul_fp8.h; AVX-512 when `isa` allows it, else AVX2).
 void QuantMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = BestCpuIsa());
 
 }  // namespace expertd::engine::cpu

@@ -126,6 +126,8 @@ void QuantColumnsAnyFormat(const MatmulParams& p, int64_t c0, int64_t c1) {
       return QuantColumns<T, WeightFormat::kInt4>(p, c0, c1);
     case WeightFormat::kMxfp4:
       return QuantColumns<T, WeightFormat::kMxfp4>(p, c0, c1);
+    case WeightFormat::kFp8E4m3Block:
+      return;  // its own kernels: matmul_fp8.h (QuantMatmul dispatches)
   }
 }
 

@@ -24,7 +24,17 @@ __device__ __forceinline__ float F16BitsToFloat(uint16_t v) {
   return __half2float(__ushort_as_half(v));
 }
 
-// Element i of a weight tensor as fp32 (the CPU twin's LoadScalar).
+// An FP8 E4M3 code's value / 256, exactly: its magnitude bits shifted left by
+// 7 are an IEEE half of that value (subnormals included); NaN codes -> NaN.
+// Callers fold the 256 into the block scale (engine/backend/cpu/matmul_fp8.h).
+__device__ __forceinline__ float E4m3BitsOver256(uint32_t code) {
+  if ((code & 0x7fu) == 0x7fu) return __uint_as_float(0x7fc00000u);
+  const uint32_t h = ((code & 0x80u) << 8) | ((code & 0x7fu) << 7);
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+// Element i of a weight tensor as fp32 (the CPU twin's LoadScalar; an FP8
+// code's raw value, unscaled).
 __device__ __forceinline__ float LoadWeight(const void* data, DType dtype, int64_t i) {
   switch (dtype) {
     case DType::kF32:
@@ -33,6 +43,8 @@ __device__ __forceinline__ float LoadWeight(const void* data, DType dtype, int64
       return Bf16BitsToFloat(static_cast<const uint16_t*>(data)[i]);
     case DType::kF16:
       return F16BitsToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF8E4M3:
+      return E4m3BitsOver256(static_cast<const uint8_t*>(data)[i]) * 256.0f;
   }
   return 0.0f;
 }

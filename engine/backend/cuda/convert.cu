@@ -58,6 +58,7 @@ cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, in
                                                        static_cast<__half*>(lo));
       break;
     case DType::kF32:
+    case DType::kF8E4M3:
       return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -31,6 +31,8 @@ cudaDataType_t CudaType(DType d) {
       return CUDA_R_16BF;
     case DType::kF16:
       return CUDA_R_16F;
+    case DType::kF8E4M3:  // never planned: Run refuses FP8 weights first
+      return CUDA_R_8F_E4M3;
   }
   return CUDA_R_32F;
 }
@@ -151,6 +153,9 @@ absl::Status LtGemm::Run(const MatmulParams& p, cudaStream_t stream) {
   const int64_t n = p.w.rows, k = p.w.cols;
   if (p.m <= 0 || n <= 0) return absl::OkStatus();
   const float beta = p.accumulate ? 1.0f : 0.0f;
+  if (p.w.dtype == DType::kF8E4M3) {  // the dequantizing kernel (fp8_gemm.cu) takes these
+    return absl::UnimplementedError("FP8 block-scaled weights use the dequantizing kernel");
+  }
   if (p.w.dtype == DType::kF32) {
     if (!GetPlan(p.w.dtype, p.m, n, k, p.x_stride, p.y_stride, p.w.data, p.x, p.y).ok()) {
       return absl::UnimplementedError("cuBLASLt has no algorithm for this fp32 GEMM");

@@ -389,6 +389,10 @@ cudaError_t CudaBackend::SkinnyInChunks(const MatmulParams& p) {
 }
 
 void CudaBackend::Matmul(const MatmulParams& p) {
+  if (p.w.quant.format == WeightFormat::kFp8E4m3Block) {  // fp8_gemm.cu, via the skinny path
+    Record(SkinnyInChunks(p), "Matmul (FP8 block-scaled weights)");
+    return;
+  }
   if (p.w.quant.quantized()) {
     Record(cuda::LaunchQuantMatmul(p, compute_), "Matmul (quantized weights)");
     return;

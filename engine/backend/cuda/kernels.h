@@ -68,8 +68,15 @@ cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream);
 // ---- quant_matmul.cu ---------------------------------------------------------
 // Matmul with a block-quantized w (p.w.quant: int8, int4, mxfp4; fp32
 // activations), any m; CPU twin: cpu::QuantMatmulScalar. Limits: m <= 65535,
-// group_size divides k.
+// group_size divides k; not kFp8E4m3Block (LaunchFp8Gemm).
 cudaError_t LaunchQuantMatmul(const MatmulParams& p, cudaStream_t stream);
+
+// ---- fp8_gemm.cu -----------------------------------------------------------
+// The skinny GEMM for block-scaled FP8 E4M3 weights (p.w.quant kFp8E4m3Block),
+// dequantized in registers; LaunchSkinnyGemm calls it for kF8E4M3 (the
+// backend sends kFp8E4m3Block there). CPU twin: cpu/matmul_fp8.
+// Limits: m <= kSkinnyMaxRows; quant.group_size % 16 == 0.
+cudaError_t LaunchFp8Gemm(const MatmulParams& p, cudaStream_t stream);
 
 // ---- convert.cu (the cuBLASLt path's helpers) --------------------------------
 // hi[r, c] = round_to(x[r, c]) in `to` (kBF16 or kF16), contiguous [rows, cols];

@@ -76,7 +76,8 @@ __global__ void QuantMatmulKernel(MatmulParams p, int64_t row_bytes, int64_t gro
 
 cudaError_t LaunchQuantMatmul(const MatmulParams& p, cudaStream_t stream) {
   const WeightQuant& q = p.w.quant;
-  if (!q.quantized() || q.group_size <= 0 || p.w.cols % q.group_size != 0 || p.m > 65535) {
+  if (!q.quantized() || q.group_size <= 0 || p.w.cols % q.group_size != 0 || p.m > 65535 ||
+      q.format == WeightFormat::kFp8E4m3Block) {  // fp8_gemm.cu runs those
     return cudaErrorInvalidValue;
   }
   if (p.m <= 0 || p.w.rows <= 0) return cudaSuccess;

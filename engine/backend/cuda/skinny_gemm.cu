@@ -176,6 +176,8 @@ cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream) {
       return LaunchForRows<Half16W<true>>(p, stream);
     case DType::kF16:
       return LaunchForRows<Half16W<false>>(p, stream);
+    case DType::kF8E4M3:
+      return LaunchFp8Gemm(p, stream);  // fp8_gemm.cu
   }
   return cudaErrorInvalidValue;
 }

@@ -40,14 +40,16 @@ uint32_t DTypeCode(models::DType d) {
       return 1;
     case models::DType::kBF16:
       return 2;
+    case models::DType::kF8E4M3:
+      return 3;
   }
   return 0;
 }
 
 bool DTypeFromCode(uint32_t code, models::DType* d) {
   static const models::DType kTypes[] = {models::DType::kF32, models::DType::kF16,
-                                         models::DType::kBF16};
-  if (code > 2) return false;
+                                         models::DType::kBF16, models::DType::kF8E4M3};
+  if (code > 3) return false;
   *d = kTypes[code];
   return true;
 }
@@ -68,6 +70,9 @@ bool TensorFits(const PackTensorLayout& t, uint64_t expert_bytes) {
       MulOverflows(static_cast<uint64_t>(t.rows), static_cast<uint64_t>(t.cols), &elements)) {
     return false;
   }
+  // FP8 codes exist only as fp8-block records (never without their scales).
+  const bool fp8 = t.format == WeightFormat::kFp8E4m3Block;
+  if (fp8 != (t.dtype == models::DType::kF8E4M3)) return false;
   if (t.format == WeightFormat::kDense) {
     // No scales: their fields stay zero (so nothing in the record points
     // outside the expert).
@@ -76,15 +81,17 @@ bool TensorFits(const PackTensorLayout& t, uint64_t expert_bytes) {
       return false;
     }
   } else {
-    // Quantized: rows * ceil(cols * bits / 8), one scale per block.
-    if (t.group_size <= 0 || t.cols % t.group_size != 0 || t.block_rows <= 0 ||
+    // Quantized: rows * ceil(cols * bits / 8), one scale per block (fp8:
+    // fp32 scales, the last column block may be short).
+    if (t.group_size <= 0 || (!fp8 && t.cols % t.group_size != 0) || t.block_rows <= 0 ||
+        (fp8 && (t.scale_dtype != ScaleDType::kF32 || t.group_size % 16 != 0)) ||
         t.cols > (int64_t{1} << 40) || t.rows > (int64_t{1} << 40)) {
       return false;
     }
     nbytes = QuantValueBytes(t.format, t.rows, t.cols);
     const uint64_t scale_blocks =
         static_cast<uint64_t>((t.rows + t.block_rows - 1) / t.block_rows) *
-        static_cast<uint64_t>(t.cols / t.group_size);
+        static_cast<uint64_t>((t.cols + t.group_size - 1) / t.group_size);
     uint64_t scales, scales_end;
     if (MulOverflows(scale_blocks, ScaleDTypeSize(t.scale_dtype), &scales) ||
         scales != t.scales_nbytes || ScaleDTypeSize(t.scale_dtype) == 0 ||
@@ -137,6 +144,33 @@ absl::Status DecodeTensor(const uint8_t* p, PackTensorLayout* t) {
   return absl::OkStatus();
 }
 
+// An FP8 source tensor kept as loaded: an fp8-block record, the fp32 block
+// scales after the codes.
+absl::StatusOr<PackTensorLayout> Fp8TensorLayout(const PackTensorShape& shape, const char* which,
+                                                 uint64_t offset) {
+  if (shape.fp8_block_rows <= 0 || shape.fp8_block_cols <= 0 ||
+      shape.fp8_block_cols % 16 != 0 || shape.fp8_block_rows > (int64_t{1} << 30) ||
+      shape.fp8_block_cols > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert pack: FP8 ", which, " tensor with scale block [", shape.fp8_block_rows, ", ",
+        shape.fp8_block_cols, "] (need positive blocks, columns a multiple of 16)"));
+  }
+  const WeightQuant q = Fp8BlockQuant(nullptr, shape.fp8_block_rows, shape.fp8_block_cols);
+  PackTensorLayout t;
+  t.dtype = models::DType::kF8E4M3;
+  t.rows = shape.rows;
+  t.cols = shape.cols;
+  t.offset = offset;
+  t.format = q.format;
+  t.group_size = q.group_size;
+  t.block_rows = q.block_rows;
+  t.scale_dtype = q.scale_dtype;
+  t.nbytes = QuantValueBytes(q.format, shape.rows, shape.cols);
+  t.scales_offset = AlignUp(offset + t.nbytes, kPackTensorAlignment);
+  t.scales_nbytes = QuantScaleBytes(q, t.rows, t.cols);
+  return t;
+}
+
 // The stored layout of one source tensor at `offset` (64-byte aligned).
 absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
                                                  const ExpertStorage& st, const char* which,
@@ -148,6 +182,10 @@ absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
   t.cols = shape.cols;
   t.offset = offset;
   t.format = st.format;
+  if (st.format == WeightFormat::kDense && st.keep_dtype &&
+      shape.dtype == models::DType::kF8E4M3) {
+    return Fp8TensorLayout(shape, which, offset);
+  }
   if (st.format == WeightFormat::kDense) {
     t.dtype = st.keep_dtype ? shape.dtype : st.dense_dtype;
     t.nbytes = static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(t.dtype);
@@ -159,7 +197,9 @@ absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
         which, " tensor's ", shape.cols, " columns (into an even count); choose another "
         "--expert_group_size"));
   }
-  t.dtype = shape.dtype;
+  // The source's dtype, for the record; FP8 codes are dequantized to fp32 first
+  // (dtype kF8E4M3 marks fp8-block records only).
+  t.dtype = shape.dtype == models::DType::kF8E4M3 ? models::DType::kF32 : shape.dtype;
   t.group_size = st.group_size;
   t.block_rows = std::max(1, st.block_rows);
   t.scale_dtype = st.scale_dtype;

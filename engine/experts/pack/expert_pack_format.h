@@ -19,7 +19,10 @@
 // the source checkpoint (a changed source makes the pack stale). Each tensor
 // record names its storage (engine/backend/weight_format.h): a format code,
 // group size, block rows and scale dtype; a pack with a code this build does
-// not know is refused, naming the code.
+// not know is refused, naming the code. The experts of an FP8 block-scaled
+// checkpoint (DeepSeek-V3) kept as loaded are fp8-block records (dtype
+// kF8E4M3, fp32 scales over block_rows x group_size blocks, the last column
+// block possibly short).
 #ifndef EXPERTD_ENGINE_EXPERTS_PACK_EXPERT_PACK_FORMAT_H_
 #define EXPERTD_ENGINE_EXPERTS_PACK_EXPERT_PACK_FORMAT_H_
 
@@ -115,11 +118,13 @@ struct PackTensorShape {
   models::DType dtype = models::DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  int64_t fp8_block_rows = 0, fp8_block_cols = 0;  // kF8E4M3: the scale block
 };
 
 // Computes offsets: gate at 0, up and down each at the next 64-byte boundary
 // (a quantized tensor's scales at the 64-byte boundary after its values).
-// `gate`, `up`, `down` are the source's shapes and dtypes. InvalidArgument for
+// `gate`, `up`, `down` are the source's shapes and dtypes; an FP8 source kept
+// as loaded becomes an fp8-block record. InvalidArgument for
 // empty shapes, no MoE layer, or a group size that does not divide a
 // tensor's columns (naming the tensor).
 absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,

@@ -17,6 +17,7 @@
 #include "engine/experts/pack/expert_pack_format.h"
 #include "engine/experts/pack/expert_pack_reader.h"
 #include "engine/experts/pack/expert_pack_writer.h"
+#include "models/dtype/fp8_block.h"
 #include "gtest/gtest.h"
 
 namespace expertd::engine {
@@ -109,6 +110,66 @@ TEST(ExpertPackFormatTest, LayoutAlignsTensorsAndSlots) {
   EXPECT_FALSE(
       MakePackLayout(3, {3}, 3, {DType::kF32, 1, 1}, {DType::kF32, 1, 1}, {DType::kF32, 1, 1})
           .ok());
+}
+
+// FP8 experts kept as loaded: fp8-block v2 records, each tensor's codes
+// followed by its fp32 block scales (the last column block short); the records
+// round-trip, and an FP8 record without its scales is DataLoss.
+TEST(ExpertPackFormatTest, Fp8BlockRecordsLayOutScalesAndRoundTrip) {
+  const PackTensorShape gate{DType::kF8E4M3, 300, 200, 128, 128};  // 3 x 2 blocks
+  const PackTensorShape down{DType::kF8E4M3, 200, 300, 128, 128};  // 2 x 3 blocks
+  auto l = MakePackLayout(2, {1}, 4, gate, gate, down);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->gate.format, WeightFormat::kFp8E4m3Block);
+  EXPECT_EQ(l->gate.dtype, DType::kF8E4M3);
+  EXPECT_EQ(l->gate.scale_dtype, ScaleDType::kF32);
+  EXPECT_EQ(l->gate.nbytes, 60000u);  // one byte per weight
+  EXPECT_EQ(l->gate.scales_offset, 60032u);
+  EXPECT_EQ(l->gate.scales_nbytes, 24u);
+  EXPECT_EQ(l->up.offset, 60096u);
+  EXPECT_EQ(l->down.scales_nbytes, 24u);
+  EXPECT_EQ(l->down.group_size, 128);
+  EXPECT_EQ(l->down.block_rows, 128);
+  EXPECT_EQ(l->expert_bytes, l->down.scales_offset + 24);
+  EXPECT_LT(l->expert_bytes, 3u * 60000 * 2 / 2 + 4096);  // about half of bf16's 360000
+  PackHeader h = MakePackHeader(*l, 9);
+  std::vector<uint8_t> block = EncodePackHeader(h);
+  auto back = DecodePackHeader(block.data(), block.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  back->layout.moe_layers = l->moe_layers;  // the reader fills these from the index
+  EXPECT_TRUE(back->layout.SameAs(*l));
+  // An FP8 tensor stored dense (no scales), or fp8-block codes claiming
+  // another dtype, or bf16 scales: corrupt.
+  for (int which = 0; which < 3; ++which) {
+    PackHeader bad = h;
+    PackTensorLayout& up = bad.layout.up;
+    if (which == 0) {
+      up.format = WeightFormat::kDense;
+      up.group_size = 0;
+      up.block_rows = 1;
+      up.scale_dtype = ScaleDType::kNone;
+      up.scales_offset = up.scales_nbytes = 0;
+    } else if (which == 1) {
+      up.dtype = DType::kBF16;
+    } else {
+      up.scale_dtype = ScaleDType::kBF16;
+      up.scales_nbytes = 12;
+    }
+    std::vector<uint8_t> b2 = EncodePackHeader(bad);
+    EXPECT_EQ(DecodePackHeader(b2.data(), b2.size()).status().code(),
+              absl::StatusCode::kDataLoss)
+        << which;
+  }
+  EXPECT_FALSE(MakePackLayout(2, {1}, 4, {DType::kF8E4M3, 4, 4}, gate, down).ok());  // no block
+  // Converted storage: the FP8 source becomes int8 (dtype recorded as f32).
+  auto s8 = ParseExpertStorage("int8", 0);
+  ASSERT_TRUE(s8.ok());
+  auto q = MakePackLayout(2, {1}, 4, {DType::kF8E4M3, 64, 256, 128, 128},
+                          {DType::kF8E4M3, 64, 256, 128, 128}, {DType::kF8E4M3, 256, 64, 128, 128},
+                          *s8);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->gate.format, WeightFormat::kInt8);
+  EXPECT_EQ(q->gate.dtype, DType::kF32);
 }
 
 class ExpertPackTest : public ::testing::TestWithParam<bool> {};  // param: direct I/O
@@ -474,6 +535,56 @@ TEST(ExpertStorageTest, WriterQuantizesEachExpertAsTheLayoutSays) {
     EXPECT_LT(err, 0.2 * ref) << dtype;
     EXPECT_GT(err, 0.0) << dtype;  // really converted
   }
+}
+
+// An FP8 source expert: kept as loaded, the slot holds its codes and scales
+// as they were (DequantizeWeights of the record equals the checkpoint's
+// dequantization bitwise); converted to int8, the FP8 blocks are dequantized
+// to fp32 first and then quantized like any other source.
+TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
+  const models::Fp8BlockShape b{16, 64, 8, 32};  // 2 x 2 blocks
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0, 0.1f);
+  std::vector<float> w(16 * 64), scale(4), exact(16 * 64);
+  for (float& x : w) x = d(rng);
+  std::vector<uint8_t> codes(16 * 64);
+  models::QuantizeFp8Block(b, w.data(), codes.data(), scale.data());
+  models::DequantizeFp8Block(b, codes.data(), scale.data(), exact.data());
+  const PackTensorShape shape{DType::kF8E4M3, 16, 64, 8, 32};
+  PackSourceTensor t{DType::kF8E4M3, 16, 64, codes.data(), scale.data(), 8, 32};
+  const PackSourceExpert e{t, t, t};
+  for (const char* dtype : {"", "int8"}) {
+    auto l = MakePackLayout(2, {1}, 2, shape, shape, shape, *ParseExpertStorage(dtype, 0));
+    ASSERT_TRUE(l.ok()) << l.status();
+    AlignedBuffer slot(l->slot_bytes);
+    ASSERT_TRUE(FillExpertSlot(*l, {1, 0}, e, slot.data()).ok()) << dtype;
+    std::vector<float> back(16 * 64);
+    DequantizeWeights(slot.data() + l->up.offset, l->up.QuantAt(slot.data()), 16, 64,
+                      back.data());
+    if (*dtype == '\0') {
+      EXPECT_EQ(l->up.format, WeightFormat::kFp8E4m3Block);
+      EXPECT_EQ(std::memcmp(back.data(), exact.data(), back.size() * 4), 0);
+    } else {
+      std::vector<uint8_t> want_values(l->up.nbytes), want_scales(l->up.scales_nbytes);
+      ASSERT_TRUE(QuantizeWeights(exact.data(), 16, 64, l->up.QuantAt(slot.data()),
+                                  want_values.data(), want_scales.data())
+                      .ok());
+      EXPECT_EQ(std::memcmp(slot.data() + l->up.offset, want_values.data(), want_values.size()),
+                0);
+      EXPECT_EQ(std::memcmp(slot.data() + l->up.scales_offset, want_scales.data(),
+                            want_scales.size()),
+                0);
+    }
+  }
+  // FP8 codes without their scales: refused, naming the expert.
+  PackSourceExpert no_scale = e;
+  no_scale.down.fp8_scale = nullptr;
+  auto l = MakePackLayout(2, {1}, 2, shape, shape, shape);
+  ASSERT_TRUE(l.ok());
+  AlignedBuffer slot(l->slot_bytes);
+  const absl::Status s = FillExpertSlot(*l, {1, 0}, no_scale, slot.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("FP8 without block scales"), std::string::npos) << s;
 }
 
 }  // namespace

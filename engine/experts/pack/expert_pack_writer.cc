@@ -9,6 +9,7 @@
 #include "engine/backend/weight_quantize.h"
 #include "engine/experts/pack/aligned_buffer.h"
 #include "engine/experts/pack/crc32c.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
 namespace {
@@ -27,6 +28,11 @@ absl::Status CheckTensor(const PackSourceTensor& t, const PackTensorLayout& want
         absl::StrCat("expert ", key.DebugString(), " ", which, ": got ", models::DTypeName(t.dtype),
                      " [", t.rows, ", ", t.cols, "], want ", models::DTypeName(want.dtype), " [",
                      want.rows, ", ", want.cols, "] like every routed expert"));
+  }
+  if (t.dtype == models::DType::kF8E4M3 &&
+      (t.fp8_scale == nullptr || t.fp8_block_rows <= 0 || t.fp8_block_cols <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert ", key.DebugString(), " ", which, ": FP8 without block scales"));
   }
   return absl::OkStatus();
 }
@@ -69,9 +75,27 @@ absl::Status StoreTensor(const PackSourceTensor& t, const PackTensorLayout& want
     std::memcpy(slot + want.offset, t.data, want.nbytes);
     return absl::OkStatus();
   }
+  const bool fp8_source = t.dtype == models::DType::kF8E4M3;
+  if (want.format == WeightFormat::kFp8E4m3Block) {  // FP8 kept as loaded: codes and scales
+    if (!fp8_source || t.fp8_block_rows != want.block_rows ||
+        t.fp8_block_cols != want.group_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          models::DTypeName(t.dtype), " with scale block [", t.fp8_block_rows, ", ",
+          t.fp8_block_cols, "] where the pack stores FP8 with blocks [", want.block_rows, ", ",
+          want.group_size, "]"));
+    }
+    std::memcpy(slot + want.offset, t.data, want.nbytes);
+    std::memcpy(slot + want.scales_offset, t.fp8_scale, want.scales_nbytes);
+    return absl::OkStatus();
+  }
   const size_t n = static_cast<size_t>(t.rows * t.cols);
   std::vector<float> f32(n);
-  models::ConvertToF32(t.dtype, t.data, f32.data(), n);
+  if (fp8_source) {
+    const models::Fp8BlockShape b{t.rows, t.cols, t.fp8_block_rows, t.fp8_block_cols};
+    models::DequantizeFp8Block(b, static_cast<const uint8_t*>(t.data), t.fp8_scale, f32.data());
+  } else {
+    models::ConvertToF32(t.dtype, t.data, f32.data(), n);
+  }
   if (want.format == WeightFormat::kDense) {
     models::ConvertFromF32(want.dtype, f32.data(), slot + want.offset, n);
     return absl::OkStatus();

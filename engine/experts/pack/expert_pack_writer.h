@@ -24,6 +24,10 @@ struct PackSourceTensor {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;  // rows * cols * DTypeSize(dtype) bytes
+  // kF8E4M3: the fp32 block scales, [ceil(rows / fp8_block_rows),
+  // ceil(cols / fp8_block_cols)] (models/dtype/fp8_block.h).
+  const float* fp8_scale = nullptr;
+  int64_t fp8_block_rows = 0, fp8_block_cols = 0;
 };
 
 struct PackSourceExpert {

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -11,7 +12,9 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "engine/experts/pack/crc32c.h"
+#include "engine/model/resident_weights.h"  // Fp8ScaleName
 #include "models/checkpoint/tensor_names.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
 namespace {
@@ -27,16 +30,38 @@ absl::StatusOr<PackTensorShape> ShapeOf(const WeightSource& w, const std::string
   if (v.shape.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("expert tensor '", name, "' is not 2-D"));
   }
-  return PackTensorShape{v.dtype, v.shape[0], v.shape[1]};
+  PackTensorShape s{v.dtype, v.shape[0], v.shape[1]};
+  if (v.dtype == models::DType::kF8E4M3) {
+    s.fp8_block_rows = w.config().fp8.block_rows;
+    s.fp8_block_cols = w.config().fp8.block_cols;
+  }
+  return s;
 }
 
-absl::StatusOr<PackSourceTensor> TensorOf(const WeightSource& w, const std::string& name) {
+// `scale` holds an FP8 tensor's block scales converted to fp32 (the source
+// may store them as bf16); it must outlive the returned tensor's use.
+absl::StatusOr<PackSourceTensor> TensorOf(const WeightSource& w, const std::string& name,
+                                          std::vector<float>* scale) {
   ASSIGN_OR_RETURN(models::TensorView v, w.Get(name));
   PackSourceTensor t;
   t.dtype = v.dtype;
   t.rows = v.shape.size() == 2 ? v.shape[0] : 0;
   t.cols = v.shape.size() == 2 ? v.shape[1] : 0;
   t.data = v.data;
+  if (v.dtype == models::DType::kF8E4M3) {
+    ASSIGN_OR_RETURN(models::TensorView sv, w.Get(Fp8ScaleName(name)));
+    const models::Fp8BlockShape b{t.rows, t.cols, w.config().fp8.block_rows,
+                                  w.config().fp8.block_cols};
+    if (sv.dtype == models::DType::kF8E4M3 || sv.numel() != b.scale_rows() * b.scale_cols()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert tensor '", Fp8ScaleName(name), "' has the wrong shape or dtype"));
+    }
+    scale->resize(sv.numel());
+    models::ConvertToF32(sv.dtype, sv.data, scale->data(), scale->size());
+    t.fp8_scale = scale->data();
+    t.fp8_block_rows = b.block_rows;
+    t.fp8_block_cols = b.block_cols;
+  }
   return t;
 }
 
@@ -104,12 +129,14 @@ uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& 
 }
 
 PackSource MakePackSource(const WeightSource& weights) {
-  return [&weights](ExpertKey key) -> absl::StatusOr<PackSourceExpert> {
+  // Converted FP8 scales live here until the next call (PackSource's contract).
+  auto scales = std::make_shared<std::array<std::vector<float>, 3>>();
+  return [&weights, scales](ExpertKey key) -> absl::StatusOr<PackSourceExpert> {
     const models::ModelConfig& c = weights.config();
     PackSourceExpert e;
-    ASSIGN_OR_RETURN(e.gate, TensorOf(weights, Name(c, key, ExpertProj::kGate)));
-    ASSIGN_OR_RETURN(e.up, TensorOf(weights, Name(c, key, ExpertProj::kUp)));
-    ASSIGN_OR_RETURN(e.down, TensorOf(weights, Name(c, key, ExpertProj::kDown)));
+    ASSIGN_OR_RETURN(e.gate, TensorOf(weights, Name(c, key, ExpertProj::kGate), &(*scales)[0]));
+    ASSIGN_OR_RETURN(e.up, TensorOf(weights, Name(c, key, ExpertProj::kUp), &(*scales)[1]));
+    ASSIGN_OR_RETURN(e.down, TensorOf(weights, Name(c, key, ExpertProj::kDown), &(*scales)[2]));
     return e;
   };
 }

@@ -25,6 +25,9 @@ std::vector<uint8_t> RandomTensor(int64_t numel, models::DType dtype, std::mt199
         std::memcpy(out.data() + 2 * i, &half, 2);
         break;
       }
+      case models::DType::kF8E4M3:  // byte tests only: the code's bits
+        out[i] = static_cast<uint8_t>(bits >> 24);
+        break;
     }
   }
   return out;
