@@ -10,11 +10,11 @@
 #   CONCURRENCY=1 DURATION_S=20 PORT=50481
 # LOAD=job: the load is a real fine-tune job inside the daemon. expertd runs
 #   with --data_dir (a fresh one under OUT_DIR), --train_threads=TRAIN_THREADS
-#   and an admin token; each training window uploads nothing new but submits
-#   one full fine-tune job with `expertctl finetune create` over a dataset
-#   (uploaded once with `expertctl files upload`) whose single epoch outlasts
-#   the window, waits until the job has finished a step, measures, then
-#   cancels the job with `expertctl finetune cancel`.
+#   and an admin token. The dataset is uploaded once (`expertctl files
+#   upload`); each training window submits one full fine-tune job over it
+#   (`expertctl finetune create`) whose single epoch outlasts the window,
+#   waits until the job has finished a step, measures, then cancels the job
+#   (`expertctl finetune cancel`).
 # LOAD=trainer: the load is a standalone `expertd-train` process with
 #   --threads=TRAIN_THREADS (the stand-in used before the job system landed).
 # Needs: bazel-bin/server/expertd, bazel-bin/client/expert-bench,
