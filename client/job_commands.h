@@ -4,7 +4,7 @@
 //   files list | files delete FILE_ID
 //   finetune create --training_file=ID|PATH [--validation_file=...] [--spec_json=SPEC.json]
 //            [--epochs=N --batch_size=N --learning_rate=X --suffix=S --scope=full|experts|
-//            pregate|lora --seed=N --request_id=ID]     the job as JSON
+//            pregate|lora --job_seed=N --request_id=ID]     the job as JSON
 //   finetune get JOB | list [--page_size=N --page_token=T] | cancel JOB
 //   finetune watch JOB [--after_sequence=N]     events, and a live progress line
 //                                                (loss, step/total, tokens/s, ETA)
