@@ -1,11 +1,11 @@
 // ExpertProvider: how the forward pass gets routed-expert weights.
 //
-// THIS HEADER IS THE CONTRACT WITH ISSUE 7 (expert offloading,
-// engine/experts/). The forward pass (engine/model) only ever touches a routed
+// This header is the contract between the forward pass and expert offloading
+// (engine/experts/). The forward pass (engine/model) only ever touches a routed
 // expert's weights through this interface; ResidentExpertProvider
 // (resident_expert_provider.h) keeps every expert in device memory, and the
 // tiered ExpertStore (device cache <- pinned host <- SSD, prefetch)
-// implements the same interface. Change it only by agreement of both owners.
+// implements the same interface. Change it only with both sides in view.
 //
 // The call sequence for one Engine::Step (all calls on the engine thread):
 //
@@ -90,7 +90,7 @@ class ExpertProvider {
   // too). Must not block for long: start asynchronous work and return.
   virtual void OnRouterInput(const RouterInput& input) { (void)input; }
 
-  // ISSUE 7 ADDITION: the per-token choices behind the next OnRouting call:
+  // The per-token choices behind the next OnRouting call:
   // `ids` is [rows, top_k] row-major, each row in the router's rank order
   // (host memory, valid only during the call). The expert store records them
   // in routing traces (--routing_trace); please call it right before
