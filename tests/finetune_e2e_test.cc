@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/expertd.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "tests/testing/subprocess.h"
 
 namespace expertd {
@@ -80,6 +81,26 @@ class FineTuneE2eTest : public ::testing::Test {
     admin_ = v1::AdminService::NewStub(channel);
     inference_ = v1::InferenceService::NewStub(channel);
     port_ = port;
+    ASSERT_TRUE(WaitUntilServing(channel, daemon)) << "never SERVING:\n" << daemon->Output();
+  }
+
+  // Polls gRPC health (as testing::ExpertdProcess does) until the model is
+  // loaded; false past the deadline or when the daemon exits.
+  static bool WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel, Subprocess* daemon) {
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (absl::Now() < deadline && daemon->running()) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      grpc::health::v1::HealthCheckRequest req;
+      grpc::health::v1::HealthCheckResponse resp;
+      if (stub->Check(&ctx, req, &resp).ok() &&
+          resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
   }
 
   std::unique_ptr<grpc::ClientContext> AdminContext(absl::Duration timeout = absl::Seconds(60)) {
@@ -138,10 +159,11 @@ class FineTuneE2eTest : public ::testing::Test {
     return job;
   }
 
-  // Watches the job's events from the first until `done(job)` holds after an
-  // event (the job re-read with Get); false when the deadline passes or the
-  // stream ends first. Every event's message goes to `messages`.
-  bool WatchUntil(const std::string& id, const std::function<bool(const v1::FineTuneJob&)>& done,
+  // Watches the job's events from the first until `done(event)` holds; false
+  // (a test failure) when the deadline passes or the stream ends first. Every
+  // event's message goes to `messages`.
+  bool WatchUntil(const std::string& id,
+                  const std::function<bool(const v1::FineTuneJobEvent&)>& done,
                   std::vector<std::string>* messages, absl::Duration timeout) {
     v1::WatchFineTuneJobRequest req;
     req.set_job_id(id);
@@ -150,22 +172,22 @@ class FineTuneE2eTest : public ::testing::Test {
     v1::FineTuneJobEvent event;
     while (reader->Read(&event)) {
       if (messages != nullptr) messages->push_back(event.message());
-      if (done(Get(id))) {
+      if (done(event)) {
         ctx->TryCancel();
         reader->Finish();
         return true;
       }
     }
     grpc::Status st = reader->Finish();
-    // The stream ends when the job is terminal; the job may be done then.
-    return done(Get(id)) || (ADD_FAILURE() << "watch ended: " << st.error_message(), false);
+    ADD_FAILURE() << "watch ended before the condition: " << st.error_message();
+    return false;
   }
 
   // Watches to a terminal status and expects SUCCEEDED; the events' messages.
   std::vector<std::string> WatchToSuccess(const std::string& id, Subprocess* daemon) {
     std::vector<std::string> messages;
     EXPECT_TRUE(WatchUntil(
-        id, [](const v1::FineTuneJob& j) { return Terminal(j.status()); }, &messages,
+        id, [](const v1::FineTuneJobEvent& e) { return Terminal(e.status()); }, &messages,
         absl::Seconds(240)));
     const v1::FineTuneJob job = Get(id);
     EXPECT_EQ(job.status(), v1::JOB_STATUS_SUCCEEDED)
@@ -215,6 +237,7 @@ class FineTuneE2eTest : public ::testing::Test {
     v1::Hyperparameters* h = spec.mutable_hyperparameters();
     h->set_n_epochs(epochs);
     h->set_batch_size(2);
+    h->set_max_seq_len(12);  // one example a row: packing would make one row of them all
     h->set_learning_rate(lr);
     h->set_lr_scheduler("constant");
     if (checkpoint_every > 0) h->set_checkpoint_every_steps(checkpoint_every);
@@ -236,18 +259,22 @@ class FineTuneE2eTest : public ::testing::Test {
       v1::FineTuneJobSpec spec = spec_without_file;
       spec.set_training_file(Upload(dataset));
       job_id = Submit(spec);
+      // The checkpoint event follows the checkpoint's record in the database:
+      // kill at once, many steps before the job can end.
       EXPECT_TRUE(WatchUntil(
-          job_id, [](const v1::FineTuneJob& j) { return j.checkpoints_size() >= 1; },
+          job_id,
+          [](const v1::FineTuneJobEvent& e) { return e.message().rfind("checkpoint ", 0) == 0; },
           all_messages, absl::Seconds(240)));
-      const v1::FineTuneJob before = Get(job_id);
-      EXPECT_EQ(before.status(), v1::JOB_STATUS_RUNNING)
-          << "the job ended before the kill; give it more steps";
       daemon.Signal(SIGKILL);
       daemon.Wait(absl::Seconds(60));
       EXPECT_EQ(daemon.term_signal(), SIGKILL);
     }
     Subprocess daemon;
     StartDaemon(&daemon, model, data_dir, extra);
+    const v1::FineTuneJob restarted = Get(job_id);
+    EXPECT_GE(restarted.checkpoints_size(), 1);
+    EXPECT_LT(restarted.progress().step(), restarted.progress().total_steps())
+        << "the job ended before the kill; give it more steps";
     std::vector<std::string> after = WatchToSuccess(job_id, &daemon);
     all_messages->insert(all_messages->end(), after.begin(), after.end());
     bool resumed = false;
@@ -330,8 +357,8 @@ TEST_F(FineTuneE2eTest, ActivatedFineTuneChangesGenerationButNotAStreamInFlight)
 // kill -9 after a checkpoint: the restarted daemon resumes the job, and its
 // final weights are bitwise those of the same job never interrupted.
 TEST_F(FineTuneE2eTest, KillNineMidJobResumesToTheUninterruptedWeightsBitwise) {
-  const std::string dataset = WriteDataset("resume.jsonl", 16);
-  // 16 lines / batch 2 = 8 steps an epoch; 3 epochs; a checkpoint every 2 steps.
+  const std::string dataset = WriteDataset("resume.jsonl", 32);
+  // 32 lines / batch 2 = 16 steps an epoch; 3 epochs; a checkpoint every 2 steps.
   const v1::FineTuneJobSpec spec = Spec("", 3, 2, 0.001);
   std::vector<std::string> messages;
   const std::string resumed = KilledAndResumed(kTinyModel, dataset, spec, {}, &messages);
@@ -345,7 +372,7 @@ TEST_F(FineTuneE2eTest, KillNineMidJobResumesToTheUninterruptedWeightsBitwise) {
 // --train_device_memory_bytes budget; the job places them on the host, says
 // so, completes, and a kill -9 loses nothing.
 TEST_F(FineTuneE2eTest, OffloadedExpertsFourTimesTheBudgetTrainAndSurviveKillNine) {
-  const std::string dataset = WriteDataset("offload.jsonl", 16);
+  const std::string dataset = WriteDataset("offload.jsonl", 32);
   v1::FineTuneJobSpec spec = Spec("", 2, 2, 0.001);
   spec.mutable_schedule()->set_offload_experts(true);
   const std::vector<std::string> flags = {
