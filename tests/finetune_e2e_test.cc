@@ -315,8 +315,10 @@ class FineTuneE2eTest : public ::testing::Test {
 TEST_F(FineTuneE2eTest, ActivatedFineTuneChangesGenerationButNotAStreamInFlight) {
   Subprocess daemon;
   StartDaemon(&daemon, kTinyModel, FreshDir("proof_data"));
-  const std::vector<uint32_t> base = GenerateTokens(48);
-  ASSERT_EQ(base.size(), 48u);
+  // Long enough (400 tokens) that the in-flight stream is still generating
+  // while the activation loads the checkpoint.
+  const std::vector<uint32_t> base = GenerateTokens(400);
+  ASSERT_EQ(base.size(), 400u);
 
   const std::string job_id =
       Submit(Spec(Upload(WriteDataset("proof.jsonl", 8)), /*epochs=*/6, 0, /*lr=*/0.01));
@@ -326,7 +328,7 @@ TEST_F(FineTuneE2eTest, ActivatedFineTuneChangesGenerationButNotAStreamInFlight)
   // A stream the base model has begun answering.
   grpc::ClientContext stream_ctx;
   stream_ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-  auto reader = inference_->Generate(&stream_ctx, Greedy(48));
+  auto reader = inference_->Generate(&stream_ctx, Greedy(400));
   std::vector<uint32_t> in_flight;
   v1::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
@@ -348,7 +350,8 @@ TEST_F(FineTuneE2eTest, ActivatedFineTuneChangesGenerationButNotAStreamInFlight)
 
   const std::vector<uint32_t> tuned = GenerateTokens(48);
   ASSERT_EQ(tuned.size(), 48u);
-  EXPECT_NE(tuned, base) << "the activated fine-tune generates what the base model does";
+  EXPECT_NE(tuned, std::vector<uint32_t>(base.begin(), base.begin() + 48))
+      << "the activated fine-tune generates what the base model does";
   // The fine-tune memorised the dataset's sequence: its continuation follows.
   const std::vector<uint32_t> memorised = {123, 250, 7, 499, 61, 333, 45, 210};
   EXPECT_EQ(std::vector<uint32_t>(tuned.begin(), tuned.begin() + 8), memorised);
