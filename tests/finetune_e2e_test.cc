@@ -53,9 +53,18 @@ class FineTuneE2eTest : public ::testing::Test {
     std::ofstream(token_file_) << kAdminToken << "\n";
   }
 
+  // Checkpoints take tens of MB a job: a test leaves none behind (stress runs
+  // would fill the disk).
+  void TearDown() override {
+    for (const std::string& dir : dirs_) {
+      EXPECT_EQ(std::system(absl::StrCat("rm -rf '", dir, "'").c_str()), 0);
+    }
+  }
+
   std::string FreshDir(const std::string& name) {
     const std::string dir = absl::StrCat(tmp_, "/", name);
     EXPECT_EQ(std::system(absl::StrCat("rm -rf '", dir, "'").c_str()), 0);
+    dirs_.push_back(dir);
     return dir;
   }
 
@@ -303,6 +312,7 @@ class FineTuneE2eTest : public ::testing::Test {
   }
 
   std::string tmp_, token_file_;
+  std::vector<std::string> dirs_;
   int port_ = 0;
   int starts_ = 0;
   int commands_ = 0;
@@ -361,8 +371,8 @@ TEST_F(FineTuneE2eTest, ActivatedFineTuneChangesGenerationButNotAStreamInFlight)
 // final weights are bitwise those of the same job never interrupted.
 TEST_F(FineTuneE2eTest, KillNineMidJobResumesToTheUninterruptedWeightsBitwise) {
   const std::string dataset = WriteDataset("resume.jsonl", 32);
-  // 32 lines / batch 2 = 16 steps an epoch; 3 epochs; a checkpoint every 2 steps.
-  const v1::FineTuneJobSpec spec = Spec("", 3, 2, 0.001);
+  // 32 lines / batch 2 = 16 steps an epoch; 3 epochs; a checkpoint every 4 steps.
+  const v1::FineTuneJobSpec spec = Spec("", 3, 4, 0.001);
   std::vector<std::string> messages;
   const std::string resumed = KilledAndResumed(kTinyModel, dataset, spec, {}, &messages);
   const std::string straight = Uninterrupted(kTinyModel, dataset, spec, {});
@@ -376,7 +386,8 @@ TEST_F(FineTuneE2eTest, KillNineMidJobResumesToTheUninterruptedWeightsBitwise) {
 // so, completes, and a kill -9 loses nothing.
 TEST_F(FineTuneE2eTest, OffloadedExpertsFourTimesTheBudgetTrainAndSurviveKillNine) {
   const std::string dataset = WriteDataset("offload.jsonl", 32);
-  v1::FineTuneJobSpec spec = Spec("", 2, 2, 0.001);
+  // 32 steps, a checkpoint every 8 (each ~20 MB with the AdamW state).
+  v1::FineTuneJobSpec spec = Spec("", 2, 8, 0.001);
   spec.mutable_schedule()->set_offload_experts(true);
   const std::vector<std::string> flags = {
       absl::StrCat("--train_device_memory_bytes=", kOffloadBudget)};
