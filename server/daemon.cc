@@ -208,6 +208,7 @@ void Daemon::OpenJobSystem() {
       o.train_threads > 0
           ? static_cast<int>(o.train_threads)
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  training.device_memory_bytes = o.train_device_memory_bytes;
   training.clock = state_.clock();
   std::unique_ptr<jobs::JobExecutor> executor;
   absl::StatusOr<std::unique_ptr<jobs::JobExecutor>> made = jobs::NewTrainingExecutor(training);
@@ -236,6 +237,7 @@ void Daemon::OpenJobSystem() {
   EXPERTD_LOG(Info, "fine-tune jobs enabled")
       .With("data_dir", o.data_dir)
       .With("train_threads", training.max_threads)
+      .With("train_device_memory_bytes", training.device_memory_bytes)
       .With("training", executor_ready);
 }
 

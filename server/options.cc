@@ -97,6 +97,10 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
               "largest file UploadFile accepts (RESOURCE_EXHAUSTED past it)");
   f->Int("train_threads", &o->train_threads, 0, 1024,
          "CPU threads a fine-tune job may use, so serving keeps priority (0: half the cores)");
+  f->ByteSize("train_device_memory_bytes", &o->train_device_memory_bytes,
+              "device memory a fine-tune job trains in; with schedule.offload_experts the experts' "
+              "weights, gradients and AdamW state move to host memory when they do not fit "
+              "(0: unlimited)");
   f->Double("shutdown_grace_seconds", &o->shutdown_grace_seconds, 0, 3600,
             "on SIGTERM, let in-flight requests finish for this long");
   f->String("log_level", &o->log_level, "debug | info | warn | error");

@@ -65,6 +65,7 @@ struct ServerOptions {
   std::string data_dir;  // job records, uploads, checkpoints; empty = job RPCs refused
   uint64_t max_upload_bytes = 1ull << 30;  // UploadFile size cap
   int64_t train_threads = 0;               // training threads; 0 = half the cores (at least 1)
+  uint64_t train_device_memory_bytes = 0;  // fine-tune jobs' device budget; 0 = unlimited
 
   // Lifecycle and logs.
   double shutdown_grace_seconds = 10;  // SIGTERM: finish in-flight work for this long

@@ -37,6 +37,15 @@ TEST_F(OptionsTest, ValidMinimal) {
   EXPECT_FALSE(options_.model_name.empty());
 }
 
+TEST_F(OptionsTest, TrainDeviceMemoryBytesTakesAByteSize) {
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_}).ok());
+  EXPECT_EQ(options_.train_device_memory_bytes, 0u);  // unlimited
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--train_device_memory_bytes=6MiB"}).ok());
+  EXPECT_EQ(options_.train_device_memory_bytes, 6u << 20);
+  ExpectError({"--model_dir=" + dir_, "--train_device_memory_bytes=lots"},
+              "--train_device_memory_bytes");
+}
+
 TEST_F(OptionsTest, ModelNameDefaultsToDirectoryBaseName) {
   std::string sub = dir_ + "/my-model";
   mkdir(sub.c_str(), 0755);

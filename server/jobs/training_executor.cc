@@ -161,6 +161,9 @@ class TrainingExecutor final : public JobExecutor {
 
   absl::Status RunOrFail(const JobRun& run, JobSink* sink) {
     ASSIGN_OR_RETURN(ResolvedTrainingSpec spec, ResolveTrainingSpec(run.spec, config_, run.job_id));
+    // The daemon's training device budget; the memory schedules plan against it.
+    spec.train.memory_schedule.device_memory_bytes =
+        static_cast<int64_t>(options_.device_memory_bytes);
     ASSIGN_OR_RETURN(JobData data, LoadData(run, spec));
     const train::DataStream stream(data.train.examples, StreamOptions(spec));
     std::optional<train::DataStream> validation;

@@ -44,6 +44,10 @@ struct TrainingExecutorOptions {
   // Refuse (out_of_memory) a job whose weights + gradients + AdamW state
   // would exceed this; 0: no limit.
   uint64_t memory_limit_bytes = 0;
+  // The device memory a job trains in (TrainSchedule::device_memory_bytes):
+  // with schedule.offload_experts the experts move to the host when the
+  // weights, gradients and AdamW state exceed it. 0: unlimited.
+  uint64_t device_memory_bytes = 0;
   Env* env = nullptr;      // checkpoints and datasets; null: Env::Default()
   Clock* clock = nullptr;  // tokens/s; null: RealClock
 };
