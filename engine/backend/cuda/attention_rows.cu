@@ -188,6 +188,7 @@ cudaError_t LaunchAttentionRows(const AttentionParams& p, cudaStream_t stream) {
 }
 
 cudaError_t LaunchAttention(const AttentionParams& p, AttentionKernel kernel, cudaStream_t stream) {
+  if (p.head_dim > 256) return LaunchAttentionWide(p, stream);  // the only kernel that wide
   switch (kernel) {
     case AttentionKernel::kRows:
       return LaunchAttentionRows(p, stream);

@@ -3,7 +3,10 @@
 // are shuffled: several sequences of different lengths, a prefill chunk next
 // to decode rows, GQA group sizes 1..16, head_dim from 16 to 256 (tiled:
 // <= 128). fp32 throughout: < 1e-5 relative. Plus GPU batch invariance: a
-// row's output is bitwise the same alone or in a batch. Skips without a GPU.
+// row's output is bitwise the same alone or in a batch. The wide kernel
+// (head_dim > 256) against the same twin, in DeepSeek-V3's absorbed MLA decode
+// shape: one shared 576-wide latent cache row as key and value. Skips without
+// a GPU.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -38,6 +41,9 @@ struct Step {
   std::vector<float> k_cache, v_cache;
   std::vector<float> q;
   std::vector<int32_t> seq, pos;
+  // The value cache IS the key cache (one pointer for both): the absorbed MLA
+  // form, whose cached latent row serves as key and value.
+  bool share_cache = false;
 
   Step(int64_t h, int64_t kvh, int64_t hd, int64_t bs, const std::vector<int64_t>& lens,
        const std::vector<int64_t>& query_rows, std::mt19937* rng)
@@ -99,13 +105,14 @@ struct Step {
   std::vector<float> Cpu() const {
     std::vector<float> out(q.size(), kNaN);
     cpu::Attention(Params(q.data(), out.data(), seq.data(), pos.data(), tables.data(),
-                          k_cache.data(), v_cache.data(), rows()),
+                          k_cache.data(), share_cache ? k_cache.data() : v_cache.data(), rows()),
                    nullptr);
     return out;
   }
 
-  // Rows [first, first + n) on the GPU with `kernel`.
-  std::vector<float> Gpu(cuda::AttentionKernel kernel, int64_t first, int64_t n) const {
+  // Rows [first, first + n) on the GPU with `kernel` (wide: LaunchAttentionWide).
+  std::vector<float> Gpu(cuda::AttentionKernel kernel, int64_t first, int64_t n,
+                         bool wide = false) const {
     const int64_t width = heads * head_dim;
     DeviceArray<float> dq(
         std::vector<float>(q.begin() + first * width, q.begin() + (first + n) * width));
@@ -113,9 +120,11 @@ struct Step {
     DeviceArray<int32_t> dpos(std::vector<int32_t>(pos.begin() + first, pos.begin() + first + n));
     DeviceArray<int32_t> dtab(tables);
     DeviceArray<float> dk(k_cache), dv(v_cache), dout(n * width, kNaN);
-    const AttentionParams p =
-        Params(dq.get(), dout.get(), dseq.get(), dpos.get(), dtab.get(), dk.get(), dv.get(), n);
-    EXPECT_EQ(cuda::LaunchAttention(p, kernel, SharedBackend()->compute_stream()), cudaSuccess);
+    const AttentionParams p = Params(dq.get(), dout.get(), dseq.get(), dpos.get(), dtab.get(),
+                                     dk.get(), share_cache ? dk.get() : dv.get(), n);
+    cudaStream_t stream = SharedBackend()->compute_stream();
+    EXPECT_EQ(wide ? cuda::LaunchAttentionWide(p, stream) : cuda::LaunchAttention(p, kernel, stream),
+              cudaSuccess);
     return dout.ToHost();
   }
 };
@@ -170,14 +179,73 @@ TEST(CudaAttentionTest, RowsKernelIsBatchInvariantBitwise) {
   ExpectNoDeviceError();
 }
 
+TEST(CudaAttentionTest, WideKernelMatchesCpuOnMixedPrefillAndDecodeSteps) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(4);
+  // Widths past the rows kernel (257..1024, both instances), GQA groups that
+  // span several blocks (9 heads: 8 + 1), and narrow heads the kernel also takes.
+  for (Config c : {Config{16, 1, 576, 16}, Config{6, 2, 300, 8}, Config{3, 1, 1024, 4},
+                   Config{9, 3, 257, 5}, Config{9, 1, 577, 16}, Config{4, 2, 64, 16},
+                   Config{2, 1, 2, 3}}) {
+    Step step(c.heads, c.kv_heads, c.head_dim, c.block_size, {70, 1, 33, 129}, {45, 1, 1, 1}, &rng);
+    const std::vector<float> want = step.Cpu();
+    EXPECT_LT(RelError(step.Gpu(cuda::AttentionKernel::kAuto, 0, step.rows(), true), want), 1e-5)
+        << "heads " << c.heads << "/" << c.kv_heads << " head_dim " << c.head_dim;
+    if (c.head_dim > 256) {  // LaunchAttention sends every kernel choice there
+      for (auto kernel : {cuda::AttentionKernel::kRows, cuda::AttentionKernel::kTiled,
+                          cuda::AttentionKernel::kAuto}) {
+        EXPECT_LT(RelError(step.Gpu(kernel, 0, step.rows()), want), 1e-5)
+            << "head_dim " << c.head_dim << " kernel " << static_cast<int>(kernel);
+      }
+    }
+  }
+  ExpectNoDeviceError();
+}
+
+// DeepSeek-V3's absorbed decode: 128 query heads against one latent cache
+// [c (512), k_pe (64)] used as key and value, long and short contexts, the
+// softmax scale with YaRN's mscale folded in (any positive scale).
+TEST(CudaAttentionTest, WideKernelMatchesCpuOnAbsorbedMlaDecode) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  Step step(128, 1, 576, 64, {700, 1, 65, 300}, {1, 1, 1, 1}, &rng);
+  step.share_cache = true;
+  const std::vector<float> want = step.Cpu();
+  EXPECT_LT(RelError(step.Gpu(cuda::AttentionKernel::kAuto, 0, step.rows()), want), 1e-5);
+  // A prefill chunk through the same path (the engine's absorbed prefill).
+  Step prefill(16, 1, 576, 16, {90, 40}, {90, 3}, &rng);
+  prefill.share_cache = true;
+  EXPECT_LT(RelError(prefill.Gpu(cuda::AttentionKernel::kAuto, 0, prefill.rows()), prefill.Cpu()),
+            1e-5);
+  ExpectNoDeviceError();
+}
+
+TEST(CudaAttentionTest, WideKernelIsBatchInvariantBitwise) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(6);
+  Step step(16, 1, 576, 16, {300, 5, 77}, {1, 1, 1}, &rng);
+  step.share_cache = true;
+  const int64_t width = step.heads * step.head_dim;
+  const std::vector<float> all = step.Gpu(cuda::AttentionKernel::kAuto, 0, 3);
+  for (int64_t r = 0; r < 3; ++r) {
+    const std::vector<float> one = step.Gpu(cuda::AttentionKernel::kAuto, r, 1);
+    EXPECT_TRUE(BitwiseEqual(
+        one, std::vector<float>(all.begin() + r * width, all.begin() + (r + 1) * width)));
+  }
+  ExpectNoDeviceError();
+}
+
 TEST(CudaAttentionTest, HeadDimBeyondTheKernelsIsAnError) {
   EXPERTD_REQUIRE_GPU();
   AttentionParams p;
   p.rows = 1;
   p.heads = p.kv_heads = 1;
   p.head_dim = 512;
+  EXPECT_EQ(cuda::LaunchAttentionRows(p, SharedBackend()->compute_stream()),
+            cudaErrorInvalidValue);
+  p.head_dim = cuda::kMaxWideHeadDim + 1;
   EXPECT_EQ(
-      cuda::LaunchAttention(p, cuda::AttentionKernel::kRows, SharedBackend()->compute_stream()),
+      cuda::LaunchAttention(p, cuda::AttentionKernel::kAuto, SharedBackend()->compute_stream()),
       cudaErrorInvalidValue);
   p.head_dim = 256;
   EXPECT_EQ(
