@@ -155,11 +155,11 @@ namespace {
 
 // Rotates each head's pair (a, b) = (x[i], x[i + half]) by +angle (sign 1) or
 // -angle (sign -1).
-void Rotate(const RopeTables& rope, float* x, int64_t batch, int64_t t, int64_t heads, float sign) {
-  const int64_t half = rope.half;
+void Rotate(const float* cos, const float* sin, int64_t half, float* x, int64_t batch, int64_t t,
+            int64_t heads, float sign) {
   for (int64_t r = 0; r < batch * t; ++r) {
-    const float* cs = rope.cos.data() + (r % t) * half;
-    const float* sn = rope.sin.data() + (r % t) * half;
+    const float* cs = cos + (r % t) * half;
+    const float* sn = sin + (r % t) * half;
     for (int64_t h = 0; h < heads; ++h) {
       float* xh = x + (r * heads + h) * 2 * half;
       for (int64_t i = 0; i < half; ++i) {
@@ -174,11 +174,16 @@ void Rotate(const RopeTables& rope, float* x, int64_t batch, int64_t t, int64_t 
 }  // namespace
 
 void RopeForward(const RopeTables& rope, float* x, int64_t batch, int64_t t, int64_t heads) {
-  Rotate(rope, x, batch, t, heads, 1.0f);
+  Rotate(rope.cos.data(), rope.sin.data(), rope.half, x, batch, t, heads, 1.0f);
 }
 
 void RopeBackward(const RopeTables& rope, float* dx, int64_t batch, int64_t t, int64_t heads) {
-  Rotate(rope, dx, batch, t, heads, -1.0f);
+  Rotate(rope.cos.data(), rope.sin.data(), rope.half, dx, batch, t, heads, -1.0f);
+}
+
+void RopeBackward(const float* cos, const float* sin, int64_t half, float* dx, int64_t batch,
+                  int64_t t, int64_t heads) {
+  Rotate(cos, sin, half, dx, batch, t, heads, -1.0f);
 }
 
 void AttentionForward(const AttentionShape& s, const float* q, const float* k, const float* v,
@@ -290,11 +295,20 @@ void SoftmaxBackward(const float* p, const float* dp, float* dlogits, int64_t n,
 double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v, float scale,
                     float* dlogits, ThreadPool* pool) {
   std::vector<double> row_loss(n, 0.0);
+  CrossEntropyRows(logits, targets, n, v, scale, dlogits, row_loss.data(), pool);
+  double total = 0.0;
+  for (double l : row_loss) total += l;
+  return total;
+}
+
+void CrossEntropyRows(const float* logits, const int32_t* targets, int64_t n, int64_t v,
+                      float scale, float* dlogits, double* row_loss, ThreadPool* pool) {
   ParallelFor(pool, n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* lr = logits + r * v;
       float* dr = dlogits != nullptr ? dlogits + r * v : nullptr;
       if (targets[r] < 0) {
+        row_loss[r] = 0.0;
         if (dr != nullptr) std::fill(dr, dr + v, 0.0f);
         continue;
       }
@@ -311,9 +325,15 @@ double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int6
       }
     }
   });
-  double total = 0.0;
-  for (double l : row_loss) total += l;
-  return total;
+}
+
+void EmbeddingBackward(const int32_t* ids, const float* dy, int64_t n, int64_t d,
+                       int32_t padding_idx, float* dtable) {
+  for (int64_t r = 0; r < n; ++r) {
+    if (ids[r] == padding_idx) continue;
+    float* dst = dtable + static_cast<int64_t>(ids[r]) * d;
+    for (int64_t k = 0; k < d; ++k) dst[k] += dy[r * d + k];
+  }
 }
 
 }  // namespace expertd::train

@@ -55,6 +55,9 @@ RopeTables MakeRopeTablesFromInvFreq(int64_t t, const std::vector<float>& inv_fr
 // (in place on dx), which is exact for a rotation.
 void RopeForward(const RopeTables& rope, float* x, int64_t batch, int64_t t, int64_t heads);
 void RopeBackward(const RopeTables& rope, float* dx, int64_t batch, int64_t t, int64_t heads);
+// The same from the tables' (T, half) cos and sin arrays.
+void RopeBackward(const float* cos, const float* sin, int64_t half, float* dx, int64_t batch,
+                  int64_t t, int64_t heads);
 
 // Causal grouped-query attention per sequence:
 //   q (B*T, Hq, Dh), k/v (B*T, Hkv, Dh), probs (B, Hq, T, T) written,
@@ -91,6 +94,16 @@ void SoftmaxBackward(const float* p, const float* dp, float* dlogits, int64_t n,
 // (softmax - onehot) * scale there for counted rows and zeros elsewhere.
 double CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v, float scale,
                     float* dlogits, ThreadPool* pool);
+// The same, WRITING each row's loss to row_loss (N; 0 for ignored rows);
+// CrossEntropy returns their sum in row order.
+void CrossEntropyRows(const float* logits, const int32_t* targets, int64_t n, int64_t v,
+                      float scale, float* dlogits, double* row_loss, ThreadPool* pool);
+
+// Embedding backward: dtable (V,D) [ids[r]] += dy (N,D) [r], rows in r order,
+// skipping ids[r] == padding_idx (nn.Embedding(padding_idx) gives that row no
+// gradient; -1: no padding row).
+void EmbeddingBackward(const int32_t* ids, const float* dy, int64_t n, int64_t d,
+                       int32_t padding_idx, float* dtable);
 
 }  // namespace expertd::train
 

@@ -283,5 +283,47 @@ TEST(OpsTest, LinearBackwardIsThreadCountInvariant) {
   EXPECT_EQ(dw1, dw4);
 }
 
+// Embedding backward is exact: a token's rows summed, the padding row
+// untouched (nn.Embedding(padding_idx)), other rows untouched.
+TEST(OpsTest, EmbeddingBackwardSumsRowsAndSkipsThePaddingRow) {
+  const int64_t d = 3;
+  const std::vector<int32_t> ids = {2, 0, 2, 1, 0};  // 0 is padding
+  const std::vector<float> dy = {1, 2, 3, 4, 5, 6, 0.5f, 0.25f, 0.125f, 7, 8, 9, 10, 11, 12};
+  std::vector<float> table(4 * d, 1.0f);
+  EmbeddingBackward(ids.data(), dy.data(), 5, d, /*padding_idx=*/0, table.data());
+  EXPECT_EQ(table, (std::vector<float>{1, 1, 1, 8, 9, 10, 2.5f, 3.25f, 4.125f, 1, 1, 1}));
+  std::vector<float> no_padding(4 * d, 0.0f);
+  EmbeddingBackward(ids.data(), dy.data(), 5, d, /*padding_idx=*/-1, no_padding.data());
+  EXPECT_EQ(no_padding[0], 4.0f + 10.0f);
+}
+
+TEST(OpsTest, CrossEntropyRowsSumToCrossEntropy) {
+  std::mt19937 rng(10);
+  const int64_t n = 5, v = 11;
+  auto logits = Random(n * v, &rng, 2.0f);
+  const std::vector<int32_t> targets = {3, -100, 0, 10, -100};
+  std::vector<double> rows(n, -1.0);
+  std::vector<float> d1(n * v), d2(n * v);
+  CrossEntropyRows(logits.data(), targets.data(), n, v, 0.5f, d1.data(), rows.data(), nullptr);
+  const double total =
+      CrossEntropy(logits.data(), targets.data(), n, v, 0.5f, d2.data(), nullptr);
+  EXPECT_EQ(rows[1], 0.0);
+  EXPECT_EQ(rows[4], 0.0);
+  EXPECT_GT(rows[0], 0.0);
+  EXPECT_EQ(rows[0] + rows[1] + rows[2] + rows[3] + rows[4], total);
+  EXPECT_EQ(d1, d2);
+}
+
+// The pointer form of RopeBackward is the tables form.
+TEST(OpsTest, RopeBackwardFromArraysEqualsTables) {
+  std::mt19937 rng(11);
+  const RopeTables rope = MakeRopeTables(6, 8, 10000.0);
+  auto a = Random(2 * 6 * 3 * 8, &rng);
+  auto b = a;
+  RopeBackward(rope, a.data(), 2, 6, 3);
+  RopeBackward(rope.cos.data(), rope.sin.data(), rope.half, b.data(), 2, 6, 3);
+  EXPECT_EQ(a, b);
+}
+
 }  // namespace
 }  // namespace expertd::train

@@ -462,11 +462,7 @@ absl::StatusOr<LossBreakdown> TrainModel::Step(const TrainBatch& batch, bool bac
     st.layers[l].held.Reset();
   }
   if (float* de = embed_->GradForAccumulation()) {
-    for (int64_t r = 0; r < n; ++r) {
-      const int32_t id = batch.input_ids[r];
-      if (id == padding_idx_) continue;  // nn.Embedding(padding_idx): no gradient
-      for (int64_t k = 0; k < h; ++k) de[id * h + k] += dx[r * h + k];
-    }
+    EmbeddingBackward(batch.input_ids.data(), dx.data(), n, h, padding_idx_, de);
   }
   return loss;
 }
