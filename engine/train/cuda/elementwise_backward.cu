@@ -1,8 +1,7 @@
 // Elementwise backward kernels, one thread per output element, each spelling
 // its CPU twin's operations in the same order with unfused IEEE ops:
-//   SwiGluBackward (ops.cc): bitwise equal but for expf (CUDA's is within
-//     2 ulp of the correctly rounded exp; glibc's expf is correctly rounded
-//     in practice), so < 1e-6 relative.
+//   SwiGluBackward (ops.cc): the same ops but for expf (CUDA's is within
+//     2 ulp, glibc's within 1), so < 1e-6 relative.
 //   RopeBackward (ops.cc): the rotation by -angle, bitwise equal.
 //   EmbeddingBackward (ops.cc): one thread per column adds the rows of its
 //     tokens in token order, the CPU's order per element: bitwise equal.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with .device/cuda/ built
 # by make_device_bundle.sh. Writes every log under $OUT (default /tmp/expertd-out).
-#   run_on_device.sh tests         the CUDA tests (kernels vs CPU twins, fixtures, offload)
+#   run_on_device.sh tests         every GPU test in the bundle, with a summary (tools/gpu_check.sh run)
 #   run_on_device.sh sanitize      the kernel tests under compute-sanitizer memcheck + racecheck
 #   run_on_device.sh bench ARGS    cuda_decode_benchmark ARGS
 #   run_on_device.sh peer ARGS     the transformers peer (hf_peer.py ARGS)
@@ -23,20 +23,15 @@ fi
 
 case "$mode" in
   tests)
-    status=0
-    for t in cuda_backend_test cuda_ops_test cuda_matmul_test cuda_attention_test cuda_engine_test; do
-      TEST_TMPDIR="$OUT/tmp" "${LAUNCH[@]}" "$B/bin/$t" --gtest_output="xml:$OUT/$t.xml" > "$OUT/$t.log" 2>&1 || status=1
-      echo "== $t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$t.log" | tr '\n' ' ')"
-      grep -E '^\[  FAILED  \]|Failure|error' "$OUT/$t.log" | head -20
-    done
-    exit $status
+    OUT="$OUT" exec bash tools/gpu_check.sh run "$@"
     ;;
   sanitize)
     SAN=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
     [ -x "$SAN" ] || { echo "no compute-sanitizer at $SAN"; exit 1; }
     status=0
     for tool in memcheck racecheck; do
-      for t in cuda_ops_test cuda_attention_test cuda_matmul_test; do
+      for t in cuda_ops_test cuda_attention_test cuda_matmul_test cuda_train_ops_test; do
+        [ -x "$B/bin/$t" ] || continue
         "$SAN" --tool "$tool" --error-exitcode 3 "${LAUNCH[@]}" "$B/bin/$t" > "$OUT/$tool-$t.log" 2>&1 || status=1
         echo "== $tool $t: $(tail -1 "$OUT/$tool-$t.log")"
       done
