@@ -27,8 +27,8 @@ void CpuBackwardOps::EmbeddingBackward(const int32_t* ids, const float* dy, int6
   train::EmbeddingBackward(ids, dy, n, d, padding_idx, dtable);
 }
 
-void CpuBackwardOps::CrossEntropy(const float* logits, const int32_t* targets, int64_t n,
-                                  int64_t v, float scale, float* dlogits, double* row_loss) {
+void CpuBackwardOps::CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v,
+                                  float scale, float* dlogits, double* row_loss) {
   CrossEntropyRows(logits, targets, n, v, scale, dlogits, row_loss, pool_);
 }
 
@@ -46,6 +46,21 @@ void CpuBackwardOps::RouterBackward(const float* probs, const int32_t* topk_ids,
     }
   }
   SoftmaxBackward(probs, dprobs.data(), dlogits, n, num_experts);
+}
+
+void CpuBackwardOps::GroupedSigmoidRouterBackward(const float* scores, const int32_t* topk_ids,
+                                                  const float* dweight, int64_t n,
+                                                  int64_t num_experts, int64_t top_k,
+                                                  bool norm_topk_prob, float routed_scaling_factor,
+                                                  float* dlogits) {
+  Parameter router;  // only its shape is read
+  router.shape = {num_experts, 1};
+  FeedForwardParams p;
+  p.router = &router;
+  p.top_k = top_k;
+  p.norm_topk_prob = norm_topk_prob;
+  p.routed_scaling_factor = routed_scaling_factor;
+  RouteGroupedSigmoidBackward(p, scores, topk_ids, dweight, n, dlogits);
 }
 
 void CpuBackwardOps::AttentionBackward(const AttentionShape& s, const float* q, const float* k,

@@ -39,10 +39,16 @@ class BackwardOps {
                             float scale, float* dlogits, double* row_loss) = 0;
   // The softmax router: RouteTopKBackward into zeroed dprobs, plus aux_dprob
   // (E; may be null) on every row, then SoftmaxBackward into dlogits (+=).
-  virtual void RouterBackward(const float* probs, const int32_t* topk_ids,
-                              const float* topk_weight, const float* dweight,
-                              const float* aux_dprob, int64_t n, int64_t num_experts,
-                              int64_t top_k, bool normalize, float* dlogits) = 0;
+  virtual void RouterBackward(const float* probs, const int32_t* topk_ids, const float* topk_weight,
+                              const float* dweight, const float* aux_dprob, int64_t n,
+                              int64_t num_experts, int64_t top_k, bool normalize,
+                              float* dlogits) = 0;
+  // DeepSeek-V3's grouped sigmoid router (RouteGroupedSigmoidBackward over
+  // these settings): dlogits (N,E) += from dweight (N,K).
+  virtual void GroupedSigmoidRouterBackward(const float* scores, const int32_t* topk_ids,
+                                            const float* dweight, int64_t n, int64_t num_experts,
+                                            int64_t top_k, bool norm_topk_prob,
+                                            float routed_scaling_factor, float* dlogits) = 0;
   // dscores: workspace of batch * q_heads * t * t floats (the CPU ignores it).
   virtual void AttentionBackward(const AttentionShape& s, const float* q, const float* k,
                                  const float* v, const float* probs, const float* dout, float* dq,
@@ -72,14 +78,17 @@ class CpuBackwardOps final : public BackwardOps {
   void CrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v, float scale,
                     float* dlogits, double* row_loss) override;
   void RouterBackward(const float* probs, const int32_t* topk_ids, const float* topk_weight,
-                      const float* dweight, const float* aux_dprob, int64_t n,
-                      int64_t num_experts, int64_t top_k, bool normalize,
-                      float* dlogits) override;
+                      const float* dweight, const float* aux_dprob, int64_t n, int64_t num_experts,
+                      int64_t top_k, bool normalize, float* dlogits) override;
+  void GroupedSigmoidRouterBackward(const float* scores, const int32_t* topk_ids,
+                                    const float* dweight, int64_t n, int64_t num_experts,
+                                    int64_t top_k, bool norm_topk_prob, float routed_scaling_factor,
+                                    float* dlogits) override;
   void AttentionBackward(const AttentionShape& s, const float* q, const float* k, const float* v,
                          const float* probs, const float* dout, float* dq, float* dk, float* dv,
                          float* dscores) override;
-  void AdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
-                   int64_t n, models::DType weight_dtype, void* weight) override;
+  void AdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m, float* v, int64_t n,
+                   models::DType weight_dtype, void* weight) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:

@@ -45,8 +45,8 @@ TEST(CpuBackwardOpsTest, RouterBackwardMatchesFiniteDifferences) {
     };
     std::vector<float> dlogits(n * e, 0.0f);
     CpuBackwardOps ops(nullptr);
-    ops.RouterBackward(probs.data(), ids.data(), w.data(), r.data(), aux.data(), n, e, k,
-                       normalize, dlogits.data());
+    ops.RouterBackward(probs.data(), ids.data(), w.data(), r.data(), aux.data(), n, e, k, normalize,
+                       dlogits.data());
     ASSERT_TRUE(ops.Synchronize().ok());
     double max_diff = 0, max_ref = 0;
     const float h = 1e-3f;
@@ -62,6 +62,33 @@ TEST(CpuBackwardOpsTest, RouterBackwardMatchesFiniteDifferences) {
     }
     EXPECT_LT(max_diff / max_ref, 2e-2) << "normalize " << normalize;
   }
+}
+
+// The seam's settings reach RouteGroupedSigmoidBackward unchanged.
+TEST(CpuBackwardOpsTest, GroupedSigmoidRouterBackwardIsTheCpuFunction) {
+  std::mt19937 rng(3);
+  const int64_t n = 5, e = 8, k = 3;
+  std::vector<Parameter> store(2);
+  store[0].shape = {e, 1};
+  store[1].value = Random(e, &rng, 0.1f);
+  FeedForwardParams p;
+  p.router = &store[0];
+  p.score_bias = &store[1];
+  p.top_k = k;
+  p.n_group = 4;
+  p.topk_group = 2;
+  p.norm_topk_prob = true;
+  p.routed_scaling_factor = 2.5f;
+  const auto logits = Random(n * e, &rng, 2.0f), dweight = Random(n * k, &rng);
+  std::vector<float> scores(n * e), weight(n * k), want(n * e, 0.5f), got(n * e, 0.5f);
+  std::vector<int32_t> ids(n * k);
+  RouteGroupedSigmoid(p, logits.data(), n, scores.data(), ids.data(), weight.data());
+  RouteGroupedSigmoidBackward(p, scores.data(), ids.data(), dweight.data(), n, want.data());
+  CpuBackwardOps ops(nullptr);
+  ops.GroupedSigmoidRouterBackward(scores.data(), ids.data(), dweight.data(), n, e, k, true, 2.5f,
+                                   got.data());
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, std::vector<float>(n * e, 0.5f));
 }
 
 TEST(CpuBackwardOpsTest, AdamWUpdateWritesTheMasterRoundedToTheWeightDtype) {

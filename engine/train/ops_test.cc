@@ -305,8 +305,7 @@ TEST(OpsTest, CrossEntropyRowsSumToCrossEntropy) {
   std::vector<double> rows(n, -1.0);
   std::vector<float> d1(n * v), d2(n * v);
   CrossEntropyRows(logits.data(), targets.data(), n, v, 0.5f, d1.data(), rows.data(), nullptr);
-  const double total =
-      CrossEntropy(logits.data(), targets.data(), n, v, 0.5f, d2.data(), nullptr);
+  const double total = CrossEntropy(logits.data(), targets.data(), n, v, 0.5f, d2.data(), nullptr);
   EXPECT_EQ(rows[1], 0.0);
   EXPECT_EQ(rows[4], 0.0);
   EXPECT_GT(rows[0], 0.0);

@@ -123,8 +123,9 @@ struct Step {
     const AttentionParams p = Params(dq.get(), dout.get(), dseq.get(), dpos.get(), dtab.get(),
                                      dk.get(), share_cache ? dk.get() : dv.get(), n);
     cudaStream_t stream = SharedBackend()->compute_stream();
-    EXPECT_EQ(wide ? cuda::LaunchAttentionWide(p, stream) : cuda::LaunchAttention(p, kernel, stream),
-              cudaSuccess);
+    EXPECT_EQ(
+        wide ? cuda::LaunchAttentionWide(p, stream) : cuda::LaunchAttention(p, kernel, stream),
+        cudaSuccess);
     return dout.ToHost();
   }
 };
@@ -184,9 +185,9 @@ TEST(CudaAttentionTest, WideKernelMatchesCpuOnMixedPrefillAndDecodeSteps) {
   std::mt19937 rng(4);
   // Widths past the rows kernel (257..1024, both instances), GQA groups that
   // span several blocks (9 heads: 8 + 1), and narrow heads the kernel also takes.
-  for (Config c : {Config{16, 1, 576, 16}, Config{6, 2, 300, 8}, Config{3, 1, 1024, 4},
-                   Config{9, 3, 257, 5}, Config{9, 1, 577, 16}, Config{4, 2, 64, 16},
-                   Config{2, 1, 2, 3}}) {
+  for (Config c :
+       {Config{16, 1, 576, 16}, Config{6, 2, 300, 8}, Config{3, 1, 1024, 4}, Config{9, 3, 257, 5},
+        Config{9, 1, 577, 16}, Config{4, 2, 64, 16}, Config{2, 1, 2, 3}}) {
     Step step(c.heads, c.kv_heads, c.head_dim, c.block_size, {70, 1, 33, 129}, {45, 1, 1, 1}, &rng);
     const std::vector<float> want = step.Cpu();
     EXPECT_LT(RelError(step.Gpu(cuda::AttentionKernel::kAuto, 0, step.rows(), true), want), 1e-5)
@@ -241,8 +242,7 @@ TEST(CudaAttentionTest, HeadDimBeyondTheKernelsIsAnError) {
   p.rows = 1;
   p.heads = p.kv_heads = 1;
   p.head_dim = 512;
-  EXPECT_EQ(cuda::LaunchAttentionRows(p, SharedBackend()->compute_stream()),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchAttentionRows(p, SharedBackend()->compute_stream()), cudaErrorInvalidValue);
   p.head_dim = cuda::kMaxWideHeadDim + 1;
   EXPECT_EQ(
       cuda::LaunchAttention(p, cuda::AttentionKernel::kAuto, SharedBackend()->compute_stream()),

@@ -50,8 +50,8 @@ __global__ void AdamWKernel(AdamWConstants c, const float* g, float* p, float* m
 
 }  // namespace
 
-cudaError_t LaunchAdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m,
-                              float* v, int64_t n, models::DType weight_dtype, void* weight,
+cudaError_t LaunchAdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
+                              int64_t n, models::DType weight_dtype, void* weight,
                               cudaStream_t stream) {
   if (n < 0 || CeilDiv(n, kBlockThreads) > 0x7fffffff) return cudaErrorInvalidValue;
   if (weight != nullptr && weight_dtype != models::DType::kBF16 &&

@@ -68,8 +68,8 @@ __global__ void QueryGradKernel(Shape s, const float* k, const float* dscores, f
 
 // One thread per element (b, j, kv head, d) of dk (width head_dim; weights
 // dscores, rows q) or of dv (width v_dim; weights probs, rows dout).
-__global__ void KeyValueGradKernel(Shape s, int64_t width, const float* weights,
-                                   const float* rows, float* grad) {
+__global__ void KeyValueGradKernel(Shape s, int64_t width, const float* weights, const float* rows,
+                                   float* grad) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= s.batch * s.t * s.kv_heads * width) return;
   const int64_t d = idx % width, bjg = idx / width;
@@ -97,8 +97,10 @@ cudaError_t LaunchAttentionBackward(const AttentionShape& as, const float* q, co
       as.q_heads % as.kv_heads != 0) {
     return cudaErrorInvalidValue;
   }
-  Shape s{as.batch, as.t, as.q_heads, as.kv_heads, as.head_dim, as.value_dim(), as.scale > 0.0f,
-          as.scale > 0.0f ? as.scale : std::sqrt(static_cast<float>(as.head_dim))};
+  Shape s{as.batch,        as.t,
+          as.q_heads,      as.kv_heads,
+          as.head_dim,     as.value_dim(),
+          as.scale > 0.0f, as.scale > 0.0f ? as.scale : std::sqrt(static_cast<float>(as.head_dim))};
   const int64_t rows = s.batch * s.q_heads * s.t;
   const int64_t widest = s.batch * s.t * s.q_heads * (s.head_dim > s.v_dim ? s.head_dim : s.v_dim);
   if (rows > 0x7fffffff || CeilDiv(widest, kBlockThreads) > 0x7fffffff) {
@@ -106,12 +108,11 @@ cudaError_t LaunchAttentionBackward(const AttentionShape& as, const float* q, co
   }
   if (rows == 0) return cudaSuccess;
   ScoreGradKernel<<<static_cast<unsigned>(rows), kBlockThreads, 0, stream>>>(s, v, probs, dout,
-                                                                              dscores);
+                                                                             dscores);
   const int64_t q_elems = s.batch * s.t * s.q_heads * s.head_dim;
   QueryGradKernel<<<Blocks(q_elems), kBlockThreads, 0, stream>>>(s, k, dscores, dq);
   const int64_t k_elems = s.batch * s.t * s.kv_heads * s.head_dim;
-  KeyValueGradKernel<<<Blocks(k_elems), kBlockThreads, 0, stream>>>(s, s.head_dim, dscores, q,
-                                                                     dk);
+  KeyValueGradKernel<<<Blocks(k_elems), kBlockThreads, 0, stream>>>(s, s.head_dim, dscores, q, dk);
   const int64_t v_elems = s.batch * s.t * s.kv_heads * s.v_dim;
   KeyValueGradKernel<<<Blocks(v_elems), kBlockThreads, 0, stream>>>(s, s.v_dim, probs, dout, dv);
   return cudaGetLastError();

@@ -7,15 +7,14 @@ namespace expertd::train::cuda {
 
 void CudaBackwardOps::Record(cudaError_t e, const char* op) {
   if (e == cudaSuccess || !first_error_.ok()) return;
-  first_error_ = e == cudaErrorInvalidValue
-                     ? absl::InvalidArgumentError(
-                           absl::StrCat(op, ": shape outside the CUDA kernel's limits"))
-                     : absl::InternalError(absl::StrCat(op, ": ", cudaGetErrorString(e)));
+  first_error_ =
+      e == cudaErrorInvalidValue
+          ? absl::InvalidArgumentError(absl::StrCat(op, ": shape outside the CUDA kernel's limits"))
+          : absl::InternalError(absl::StrCat(op, ": ", cudaGetErrorString(e)));
 }
 
 void CudaBackwardOps::RmsNormBackward(const float* x, const float* w, const float* rstd,
-                                      const float* dy, float* dx, float* dw, int64_t n,
-                                      int64_t d) {
+                                      const float* dy, float* dx, float* dw, int64_t n, int64_t d) {
   Record(LaunchRmsNormBackward(x, w, rstd, dy, dx, dw, n, d, stream_), "RmsNormBackward");
 }
 
@@ -31,8 +30,7 @@ void CudaBackwardOps::RopeBackward(const float* cos, const float* sin, int64_t h
 
 void CudaBackwardOps::EmbeddingBackward(const int32_t* ids, const float* dy, int64_t n, int64_t d,
                                         int32_t padding_idx, float* dtable) {
-  Record(LaunchEmbeddingBackward(ids, dy, n, d, padding_idx, dtable, stream_),
-         "EmbeddingBackward");
+  Record(LaunchEmbeddingBackward(ids, dy, n, d, padding_idx, dtable, stream_), "EmbeddingBackward");
 }
 
 void CudaBackwardOps::CrossEntropy(const float* logits, const int32_t* targets, int64_t n,
@@ -48,6 +46,17 @@ void CudaBackwardOps::RouterBackward(const float* probs, const int32_t* topk_ids
   Record(LaunchRouterBackward(probs, topk_ids, topk_weight, dweight, aux_dprob, n, num_experts,
                               top_k, normalize, dlogits, stream_),
          "RouterBackward");
+}
+
+void CudaBackwardOps::GroupedSigmoidRouterBackward(const float* scores, const int32_t* topk_ids,
+                                                   const float* dweight, int64_t n,
+                                                   int64_t num_experts, int64_t top_k,
+                                                   bool norm_topk_prob, float routed_scaling_factor,
+                                                   float* dlogits) {
+  Record(
+      LaunchGroupedSigmoidRouterBackward(scores, topk_ids, dweight, n, num_experts, top_k,
+                                         norm_topk_prob, routed_scaling_factor, dlogits, stream_),
+      "GroupedSigmoidRouterBackward");
 }
 
 void CudaBackwardOps::AttentionBackward(const AttentionShape& s, const float* q, const float* k,

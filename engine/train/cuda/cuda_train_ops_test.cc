@@ -2,13 +2,11 @@
 // CPU twins (engine/train/ops.h, moe_block.h, adamw.h) on random inputs with
 // odd sizes; outputs that are written (not accumulated) are poisoned with NaN
 // first, accumulated ones start from random values. Agreement asserted:
-//   bitwise: RMSNorm weight grad, RoPE, embedding, router, attention dv,
+//   bitwise: RMSNorm weight grad, RoPE, embedding, both routers, attention dv,
 //            AdamW (p, m, v and the bf16/fp16/fp32 weight)
 //   < 1e-6:  SwiGLU (expf within 2 ulp), cross-entropy dlogits; row losses 1e-12
 //   < 1e-5:  RMSNorm dx, attention dq and dk (dot products in another order)
 // (relative: max |gpu - cpu| / max |cpu| over the tensor). Skips without a GPU.
-#include "engine/train/cuda/cuda_backward_ops.h"
-
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +16,7 @@
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cuda/cuda_test_util.h"
 #include "engine/train/adamw.h"
+#include "engine/train/cuda/cuda_backward_ops.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/ops.h"
 #include "gtest/gtest.h"
@@ -171,13 +170,48 @@ TEST(CudaTrainOpsTest, RouterBackwardIsBitwiseTheCpus) {
         DeviceArray<float> gp(probs), gw(weights), gdw(dweight), gaux(aux_dprob), gdl(dlogits0);
         DeviceArray<int32_t> gids(ids);
         auto ops = Ops();
-        ops.RouterBackward(gp.get(), gids.get(), gw.get(), gdw.get(), aux ? gaux.get() : nullptr,
-                           n, e, k, normalize, gdl.get());
+        ops.RouterBackward(gp.get(), gids.get(), gw.get(), gdw.get(), aux ? gaux.get() : nullptr, n,
+                           e, k, normalize, gdl.get());
         ASSERT_TRUE(ops.Synchronize().ok());
         EXPECT_TRUE(BitwiseEqual(gdl.ToHost(), dlogits))
             << "experts " << e << " k " << k << " normalize " << normalize << " aux " << aux;
       }
     }
+  }
+}
+
+// DeepSeek-V3: sigmoid scores, grouped top-k on scores + bias, weights
+// normalised (or not) and scaled.
+TEST(CudaTrainOpsTest, GroupedSigmoidRouterBackwardIsBitwiseTheCpus) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  const int64_t n = 300, e = 16, k = 4;
+  std::vector<Parameter> store(2);
+  store[0].shape = {e, 1};
+  store[1].value = RandomVector(e, &rng, 0.1f);
+  FeedForwardParams p;
+  p.router = &store[0];
+  p.score_bias = &store[1];
+  p.top_k = k;
+  p.n_group = 4;
+  p.topk_group = 2;
+  p.routed_scaling_factor = 2.5f;
+  for (bool normalize : {false, true}) {
+    p.norm_topk_prob = normalize;
+    const auto logits = RandomVector(n * e, &rng, 2.0f);
+    std::vector<float> scores(n * e), weight(n * k);
+    std::vector<int32_t> ids(n * k);
+    RouteGroupedSigmoid(p, logits.data(), n, scores.data(), ids.data(), weight.data());
+    const auto dweight = RandomVector(n * k, &rng), dlogits0 = RandomVector(n * e, &rng);
+    std::vector<float> dlogits = dlogits0;
+    RouteGroupedSigmoidBackward(p, scores.data(), ids.data(), dweight.data(), n, dlogits.data());
+    DeviceArray<float> gs(scores), gdw(dweight), gdl(dlogits0);
+    DeviceArray<int32_t> gids(ids);
+    auto ops = Ops();
+    ops.GroupedSigmoidRouterBackward(gs.get(), gids.get(), gdw.get(), n, e, k, normalize,
+                                     p.routed_scaling_factor, gdl.get());
+    ASSERT_TRUE(ops.Synchronize().ok());
+    EXPECT_TRUE(BitwiseEqual(gdl.ToHost(), dlogits)) << "normalize " << normalize;
   }
 }
 

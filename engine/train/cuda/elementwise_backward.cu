@@ -27,8 +27,8 @@ __global__ void SwiGluBackwardKernel(const float* gate, const float* up, const f
 
 // One thread per (row, head, pair i): (a, b) = (x[i], x[i + half]) rotated by
 // -angle: a' = a cos - b (-sin), b' = b cos + a (-sin).
-__global__ void RopeBackwardKernel(const float* cos_t, const float* sin_t, int64_t half,
-                                   float* dx, int64_t rows, int64_t t, int64_t heads) {
+__global__ void RopeBackwardKernel(const float* cos_t, const float* sin_t, int64_t half, float* dx,
+                                   int64_t rows, int64_t t, int64_t heads) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * heads * half) return;
   const int64_t i = idx % half, rh = idx / half, r = rh / heads;
@@ -63,7 +63,7 @@ cudaError_t LaunchSwiGluBackward(const float* gate, const float* up, const float
   if (count < 0 || !GridFits(count)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   SwiGluBackwardKernel<<<Blocks(count), kBlockThreads, 0, stream>>>(gate, up, dact, dgate, dup,
-                                                                     count);
+                                                                    count);
   return cudaGetLastError();
 }
 
@@ -74,7 +74,7 @@ cudaError_t LaunchRopeBackward(const float* cos, const float* sin, int64_t half,
   if (!GridFits(threads)) return cudaErrorInvalidValue;
   if (threads == 0) return cudaSuccess;
   RopeBackwardKernel<<<Blocks(threads), kBlockThreads, 0, stream>>>(cos, sin, half, dx, batch * t,
-                                                                     t, heads);
+                                                                    t, heads);
   return cudaGetLastError();
 }
 
@@ -83,7 +83,7 @@ cudaError_t LaunchEmbeddingBackward(const int32_t* ids, const float* dy, int64_t
   if (n < 0 || d < 0 || !GridFits(d)) return cudaErrorInvalidValue;
   if (n == 0 || d == 0) return cudaSuccess;
   EmbeddingBackwardKernel<<<Blocks(d), kBlockThreads, 0, stream>>>(ids, dy, n, d, padding_idx,
-                                                                    dtable);
+                                                                   dtable);
   return cudaGetLastError();
 }
 

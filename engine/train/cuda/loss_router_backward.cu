@@ -5,6 +5,8 @@
 //   RouteTopKBackward + SoftmaxBackward (moe_block.cc, ops.cc): the k ranks and
 //     the softmax dot product are summed by one thread in the CPU's order with
 //     unfused ops, so dlogits is bitwise the CPU's.
+//   RouteGroupedSigmoidBackward (moe_block.cc): one thread per row, the CPU's
+//     loops and ops: bitwise.
 #include "engine/train/cuda/train_common.cuh"
 #include "engine/train/cuda/train_kernels.h"
 
@@ -77,7 +79,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   __syncthreads();
   if (aux_dprob != nullptr) {
-    for (int64_t e = threadIdx.x; e < e_count; e += kBlockThreads) dp[e] = AddRn(dp[e], aux_dprob[e]);
+    for (int64_t e = threadIdx.x; e < e_count; e += kBlockThreads)
+      dp[e] = AddRn(dp[e], aux_dprob[e]);
   }
   __syncthreads();
   if (threadIdx.x == 0) {  // SoftmaxBackward's dot, in expert order
@@ -93,11 +96,49 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+__global__ void GroupedSigmoidRouterBackwardKernel(const float* scores, const int32_t* topk_ids,
+                                                   const float* dweight, int64_t n,
+                                                   int64_t num_experts, int64_t k, bool normalize,
+                                                   float c, float* dlogits) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const int32_t* ids = topk_ids + r * k;
+  const float* dw = dweight + r * k;
+  const float* s = scores + r * num_experts;
+  // w_i = c s_i / S (S = sum + 1e-20) or c s_i: ds_j = c (dw_j - sum_i dw_i s_i / S) / S.
+  float sum = 1e-20f, dot = 0.0f;
+  for (int64_t i = 0; i < k; ++i) sum = AddRn(sum, s[ids[i]]);
+  for (int64_t i = 0; i < k; ++i) dot = AddRn(dot, MulRn(dw[i], s[ids[i]]));
+  for (int64_t i = 0; i < k; ++i) {
+    const float sj = s[ids[i]];
+    const float ds =
+        normalize ? DivRn(MulRn(c, SubRn(dw[i], DivRn(dot, sum))), sum) : MulRn(c, dw[i]);
+    float* dst = dlogits + r * num_experts + ids[i];
+    *dst = AddRn(*dst, MulRn(MulRn(ds, sj), SubRn(1.0f, sj)));
+  }
+}
+
 }  // namespace
 
+cudaError_t LaunchGroupedSigmoidRouterBackward(const float* scores, const int32_t* topk_ids,
+                                               const float* dweight, int64_t n, int64_t num_experts,
+                                               int64_t top_k, bool norm_topk_prob,
+                                               float routed_scaling_factor, float* dlogits,
+                                               cudaStream_t stream) {
+  if (n < 0 || num_experts <= 0 || top_k < 0 || top_k > num_experts ||
+      CeilDiv(n, kBlockThreads) > 0x7fffffff) {
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0) return cudaSuccess;
+  GroupedSigmoidRouterBackwardKernel<<<static_cast<unsigned>(CeilDiv(n, kBlockThreads)),
+                                       kBlockThreads, 0, stream>>>(
+      scores, topk_ids, dweight, n, num_experts, top_k, norm_topk_prob && top_k > 1,
+      routed_scaling_factor, dlogits);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchCrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v,
-                               float scale, float* dlogits, double* row_loss,
-                               cudaStream_t stream) {
+                               float scale, float* dlogits, double* row_loss, cudaStream_t stream) {
   if (n < 0 || v <= 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   CrossEntropyKernel<<<static_cast<unsigned>(n), kBlockThreads, 0, stream>>>(
@@ -110,8 +151,8 @@ cudaError_t LaunchRouterBackward(const float* probs, const int32_t* topk_ids,
                                  const float* aux_dprob, int64_t n, int64_t num_experts,
                                  int64_t top_k, bool normalize, float* dlogits,
                                  cudaStream_t stream) {
-  if (n < 0 || n > 0x7fffffff || num_experts <= 0 || num_experts > kMaxRouterExperts ||
-      top_k < 0 || top_k > num_experts) {
+  if (n < 0 || n > 0x7fffffff || num_experts <= 0 || num_experts > kMaxRouterExperts || top_k < 0 ||
+      top_k > num_experts) {
     return cudaErrorInvalidValue;
   }
   if (n == 0) return cudaSuccess;

@@ -50,8 +50,8 @@ cudaError_t LaunchRmsNormBackward(const float* x, const float* w, const float* r
                                   cudaStream_t stream) {
   if (n < 0 || d <= 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  RmsNormInputGradKernel<<<static_cast<unsigned>(n), kBlockThreads, 0, stream>>>(x, w, rstd, dy,
-                                                                                  dx, d);
+  RmsNormInputGradKernel<<<static_cast<unsigned>(n), kBlockThreads, 0, stream>>>(x, w, rstd, dy, dx,
+                                                                                 d);
   if (dw != nullptr) {
     RmsNormWeightGradKernel<<<static_cast<unsigned>(CeilDiv(d, kBlockThreads)), kBlockThreads, 0,
                               stream>>>(x, rstd, dy, dw, n, d);

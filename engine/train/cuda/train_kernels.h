@@ -49,8 +49,7 @@ cudaError_t LaunchEmbeddingBackward(const int32_t* ids, const float* dy, int64_t
 // null) WRITES (softmax - onehot) * scale, zeros on ignored rows. The total is
 // the sum of row_loss in row order (the caller's, as on the CPU).
 cudaError_t LaunchCrossEntropy(const float* logits, const int32_t* targets, int64_t n, int64_t v,
-                               float scale, float* dlogits, double* row_loss,
-                               cudaStream_t stream);
+                               float scale, float* dlogits, double* row_loss, cudaStream_t stream);
 // The softmax router's backward, RouteTopKBackward then SoftmaxBackward fused:
 // dprobs = the top-k (renormalised when `normalize`) weights' backward from
 // dweight (N,K), plus aux_dprob (E) on every row when non-null (the
@@ -61,6 +60,16 @@ cudaError_t LaunchRouterBackward(const float* probs, const int32_t* topk_ids,
                                  const float* aux_dprob, int64_t n, int64_t num_experts,
                                  int64_t top_k, bool normalize, float* dlogits,
                                  cudaStream_t stream);
+
+// DeepSeek-V3's sigmoid router (RouteGroupedSigmoidBackward): dlogits (N,E) +=
+// the gradient through w = c s / sum(s) (or c s when !norm_topk_prob or
+// top_k == 1), c = routed_scaling_factor, and through s = sigmoid(logits); the
+// selection bias gets no gradient.
+cudaError_t LaunchGroupedSigmoidRouterBackward(const float* scores, const int32_t* topk_ids,
+                                               const float* dweight, int64_t n, int64_t num_experts,
+                                               int64_t top_k, bool norm_topk_prob,
+                                               float routed_scaling_factor, float* dlogits,
+                                               cudaStream_t stream);
 
 // ---- attention_backward.cu ---------------------------------------------------
 // Causal GQA attention backward (AttentionBackward): dq, dk, dv += gradients.
@@ -76,8 +85,8 @@ cudaError_t LaunchAttentionBackward(const AttentionShape& s, const float* q, con
 // moments m, v, then, when `weight` is non-null, weight = p rounded to
 // `weight_dtype` (kBF16 or kF16: round to nearest even; kF32: a copy), as
 // AdamW::StepOne does for a bf16/fp16 parameter.
-cudaError_t LaunchAdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m,
-                              float* v, int64_t n, models::DType weight_dtype, void* weight,
+cudaError_t LaunchAdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
+                              int64_t n, models::DType weight_dtype, void* weight,
                               cudaStream_t stream);
 
 }  // namespace expertd::train::cuda
