@@ -21,7 +21,7 @@
 #include "engine/train/adamw.h"
 #include "engine/train/device_memory.h"
 #include "engine/train/scheduled_feed_forward.h"
-#include "engine/train/ssd_tier.h"
+#include "engine/train/expert_tier.h"
 #include "engine/train/trace_recorder.h"
 #include "engine/train/train_schedule.h"
 #include "engine/train/train_model.h"
@@ -81,6 +81,11 @@ class Trainer {
   // learning-rate schedule stands). Restore the optimizer's state() as well.
   void RestoreStepsDone(int64_t steps) { steps_done_ = steps; }
   AdamW& optimizer() { return optimizer_; }
+  // With the SSD tier, brings every expert's weights, gradients and AdamW
+  // state back to the host (past --host_memory_bytes) until the next step,
+  // for whoever reads the whole model (weights out, checkpoints). A no-op
+  // without it.
+  absl::Status HoldExpertsOnHost();
   // Writes the schedule's Chrome trace to options.memory_schedule.trace_out.
   absl::Status WriteTrace() const;
 
@@ -93,10 +98,19 @@ class Trainer {
   // ES-MoE's per-expert optimizer: true when an offloaded expert's AdamW update
   // may start as soon as its gradient is final (no clipping to wait for).
   bool EarlyExpertUpdates() const;
-  // AdamW on params[i], through the SSD tier when its state lives there.
-  absl::Status UpdateParam(size_t i, double lr, engine::ThreadPool* pool);
-  // Spills experts' optimizer state to the SSD tier past --host_memory_bytes.
-  absl::Status PlanSsdTier(const std::set<const Parameter*>& experts, int64_t expert_bytes);
+  // AdamW on params[i]; an expert in the SSD tier is pinned on the host for
+  // it and gets its clipping (`clip_coef`, deferred to here) first.
+  absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool);
+  // torch.nn.utils.clip_grad_norm_'s total norm, pinning tier experts.
+  absl::StatusOr<float> GradNorm();
+  // Past --host_memory_bytes the experts' training state goes to the SSD
+  // tier (expert_tier.h); appends the why to *reason.
+  absl::Status PlanSsdTier(int64_t expert_bytes, std::string* reason);
+  // The order the step uses tier experts: per micro-batch the forward
+  // (layers ascending) and backward (descending), then the gradient norm and
+  // the optimizer in parameter order.
+  AccessSequence StepSequence(size_t micro_batches) const;
+  int TierId(size_t param) const;
 
   TrainModel* model_;
   TrainOptions options_;
@@ -108,7 +122,7 @@ class Trainer {
   std::unique_ptr<TraceRecorder> trace_;
   ScheduledFeedForwardExecutor* executor_ = nullptr;  // owned by model_
   DeviceReservation static_bytes_;
-  std::unique_ptr<SsdTier> ssd_;
+  std::unique_ptr<ExpertTier> tier_;
   bool planned_ = false;
   ScheduleReport placement_;
 };

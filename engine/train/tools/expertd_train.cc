@@ -155,6 +155,9 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"upload_seconds", r.upload_seconds},
           {"ssd_read_bytes", r.ssd_read_bytes},
           {"ssd_written_bytes", r.ssd_written_bytes},
+          {"ssd_waits", r.ssd_waits},
+          {"ssd_prefetches", r.ssd_prefetches},
+          {"ssd_wait_seconds", r.ssd_wait_seconds},
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
@@ -230,6 +233,7 @@ absl::Status Run(const Options& o) {
     if (topts.memory_schedule.active()) schedule.push_back(ScheduleJson(r.memory_schedule));
   }
   RETURN_IF_ERROR(trainer.WriteTrace());
+  RETURN_IF_ERROR(trainer.HoldExpertsOnHost());  // the SSD tier's experts, for the files below
   if (!o.grads_out.empty()) {
     std::vector<models::TensorToWrite> tensors;
     for (const auto& [spec, values] : grads) tensors.push_back({spec, values.data()});
