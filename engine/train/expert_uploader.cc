@@ -144,7 +144,8 @@ absl::StatusOr<DeviceExpert*> ExpertUploader::Get(size_t i) {
   return ready_[i - done_].get();
 }
 
-void ExpertUploader::Done(size_t i) {
+void ExpertUploader::Done(size_t i,
+                          const std::function<void(const MlpParams&)>& after_download) {
   std::unique_ptr<DeviceExpert> slot;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -155,6 +156,7 @@ void ExpertUploader::Done(size_t i) {
   Download(&slot->gate, host.gate);
   Download(&slot->up, host.up);
   Download(&slot->down, host.down);
+  if (after_download) after_download(host);
   if (TierId(i) >= 0 && with_grads_) tier_->Unpin(TierId(i), true);
   slot.reset();  // frees the slot's device bytes
   {

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -50,8 +51,9 @@ class ExpertUploader {
   // Blocks until order[i] is on the device (i ascending, each once).
   absl::StatusOr<DeviceExpert*> Get(size_t i);
   // The consumer is done with order[i] (the last Get): its gradient (if any)
-  // accumulates into the host parameter and its slot is freed.
-  void Done(size_t i);
+  // accumulates into the host parameter, `after_download` (if set) sees the
+  // host expert (still pinned in the tier), and the slot is freed.
+  void Done(size_t i, const std::function<void(const MlpParams&)>& after_download = {});
   int64_t uploaded_bytes() const;
   double upload_seconds() const;
 

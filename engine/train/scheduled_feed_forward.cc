@@ -130,8 +130,7 @@ class ExpertFeed {
   }
   void Finish(bool complete = true) {
     if (uploader_ == nullptr || current_ < 0) return;
-    uploader_->Done(next_++);
-    if (complete && on_done_) on_done_(p_.experts[current_]);
+    uploader_->Done(next_++, complete ? on_done_ : nullptr);
     current_ = -1;
   }
   int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }

@@ -48,7 +48,8 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   // The SSD tier behind the host tier (null: none); must outlive its use.
   void set_host_tier(ExpertTier* tier) { tier_ = tier; }
   // Offloaded backward: called (on the compute thread) once an expert's
-  // gradient for this backward is complete in the host tier. Null: none.
+  // gradient for this backward is complete in the host tier, while the expert
+  // is still pinned there (SSD tier). Null: none.
   void set_on_expert_done(std::function<void(const MlpParams&)> fn) {
     on_expert_done_ = std::move(fn);
   }

@@ -74,6 +74,12 @@ Trainer::Trainer(TrainModel* model, TrainOptions options)
 
 namespace {
 
+double SquaredNorm(const std::vector<float>& grad) {
+  double sq = 0.0;
+  for (float g : grad) sq += static_cast<double>(g) * g;
+  return sq;
+}
+
 // What a parameter holds on the device while it trains: its weight, and when
 // trainable its gradient, AdamW moments and (bf16/fp16) fp32 master copy.
 int64_t StaticBytes(const Parameter& p) {
@@ -246,17 +252,21 @@ absl::Status Trainer::UpdateParam(size_t i, double lr, float clip_coef,
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> Trainer::GradNorm() {
-  // torch.nn.utils.clip_grad_norm_: the 2-norm of the per-parameter 2-norms.
+absl::StatusOr<float> Trainer::GradNorm(const std::vector<double>& grad_sq,
+                                        const std::vector<char>& have_sq) {
+  // torch.nn.utils.clip_grad_norm_: the 2-norm of the per-parameter 2-norms,
+  // summed in parameter order whichever order the squares were taken in.
   double total_sq = 0.0;
   for (size_t i = 0; i < model_->params().size(); ++i) {
     const Parameter& p = model_->params()[i];
     if (!p.has_grad) continue;
-    const int id = TierId(i);
-    if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id));
-    double sq = 0.0;
-    for (float g : p.grad) sq += static_cast<double>(g) * g;
-    if (id >= 0) tier_->Unpin(id, /*dirty=*/false);
+    double sq = grad_sq[i];
+    if (!have_sq[i]) {
+      const int id = TierId(i);  // an expert the last backward left idle: off the sequence
+      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, /*advance=*/false));
+      sq = SquaredNorm(p.grad);
+      if (id >= 0) tier_->Unpin(id, /*dirty=*/false);
+    }
     const float norm = static_cast<float>(std::sqrt(sq));
     total_sq += static_cast<double>(norm) * norm;
   }
@@ -316,13 +326,11 @@ AccessSequence Trainer::StepSequence(size_t micro_batches) const {
     for (const std::vector<int>& l : layers) ids.insert(ids.end(), l.begin(), l.end());
     for (auto l = layers.rbegin(); l != layers.rend(); ++l) ids.insert(ids.end(), l->begin(), l->end());
   }
-  for (int pass = 0; pass < 2; ++pass) {  // the gradient norm, then AdamW
-    int last = -1;
-    for (size_t i = 0; i < model_->params().size(); ++i) {
-      const int id = TierId(i);
-      if (id >= 0 && id != last) ids.push_back(id);
-      if (id >= 0) last = id;
-    }
+  int last = -1;  // AdamW, in parameter order
+  for (size_t i = 0; i < model_->params().size(); ++i) {
+    const int id = TierId(i);
+    if (id >= 0 && id != last) ids.push_back(id);
+    if (id >= 0) last = id;
   }
   return AccessSequence(std::move(ids));
 }
@@ -359,14 +367,26 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   std::vector<char> updated(params.size(), 0);
   std::unique_ptr<OptimizerWorker> worker;
   const float scale = 1.0f / static_cast<float>(micro_batches.size());
+  // With the SSD tier the last backward also takes each expert's squared
+  // gradient norm while the expert is on the host (GradNorm reuses it).
+  std::vector<double> grad_sq(params.size(), 0.0);
+  std::vector<char> have_sq(params.size(), 0);
   for (size_t b = 0; b < micro_batches.size(); ++b) {
-    if (EarlyExpertUpdates() && b + 1 == micro_batches.size()) {
+    const bool last = b + 1 == micro_batches.size();
+    if (last && EarlyExpertUpdates()) {
       worker = std::make_unique<OptimizerWorker>(
           [this, lr = report.lr](size_t i) { return UpdateParam(i, lr, 1.0f, nullptr); });
+    }
+    if (last && (worker != nullptr || tier_ != nullptr)) {
       executor_->set_on_expert_done([&](const MlpParams& e) {
         for (Parameter* w : {e.gate, e.up, e.down}) {
           const size_t i = static_cast<size_t>(w - params.data());
-          if (!w->has_grad || updated[i]) continue;
+          if (!w->has_grad) continue;
+          if (tier_ != nullptr) {
+            grad_sq[i] = SquaredNorm(w->grad);
+            have_sq[i] = 1;
+          }
+          if (worker == nullptr || updated[i]) continue;
           updated[i] = 1;
           worker->Push(i);
         }
@@ -390,7 +410,7 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     RETURN_IF_ERROR(HoldExpertsOnHost());  // it may read every gradient
     before_clip(*model_);
   }
-  ASSIGN_OR_RETURN(const float total_norm, GradNorm());
+  ASSIGN_OR_RETURN(const float total_norm, GradNorm(grad_sq, have_sq));
   report.grad_norm_before_clip = total_norm;
   if (options_.clip_norm > 0.0) {
     const float coef = static_cast<float>(options_.clip_norm) / (total_norm + 1e-6f);

@@ -101,14 +101,16 @@ class Trainer {
   // AdamW on params[i]; an expert in the SSD tier is pinned on the host for
   // it and gets its clipping (`clip_coef`, deferred to here) first.
   absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool);
-  // torch.nn.utils.clip_grad_norm_'s total norm, pinning tier experts.
-  absl::StatusOr<float> GradNorm();
+  // torch.nn.utils.clip_grad_norm_'s total norm; grad_sq[i] is params[i]'s
+  // squared norm where have_sq[i] (else computed here, pinning tier experts).
+  absl::StatusOr<float> GradNorm(const std::vector<double>& grad_sq,
+                                 const std::vector<char>& have_sq);
   // Past --host_memory_bytes the experts' training state goes to the SSD
   // tier (expert_tier.h); appends the why to *reason.
   absl::Status PlanSsdTier(int64_t expert_bytes, std::string* reason);
   // The order the step uses tier experts: per micro-batch the forward
-  // (layers ascending) and backward (descending), then the gradient norm and
-  // the optimizer in parameter order.
+  // (layers ascending) and backward (descending), then the optimizer in
+  // parameter order (the gradient norm is taken during the last backward).
   AccessSequence StepSequence(size_t micro_batches) const;
   int TierId(size_t param) const;
 
