@@ -55,11 +55,14 @@ absl::StatusOr<std::unique_ptr<RecordFile>> RecordFile::Create(const std::string
   }
   if (fd < 0) fd = open(path.c_str(), flags, 0600);
   if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("--ssd_dir: cannot create ", path));
-  if (ftruncate(fd, record_bytes * records) != 0) {
-    const int err = errno;
+  // Reserve every block now: a full disk fails here, before training, not
+  // in the middle of a step (ENOSPC -> ResourceExhausted).
+  const int err = record_bytes * records > 0 ? posix_fallocate(fd, 0, record_bytes * records) : 0;
+  if (err != 0) {
     close(fd);
     unlink(path.c_str());
-    return ErrnoToStatus(err, absl::StrCat("--ssd_dir: cannot size ", path));
+    return ErrnoToStatus(err, absl::StrCat("--ssd_dir: cannot reserve ", record_bytes * records,
+                                           " bytes for ", path));
   }
   return std::unique_ptr<RecordFile>(new RecordFile(path, fd, direct, record_bytes, records));
 }

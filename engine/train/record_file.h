@@ -46,7 +46,9 @@ class AlignedBuffer {
 class RecordFile {
  public:
   // Creates (truncating) `path` holding `records` records of `record_bytes`
-  // (a kRecordAlignment multiple) each; the destructor removes the file.
+  // (a kRecordAlignment multiple) each, its blocks reserved up front
+  // (ResourceExhausted when the disk cannot hold it); the destructor removes
+  // the file.
   static absl::StatusOr<std::unique_ptr<RecordFile>> Create(const std::string& path,
                                                            int64_t record_bytes, int64_t records);
   ~RecordFile();
