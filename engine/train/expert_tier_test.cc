@@ -1,6 +1,7 @@
 #include "engine/train/expert_tier.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -185,6 +186,23 @@ TEST(ExpertTierTest, ConcurrentPinsWithTheMinimumRoom) {
   for (int e = 0; e < 8; ++e) ExpectIntact(f, e);
 }
 
+// A record that cannot be read back (here: the file cut short behind the
+// tier's back) fails the pin with the path, instead of hanging or handing out
+// an empty expert; what is on the host stays intact.
+TEST(ExpertTierTest, AnUnreadableRecordFailsThePinClearly) {
+  Fixture f(4);
+  auto tier = ExpertTier::Create(TmpDir(), f.experts, 2, &f.states);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3})).ok());  // 2 and 3 on the SSD
+  ASSERT_EQ(truncate((*tier)->path().c_str(), 0), 0);
+  const absl::Status st = (*tier)->Pin(3, /*advance=*/false);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find((*tier)->path()), std::string::npos) << st;
+  EXPECT_FALSE((*tier)->Pin(2).ok());  // the tier stays failed
+  (*tier)->EndStep();
+  ExpectIntact(f, 0);  // kept (1, used later, made room for 3)
+}
+
 TEST(ExpertTierTest, MissingDirectoryIsAClearError) {
   Fixture f(2);
   auto tier = ExpertTier::Create(TmpDir() + "/no/such/dir", f.experts, 2, &f.states);
@@ -192,11 +210,18 @@ TEST(ExpertTierTest, MissingDirectoryIsAClearError) {
   EXPECT_NE(tier.status().message().find("--ssd_dir"), std::string::npos) << tier.status();
 }
 
-TEST(RecordFileTest, RoundTripsAlignedRecordsAndRemovesItsFile) {
-  const std::string path = TmpDir() + "/records.bin";
+// Direct I/O where the file system takes it (the test's temp dir, tmpfs on
+// kernels >= 6.6), buffered I/O as the fallback: the same records either way.
+class RecordFileTest : public ::testing::TestWithParam<std::pair<std::string, bool>> {};
+
+TEST_P(RecordFileTest, RoundTripsAlignedRecordsAndRemovesItsFile) {
+  const std::string dir = GetParam().first.empty() ? TmpDir() : GetParam().first;
+  if (!Exists(dir)) GTEST_SKIP() << dir << " does not exist";
+  const std::string path = dir + "/expertd_record_file_test." + std::to_string(getpid());
   {
-    auto file = RecordFile::Create(path, 2 * kRecordAlignment, 3);
+    auto file = RecordFile::Create(path, 2 * kRecordAlignment, 3, GetParam().second);
     ASSERT_TRUE(file.ok()) << file.status();
+    if (!GetParam().second) EXPECT_FALSE((*file)->direct_io());
     AlignedBuffer buf(2 * kRecordAlignment);
     for (int r = 0; r < 3; ++r) {
       std::memset(buf.data(), 'a' + r, buf.size());
@@ -212,6 +237,11 @@ TEST(RecordFileTest, RoundTripsAlignedRecordsAndRemovesItsFile) {
   EXPECT_FALSE(Exists(path));
   EXPECT_FALSE(RecordFile::Create(path, 100, 1).ok());  // not aligned
 }
+
+INSTANTIATE_TEST_SUITE_P(DirectAndBuffered, RecordFileTest,
+                         ::testing::Values(std::make_pair(std::string(), true),
+                                           std::make_pair(std::string(), false),
+                                           std::make_pair(std::string("/dev/shm"), true)));
 
 }  // namespace
 }  // namespace expertd::train

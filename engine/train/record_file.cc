@@ -39,14 +39,15 @@ bool DirectIoWorks(int fd) {
 
 absl::StatusOr<std::unique_ptr<RecordFile>> RecordFile::Create(const std::string& path,
                                                                int64_t record_bytes,
-                                                               int64_t records) {
+                                                               int64_t records,
+                                                               bool direct_io) {
   if (record_bytes <= 0 || record_bytes % kRecordAlignment != 0 || records < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("record file ", path, ": record size ", record_bytes,
                      " is not a positive multiple of ", kRecordAlignment));
   }
   const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
-  int fd = open(path.c_str(), flags | O_DIRECT, 0600);
+  int fd = direct_io ? open(path.c_str(), flags | O_DIRECT, 0600) : -1;
   bool direct = fd >= 0;
   if (fd >= 0 && !DirectIoWorks(fd)) {
     close(fd);

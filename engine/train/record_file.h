@@ -49,8 +49,10 @@ class RecordFile {
   // (a kRecordAlignment multiple) each, its blocks reserved up front
   // (ResourceExhausted when the disk cannot hold it); the destructor removes
   // the file.
+  // `direct_io` false: buffered from the start (what a refusal falls back to).
   static absl::StatusOr<std::unique_ptr<RecordFile>> Create(const std::string& path,
-                                                           int64_t record_bytes, int64_t records);
+                                                           int64_t record_bytes, int64_t records,
+                                                           bool direct_io = true);
   ~RecordFile();
 
   // REQUIRES: buf->size() >= record_bytes(); index < records.
