@@ -7,6 +7,10 @@
 // Memory schedules (expert offload, chunked MoE, micro-batched experts, a
 // device memory limit) come from TrainOptions::memory_schedule: the trainer installs
 // a ScheduledFeedForwardExecutor and a DeviceMemoryTracker; the loop stays.
+// Past the host budget the experts' state lives in an ExpertTier (SSD): the
+// step then pins each expert it touches outside the executor (gradient norm,
+// clipping, AdamW) and, between steps, experts not on the host have empty
+// values: call HoldExpertsOnHost() before reading the whole model.
 #ifndef EXPERTD_ENGINE_TRAIN_TRAINER_H_
 #define EXPERTD_ENGINE_TRAIN_TRAINER_H_
 

@@ -21,9 +21,10 @@
 // writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
 // fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
 // PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
-// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes; docs/training.md)
-// compute the same function; with any of them the JSON gains "schedule": one object per step
-// (placement, peak device bytes, uploads, recompute, chosen chunks and micro-batches). A step that
+// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes, --host_memory_bytes
+// with --ssd_dir; docs/training.md) compute the same function; with any of them the JSON gains
+// "schedule": one object per step (placement and why, peak device bytes, uploads, SSD tier bytes
+// read / written and waits, recompute, chosen chunks and micro-batches). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
 #include <cstdio>
