@@ -21,25 +21,46 @@ int64_t Numel(const Parameter& p) {
 
 bool HasMaster(const Parameter& p) { return p.dtype != models::DType::kF32; }
 
-// Copies `n` floats between a record and a vector (resized on the way in).
-void Put(char** at, const std::vector<float>& v) {
-  std::memcpy(*at, v.data(), v.size() * sizeof(float));
-  *at += v.size() * sizeof(float);
+// Copies floats between a record buffer and a vector (resized on the way in).
+void Put(char* at, const std::vector<float>& v) {
+  std::memcpy(at, v.data(), v.size() * sizeof(float));
 }
-void Take(char** at, int64_t n, std::vector<float>* v) {
+void Take(const char* at, int64_t n, std::vector<float>* v) {
   v->resize(n);
-  std::memcpy(v->data(), *at, n * sizeof(float));
-  *at += n * sizeof(float);
+  std::memcpy(v->data(), at, n * sizeof(float));
 }
 void Free(std::vector<float>* v) { std::vector<float>().swap(*v); }
 
+// A record: three sections, each on a kRecordAlignment boundary, so a load
+// reads only what its use needs: values (value[n] of gate, up, down),
+// gradients (grad[n] of each), state (m[n], v[n] and, for a bf16/fp16
+// weight, master[n] of each); fp32 little-endian.
+struct Layout {
+  int64_t value[3], grad[3], m[3], v[3], master[3];  // byte offsets in the record
+  int64_t grads_offset = 0, state_offset = 0, bytes = 0;
+};
+
+Layout LayoutOf(const MlpParams& e) {
+  const Parameter* w[3] = {e.gate, e.up, e.down};
+  Layout l;
+  const int64_t f = sizeof(float);
+  int64_t at = 0;
+  for (int j = 0; j < 3; ++j) l.value[j] = at, at += Numel(*w[j]) * f;
+  l.grads_offset = at = AlignRecordBytes(at);
+  for (int j = 0; j < 3; ++j) l.grad[j] = at, at += Numel(*w[j]) * f;
+  l.state_offset = at = AlignRecordBytes(at);
+  for (int j = 0; j < 3; ++j) {
+    l.m[j] = at, at += Numel(*w[j]) * f;
+    l.v[j] = at, at += Numel(*w[j]) * f;
+    l.master[j] = at, at += HasMaster(*w[j]) ? Numel(*w[j]) * f : 0;
+  }
+  l.bytes = AlignRecordBytes(at);
+  return l;
+}
+
 }  // namespace
 
-int64_t ExpertTier::RecordBytes(const MlpParams& e) {
-  int64_t floats = 0;
-  for (const Parameter* w : {e.gate, e.up, e.down}) floats += Numel(*w) * (HasMaster(*w) ? 5 : 4);
-  return AlignRecordBytes(floats * static_cast<int64_t>(sizeof(float)));
-}
+int64_t ExpertTier::RecordBytes(const MlpParams& e) { return LayoutOf(e).bytes; }
 
 absl::StatusOr<std::unique_ptr<ExpertTier>> ExpertTier::Create(
     const std::string& dir, std::vector<Expert> experts, size_t capacity,
@@ -91,11 +112,12 @@ int ExpertTier::IdOf(const Parameter* w) const {
   return it == ids_.end() ? -1 : it->second;
 }
 
-absl::Status ExpertTier::BeginStep(AccessSequence sequence) {
+absl::Status ExpertTier::BeginStep(AccessSequence sequence, size_t state_from) {
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return !busy_; });
   sequence_ = std::move(sequence);
   cursor_ = 0;
+  state_from_ = state_from;
   active_ = true;
   hold_all_ = false;
   changed_.notify_all();
@@ -118,7 +140,12 @@ void ExpertTier::EndStep() {
   changed_.wait(lock, [&] { return !busy_; });
 }
 
-absl::Status ExpertTier::Pin(int id, bool advance) {
+bool ExpertTier::Ready(int id, Need need) const {
+  const Slot& s = slots_[id];
+  return s.where == Where::kHost && (need == Need::kWeights || s.state);
+}
+
+absl::Status ExpertTier::Pin(int id, Need need, bool advance) {
   std::unique_lock<std::mutex> lock(mu_);
   if (advance && !hold_all_ &&
       !(cursor_ > 0 && sequence_.ids()[cursor_ - 1] == id)) {  // the expert just used
@@ -126,16 +153,16 @@ absl::Status ExpertTier::Pin(int id, bool advance) {
     if (pos != AccessSequence::kNever) cursor_ = pos + 1;
   }
   ++stats_.pins;
-  if (slots_[id].where != Where::kHost) {
+  if (!Ready(id, need)) {
     ++stats_.waits;
     const auto start = std::chrono::steady_clock::now();
-    demand_.insert(id);
+    demand_[id] = need;
     changed_.notify_all();
-    changed_.wait(lock, [&] { return slots_[id].where == Where::kHost || !error_.ok(); });
+    changed_.wait(lock, [&] { return Ready(id, need) || !error_.ok(); });
     demand_.erase(id);
     stats_.wait_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (slots_[id].where != Where::kHost) return error_;
+    if (!Ready(id, need)) return error_;
   }
   ++slots_[id].pins;
   changed_.notify_all();
@@ -157,7 +184,7 @@ absl::Status ExpertTier::HoldAll() {
     hold_all_ = true;
   }
   for (size_t id = 0; id < experts_.size(); ++id) {
-    RETURN_IF_ERROR(Pin(static_cast<int>(id), /*advance=*/false));
+    RETURN_IF_ERROR(Pin(static_cast<int>(id), Need::kAll, /*advance=*/false));
     Unpin(static_cast<int>(id), false);
   }
   return absl::OkStatus();
@@ -185,22 +212,36 @@ int ExpertTier::VictimFor(size_t next_use, bool must) {
   return victim;
 }
 
+bool ExpertTier::PlanLoad(int id, Need need, bool prefetch, size_t next_use, Plan* plan) {
+  const Slot& s = slots_[id];
+  if (s.where == Where::kHost && need == Need::kAll && !s.state) {
+    *plan = Plan{id, -1, prefetch, true};  // its state only: no room needed
+    return true;
+  }
+  if (s.where != Where::kSsd) return false;
+  int victim = -1;
+  if (!hold_all_ && in_memory_ >= capacity_) {
+    victim = VictimFor(next_use, /*must=*/!prefetch);
+    if (victim < 0) return false;
+  }
+  *plan = Plan{id, victim, prefetch, need == Need::kAll};
+  return true;
+}
+
 ExpertTier::Plan ExpertTier::NextPlan() {
-  const bool room = hold_all_ || in_memory_ < capacity_;
-  for (int id : demand_) {  // a pinner waits
-    if (slots_[id].where != Where::kSsd) continue;
-    if (room) return Plan{id, -1, false};
-    const int victim = VictimFor(AccessSequence::kNever, /*must=*/true);
-    if (victim >= 0) return Plan{id, victim, false};
+  Plan plan;
+  for (const auto& [id, need] : demand_) {  // a pinner waits
+    if (PlanLoad(id, need, false, AccessSequence::kNever, &plan)) return plan;
   }
   if (!active_ || hold_all_) return Plan{};
-  if (in_memory_ > capacity_) return Plan{-1, VictimFor(AccessSequence::kNever, true), false};
+  if (in_memory_ > capacity_) return Plan{-1, VictimFor(AccessSequence::kNever, true)};
   const std::vector<int>& ids = sequence_.ids();
   for (size_t pos = cursor_; pos < ids.size() && pos < cursor_ + kPrefetchWindow; ++pos) {
-    if (slots_[ids[pos]].where != Where::kSsd) continue;
-    if (room) return Plan{ids[pos], -1, true};
-    const int victim = VictimFor(pos, /*must=*/false);
-    if (victim >= 0) return Plan{ids[pos], victim, true};
+    const Slot& s = slots_[ids[pos]];
+    const Need need = pos >= state_from_ ? Need::kAll : Need::kWeights;
+    if (s.where == Where::kHost && (need == Need::kWeights || s.state)) continue;
+    if (s.where != Where::kSsd && s.where != Where::kHost) continue;  // in flight
+    if (PlanLoad(ids[pos], need, true, pos, &plan)) return plan;
     break;  // nothing resident is used later than the next missing expert
   }
   return Plan{};
@@ -221,27 +262,32 @@ void ExpertTier::Run() {
     absl::Status st;
     if (plan.victim >= 0) {
       Slot& v = slots_[plan.victim];
-      const bool write = v.dirty;
+      const bool write = v.dirty, state = v.state;
       v.where = Where::kEvicting;
       lock.unlock();
-      st = Evict(plan.victim, write);
+      st = Evict(plan.victim, write, state);
       lock.lock();
       v.where = st.ok() ? Where::kSsd : Where::kHost;  // a failed write keeps the expert
       if (st.ok()) {
         --in_memory_;
         v.dirty = false;
+        v.state = false;
         ++stats_.evictions;
         stats_.clean_drops += write ? 0 : 1;
       }
     }
     if (st.ok() && plan.id >= 0) {
-      slots_[plan.id].where = Where::kLoading;
-      ++in_memory_;
+      Slot& s = slots_[plan.id];
+      const bool weights = s.where == Where::kSsd;  // else on the host: only its state
+      const Where before = s.where;
+      s.where = Where::kLoading;
+      if (weights) ++in_memory_;
       lock.unlock();
-      st = Load(plan.id);
+      st = Load(plan.id, weights, plan.state);
       lock.lock();
-      slots_[plan.id].where = st.ok() ? Where::kHost : Where::kSsd;
-      if (!st.ok()) --in_memory_;
+      s.where = st.ok() ? Where::kHost : before;
+      if (!st.ok() && weights) --in_memory_;
+      if (st.ok()) s.state = weights ? plan.state : true;
       stats_.prefetches += st.ok() && plan.prefetch ? 1 : 0;
     }
     if (!st.ok()) error_ = st;
@@ -250,17 +296,31 @@ void ExpertTier::Run() {
   }
 }
 
-absl::Status ExpertTier::Evict(int id, bool write) {
-  if (write) {
-    Serialize(id, &io_buffer_);
-    RETURN_IF_ERROR(file_->WriteRecord(id, &io_buffer_));
-  }
+absl::Status ExpertTier::Evict(int id, bool write, bool state) {
   const Expert& e = experts_[id];
   Parameter* const w[3] = {e.weights.gate, e.weights.up, e.weights.down};
+  if (write) {
+    const Layout l = LayoutOf(e.weights);
+    char* buf = io_buffer_.data();
+    bool grads = false;
+    for (int j = 0; j < 3; ++j) {
+      Put(buf + l.value[j], w[j]->value);
+      saved_[id].grad[j] = w[j]->has_grad && !w[j]->grad.empty();
+      if (saved_[id].grad[j]) Put(buf + l.grad[j], w[j]->grad);
+      grads = grads || saved_[id].grad[j];
+      if (!state) continue;  // the record's state section is still current
+      const AdamWParamState& s = (*states_)[e.state_index[j]];
+      saved_[id].moments[j] = !s.m.empty();
+      if (saved_[id].moments[j]) Put(buf + l.m[j], s.m), Put(buf + l.v[j], s.v);
+      saved_[id].master[j] = !s.master.empty();
+      if (saved_[id].master[j]) Put(buf + l.master[j], s.master);
+    }
+    const int64_t end = state ? l.bytes : grads ? l.state_offset : l.grads_offset;
+    RETURN_IF_ERROR(file_->WritePart(id, 0, end, &io_buffer_));
+  }
   for (int j = 0; j < 3; ++j) {
-    Parameter* p = w[j];
-    Free(&p->value);
-    Free(&p->grad);
+    Free(&w[j]->value);
+    Free(&w[j]->grad);
     AdamWParamState& s = (*states_)[e.state_index[j]];
     Free(&s.m);
     Free(&s.v);
@@ -269,62 +329,36 @@ absl::Status ExpertTier::Evict(int id, bool write) {
   return absl::OkStatus();
 }
 
-absl::Status ExpertTier::Load(int id) {
-  RETURN_IF_ERROR(file_->ReadRecord(id, &io_buffer_));
-  Deserialize(id, &io_buffer_);
-  return absl::OkStatus();
-}
-
-// Record layout, per weight (gate, up, down), numel n each: value[n],
-// grad[n], m[n], v[n], then master[n] for a bf16/fp16 weight; fp32
-// little-endian. Which of grad / moments / master hold data is kept in
-// saved_ (the file is scratch, only this process reads it).
-void ExpertTier::Serialize(int id, AlignedBuffer* buf) {
+// Reads the values (and the gradients a parameter still has: one cleared
+// since the record was written stays cleared) when `weights`, the AdamW
+// state when `state`.
+absl::Status ExpertTier::Load(int id, bool weights, bool state) {
   const Expert& e = experts_[id];
   Parameter* const w[3] = {e.weights.gate, e.weights.up, e.weights.down};
-  char* at = buf->data();
+  const Layout l = LayoutOf(e.weights);
+  bool grads = false;
+  for (int j = 0; j < 3; ++j) grads = grads || (saved_[id].grad[j] && w[j]->has_grad);
+  if (weights) {
+    RETURN_IF_ERROR(
+        file_->ReadPart(id, 0, grads ? l.state_offset : l.grads_offset, &io_buffer_));
+  }
+  if (state) {
+    RETURN_IF_ERROR(
+        file_->ReadPart(id, l.state_offset, l.bytes - l.state_offset, &io_buffer_));
+  }
+  const char* buf = io_buffer_.data();
   for (int j = 0; j < 3; ++j) {
     const int64_t n = Numel(*w[j]);
-    char* start = at;
-    const AdamWParamState& s = (*states_)[e.state_index[j]];
-    Put(&at, w[j]->value);
-    at = start + n * sizeof(float);
-    saved_[id].grad[j] = w[j]->has_grad && !w[j]->grad.empty();
-    if (saved_[id].grad[j]) Put(&at, w[j]->grad);
-    at = start + 2 * n * sizeof(float);
-    saved_[id].moments[j] = !s.m.empty();
-    if (saved_[id].moments[j]) {
-      Put(&at, s.m);
-      Put(&at, s.v);
+    if (weights) {
+      Take(buf + l.value[j], n, &w[j]->value);
+      if (saved_[id].grad[j] && w[j]->has_grad) Take(buf + l.grad[j], n, &w[j]->grad);
     }
-    at = start + 4 * n * sizeof(float);
-    saved_[id].master[j] = !s.master.empty();
-    if (saved_[id].master[j]) Put(&at, s.master);
-    at = start + (HasMaster(*w[j]) ? 5 : 4) * n * sizeof(float);
-  }
-}
-
-void ExpertTier::Deserialize(int id, AlignedBuffer* buf) {
-  const Expert& e = experts_[id];
-  Parameter* const w[3] = {e.weights.gate, e.weights.up, e.weights.down};
-  char* at = buf->data();
-  for (int j = 0; j < 3; ++j) {
-    Parameter* p = w[j];
-    const int64_t n = Numel(*p);
-    char* start = at;
+    if (!state) continue;
     AdamWParamState& s = (*states_)[e.state_index[j]];
-    Take(&at, n, &p->value);
-    // A gradient cleared (ClearGrad) since the record was written stays cleared.
-    if (saved_[id].grad[j] && p->has_grad) Take(&at, n, &p->grad);
-    at = start + 2 * n * sizeof(float);
-    if (saved_[id].moments[j]) {
-      Take(&at, n, &s.m);
-      Take(&at, n, &s.v);
-    }
-    at = start + 4 * n * sizeof(float);
-    if (saved_[id].master[j]) Take(&at, n, &s.master);
-    at = start + (HasMaster(*p) ? 5 : 4) * n * sizeof(float);
+    if (saved_[id].moments[j]) Take(buf + l.m[j], n, &s.m), Take(buf + l.v[j], n, &s.v);
+    if (saved_[id].master[j]) Take(buf + l.master[j], n, &s.master);
   }
+  return absl::OkStatus();
 }
 
 }  // namespace expertd::train

@@ -13,8 +13,13 @@
 // eviction is a better deal, so the compute rarely waits. A clean expert
 // (only read since its record was written) is dropped without a write.
 //
-// Protocol: Pin(id) before touching an expert's Parameters or optimizer
-// state, Unpin(id, dirty) after (dirty: something changed). Unpinned,
+// Protocol: Pin(id, need) before touching an expert's Parameters (kWeights:
+// values and gradients, all forward and backward need) or also its optimizer
+// state (kAll), Unpin(id, dirty) after (dirty: something changed). A record
+// has three aligned sections (values, gradients, AdamW state), and a load
+// reads only what the use needs: a gradient cleared since it was written is
+// skipped, the state only for kAll (an expert on the host without it
+// reads it in when a kAll pin comes). Unpinned,
 // non-resident experts' vectors are empty and belong to the I/O thread; a
 // Parameter's has_grad, shape and dtype stay valid always (the record holds a
 // gradient only while has_grad). Outside BeginStep/EndStep the I/O thread
@@ -73,17 +78,21 @@ class ExpertTier {
   size_t size() const { return experts_.size(); }
   const Expert& expert(int id) const { return experts_[id]; }
 
-  // A step starts using experts in `sequence` order: returns once the host
-  // holds at most capacity() experts (Belady picks which go to the SSD);
-  // prefetch runs until EndStep (which waits for the I/O thread to go idle).
-  absl::Status BeginStep(AccessSequence sequence);
+  // A step starts using experts in `sequence` order, the uses from position
+  // `state_from` on needing the AdamW state too (the optimizer): returns once
+  // the host holds at most capacity() experts (Belady picks which go to the
+  // SSD); prefetch runs until EndStep (which waits for the I/O thread to go
+  // idle).
+  absl::Status BeginStep(AccessSequence sequence, size_t state_from = 0);
   void EndStep();
   // Blocks until the I/O thread has nothing left to do (for tests).
   void WaitForIo();
-  // Blocks until expert `id` is resident and pins it there. The pin is the
-  // sequence's next use of `id` (re-pinning the expert just used is the same
-  // use) unless `advance` is false: a use off the sequence.
-  absl::Status Pin(int id, bool advance = true);
+  enum class Need { kWeights, kAll };
+  // Blocks until expert `id` is resident with what `need` names and pins it
+  // there. The pin is the sequence's next use of `id` (re-pinning the expert
+  // just used is the same use) unless `advance` is false: a use off the
+  // sequence.
+  absl::Status Pin(int id, Need need = Need::kWeights, bool advance = true);
   void Unpin(int id, bool dirty);
   // Brings every expert to the host and keeps it there (past capacity) until
   // the next BeginStep: for whoever reads the whole model (gradient dumps,
@@ -104,12 +113,14 @@ class ExpertTier {
     Where where = Where::kHost;
     int pins = 0;
     bool dirty = true;  // the record is older than the host copy
+    bool state = true;  // the AdamW state is on the host too (else only in the record)
   };
-  // What the I/O thread does next (under mu_): load `id` after evicting
-  // `victim` (-1: a free slot), or nothing (id -1).
+  // What the I/O thread does next (under mu_): load `id` (with its state
+  // when `state`; only its state when it is on the host already) after
+  // evicting `victim` (-1: a free slot), or nothing (id -1).
   struct Plan {
     int id = -1, victim = -1;
-    bool prefetch = false;
+    bool prefetch = false, state = false;
   };
 
   ExpertTier(std::vector<Expert> experts, size_t capacity, std::unique_ptr<RecordFile> file,
@@ -118,10 +129,12 @@ class ExpertTier {
   Plan NextPlan();  // REQUIRES: mu_ held
   int VictimFor(size_t next_use, bool must);  // REQUIRES: mu_ held
   size_t NextUse(int id) const;               // REQUIRES: mu_ held
-  absl::Status Evict(int id, bool write);     // I/O thread, mu_ not held
-  absl::Status Load(int id);                  // I/O thread, mu_ not held
-  void Serialize(int id, AlignedBuffer* buf);
-  void Deserialize(int id, AlignedBuffer* buf);
+  bool Ready(int id, Need need) const;        // REQUIRES: mu_ held
+  // Whether `id` must be read (all or its state) for `need`; sets *plan.
+  bool PlanLoad(int id, Need need, bool prefetch, size_t next_use, Plan* plan);  // mu_ held
+  // I/O thread, mu_ not held; `state`: the expert's state is on the host.
+  absl::Status Evict(int id, bool write, bool state);
+  absl::Status Load(int id, bool weights, bool state);
 
   // Constant after construction.
   const std::vector<Expert> experts_;
@@ -142,9 +155,10 @@ class ExpertTier {
   // State below is protected by mu_.
   std::vector<Slot> slots_;
   size_t in_memory_ = 0;  // kHost, kLoading and kEvicting slots
-  std::set<int> demand_;  // pinners waiting
+  std::map<int, Need> demand_;  // pinners waiting
   AccessSequence sequence_;
-  size_t cursor_ = 0;  // next position of sequence_
+  size_t cursor_ = 0;      // next position of sequence_
+  size_t state_from_ = 0;  // the first position of sequence_ needing the state
   bool active_ = false, hold_all_ = false, busy_ = false, stop_ = false;
   absl::Status error_;
   Stats stats_;

@@ -98,19 +98,19 @@ TEST(ExpertTierTest, KeepsEveryExpertIntactThroughEvictionAndPrefetch) {
     for (int e = 0; e < 6; ++e) EXPECT_EQ(f.params[3 * e].value.empty(), e >= 2) << e;
     // Once 0 is used, 0 is needed again later (position 11) than 2 (position
     // 2): the I/O thread swaps them before anyone asks, and 1 and 2 need no wait.
-    ASSERT_TRUE((*tier)->Pin(0).ok());
+    ASSERT_TRUE((*tier)->Pin(0, ExpertTier::Need::kAll).ok());
     (*tier)->Unpin(0, false);
     (*tier)->WaitForIo();
     EXPECT_EQ((*tier)->stats().prefetches, 1);
     EXPECT_FALSE(f.params[3 * 2].value.empty());
     for (int id : {1, 2}) {
-      ASSERT_TRUE((*tier)->Pin(id).ok());
+      ASSERT_TRUE((*tier)->Pin(id, ExpertTier::Need::kAll).ok());
       (*tier)->Unpin(id, false);
     }
     EXPECT_EQ((*tier)->stats().waits, 0);
     for (size_t pos = 3; pos < seq.size(); ++pos) {
       const int id = seq[pos];
-      ASSERT_TRUE((*tier)->Pin(id).ok());
+      ASSERT_TRUE((*tier)->Pin(id, ExpertTier::Need::kAll).ok());
       ExpectIntact(f, id);
       (*tier)->Unpin(id, /*dirty=*/false);
     }
@@ -138,19 +138,19 @@ TEST(ExpertTierTest, DirtyChangesSurviveAndClearedGradientsStayCleared) {
   auto tier = ExpertTier::Create(TmpDir(), f.experts, 2, &f.states);
   ASSERT_TRUE(tier.ok()) << tier.status();
   ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3, 0})).ok());
-  ASSERT_TRUE((*tier)->Pin(0).ok());
+  ASSERT_TRUE((*tier)->Pin(0, ExpertTier::Need::kAll).ok());
   f.params[0].value[0] = 42.0f;
   f.states[0].m[1] = 43.0f;
   (*tier)->Unpin(0, /*dirty=*/true);
   for (int id : {1, 2, 3}) {
-    ASSERT_TRUE((*tier)->Pin(id).ok());
+    ASSERT_TRUE((*tier)->Pin(id, ExpertTier::Need::kAll).ok());
     (*tier)->Unpin(id, false);
   }
   (*tier)->EndStep();
   for (Parameter& p : f.params) p.ClearGrad();  // between steps: the tier is idle
   ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3})).ok());
   for (int id : {0, 1, 2, 3}) {
-    ASSERT_TRUE((*tier)->Pin(id).ok());
+    ASSERT_TRUE((*tier)->Pin(id, ExpertTier::Need::kAll).ok());
     if (id == 0) {
       EXPECT_EQ(f.params[0].value[0], 42.0f);
       EXPECT_EQ(f.states[0].m[1], 43.0f);
@@ -173,9 +173,9 @@ TEST(ExpertTierTest, ConcurrentPinsWithTheMinimumRoom) {
   }
   ASSERT_TRUE((*tier)->BeginStep(AccessSequence(seq)).ok());
   // Pipelined like backward: pin k+1 before unpinning k.
-  ASSERT_TRUE((*tier)->Pin(seq[0]).ok());
+  ASSERT_TRUE((*tier)->Pin(seq[0], ExpertTier::Need::kAll).ok());
   for (size_t i = 1; i < seq.size(); ++i) {
-    std::thread next([&] { ASSERT_TRUE((*tier)->Pin(seq[i]).ok()); });
+    std::thread next([&] { ASSERT_TRUE((*tier)->Pin(seq[i], ExpertTier::Need::kAll).ok()); });
     ExpectIntact(f, seq[i - 1]);
     next.join();
     (*tier)->Unpin(seq[i - 1], true);
@@ -184,6 +184,33 @@ TEST(ExpertTierTest, ConcurrentPinsWithTheMinimumRoom) {
   (*tier)->EndStep();
   ASSERT_TRUE((*tier)->HoldAll().ok());
   for (int e = 0; e < 8; ++e) ExpectIntact(f, e);
+}
+
+// Forward and backward pins (kWeights) read the values section alone (the
+// gradients were cleared, the state is not needed); the optimizer's pin
+// (kAll) then reads only the state section.
+TEST(ExpertTierTest, ReadsOnlyWhatAUseNeeds) {
+  Fixture f(4);
+  auto tier = ExpertTier::Create(TmpDir(), f.experts, 2, &f.states);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  for (Parameter& p : f.params) p.ClearGrad();
+  ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3}), 4).ok());  // 2, 3 to the SSD
+  (*tier)->EndStep();  // no prefetch from here on: only pins read
+  const int64_t before = (*tier)->bytes_read();
+  ASSERT_TRUE((*tier)->Pin(2, ExpertTier::Need::kWeights, false).ok());
+  EXPECT_EQ((*tier)->bytes_read() - before, kRecordAlignment);  // 3 x 32 values, aligned
+  EXPECT_EQ(f.params[6].value[0], 200.0f);
+  EXPECT_TRUE(f.states[6].m.empty());
+  (*tier)->Unpin(2, false);
+  ASSERT_TRUE((*tier)->Pin(2, ExpertTier::Need::kAll, false).ok());
+  EXPECT_EQ((*tier)->bytes_read() - before, 2 * kRecordAlignment);
+  ASSERT_EQ(f.states[6].m.size(), 32u);
+  EXPECT_EQ(f.states[6].m[0], 1.0f);
+  EXPECT_EQ(f.states[7].v[9], 0.5f);
+  ASSERT_EQ(f.states[8].master.size(), 32u);
+  EXPECT_EQ(f.states[8].master[0], 14.0f);
+  EXPECT_TRUE(f.params[6].grad.empty());
+  (*tier)->Unpin(2, false);
 }
 
 // A record that cannot be read back (here: the file cut short behind the
@@ -195,7 +222,7 @@ TEST(ExpertTierTest, AnUnreadableRecordFailsThePinClearly) {
   ASSERT_TRUE(tier.ok()) << tier.status();
   ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3})).ok());  // 2 and 3 on the SSD
   ASSERT_EQ(truncate((*tier)->path().c_str(), 0), 0);
-  const absl::Status st = (*tier)->Pin(3, /*advance=*/false);
+  const absl::Status st = (*tier)->Pin(3, ExpertTier::Need::kAll, /*advance=*/false);
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
   EXPECT_NE(st.message().find((*tier)->path()), std::string::npos) << st;
   EXPECT_FALSE((*tier)->Pin(2).ok());  // the tier stays failed

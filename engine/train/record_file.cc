@@ -74,19 +74,34 @@ RecordFile::~RecordFile() {
 }
 
 absl::Status RecordFile::ReadRecord(int64_t index, AlignedBuffer* buf) {
-  return Io(false, index, buf);
+  return Io(false, index, 0, record_bytes_, buf);
 }
 
 absl::Status RecordFile::WriteRecord(int64_t index, AlignedBuffer* buf) {
-  return Io(true, index, buf);
+  return Io(true, index, 0, record_bytes_, buf);
 }
 
-absl::Status RecordFile::Io(bool write, int64_t index, AlignedBuffer* buf) {
-  if (index < 0 || index >= records_ || buf->size() < record_bytes_) {
-    return absl::InternalError(absl::StrCat("record file ", path_, ": bad record ", index));
+absl::Status RecordFile::ReadPart(int64_t index, int64_t offset, int64_t bytes,
+                                  AlignedBuffer* buf) {
+  return Io(false, index, offset, bytes, buf);
+}
+
+absl::Status RecordFile::WritePart(int64_t index, int64_t offset, int64_t bytes,
+                                   AlignedBuffer* buf) {
+  return Io(true, index, offset, bytes, buf);
+}
+
+absl::Status RecordFile::Io(bool write, int64_t index, int64_t offset, int64_t bytes,
+                            AlignedBuffer* buf) {
+  if (index < 0 || index >= records_ || buf->size() < record_bytes_ || offset < 0 ||
+      bytes < 0 || offset + bytes > record_bytes_ || offset % kRecordAlignment != 0 ||
+      bytes % kRecordAlignment != 0) {
+    return absl::InternalError(absl::StrCat("record file ", path_, ": bad part ", offset, "+",
+                                            bytes, " of record ", index));
   }
-  char* p = buf->data();
-  int64_t left = record_bytes_, offset = index * record_bytes_;
+  char* p = buf->data() + offset;
+  int64_t left = bytes;
+  offset += index * record_bytes_;
   while (left > 0) {
     const ssize_t n = write ? pwrite(fd_, p, left, offset) : pread(fd_, p, left, offset);
     if (n < 0 && errno == EINTR) continue;
@@ -101,7 +116,7 @@ absl::Status RecordFile::Io(bool write, int64_t index, AlignedBuffer* buf) {
     left -= n;
     offset += n;
   }
-  (write ? written_ : read_) += record_bytes_;
+  (write ? written_ : read_) += bytes;
   return absl::OkStatus();
 }
 

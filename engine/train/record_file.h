@@ -58,6 +58,11 @@ class RecordFile {
   // REQUIRES: buf->size() >= record_bytes(); index < records.
   absl::Status ReadRecord(int64_t index, AlignedBuffer* buf);
   absl::Status WriteRecord(int64_t index, AlignedBuffer* buf);
+  // Bytes [offset, offset + bytes) of a record, to or from the same bytes of
+  // *buf (a mirror of the record). offset and bytes: kRecordAlignment
+  // multiples within the record.
+  absl::Status ReadPart(int64_t index, int64_t offset, int64_t bytes, AlignedBuffer* buf);
+  absl::Status WritePart(int64_t index, int64_t offset, int64_t bytes, AlignedBuffer* buf);
 
   const std::string& path() const { return path_; }
   int64_t record_bytes() const { return record_bytes_; }
@@ -73,7 +78,7 @@ class RecordFile {
         direct_io_(direct_io),
         record_bytes_(record_bytes),
         records_(records) {}
-  absl::Status Io(bool write, int64_t index, AlignedBuffer* buf);
+  absl::Status Io(bool write, int64_t index, int64_t offset, int64_t bytes, AlignedBuffer* buf);
 
   const std::string path_;
   const int fd_;

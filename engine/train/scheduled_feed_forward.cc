@@ -404,7 +404,7 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
     if (rows[e] != 0) continue;
     // An idle expert's zero gradient is sized from its weights: on the host.
     const int id = tier_ != nullptr ? tier_->IdOf(p.experts[e].gate) : -1;
-    if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, /*advance=*/false));
+    if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
     TouchUnusedExpertGrads(p, e);
     if (id >= 0) tier_->Unpin(id, /*dirty=*/true);
   }

@@ -243,7 +243,7 @@ absl::Status Trainer::UpdateParam(size_t i, double lr, float clip_coef,
     optimizer_.StepOne(p, i, lr, pool);
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(tier_->Pin(id));
+  RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kAll));
   if (options_.clip_norm > 0.0) {
     for (float& g : p->grad) g *= clip_coef;
   }
@@ -263,7 +263,7 @@ absl::StatusOr<float> Trainer::GradNorm(const std::vector<double>& grad_sq,
     double sq = grad_sq[i];
     if (!have_sq[i]) {
       const int id = TierId(i);  // an expert the last backward left idle: off the sequence
-      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, /*advance=*/false));
+      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
       sq = SquaredNorm(p.grad);
       if (id >= 0) tier_->Unpin(id, /*dirty=*/false);
     }
@@ -314,7 +314,7 @@ absl::Status Trainer::PlanSsdTier(int64_t expert_bytes, std::string* reason) {
   return absl::OkStatus();
 }
 
-AccessSequence Trainer::StepSequence(size_t micro_batches) const {
+AccessSequence Trainer::StepSequence(size_t micro_batches, size_t* state_from) const {
   std::vector<std::vector<int>> layers;
   for (const LayerParams& l : model_->layers()) {
     if (l.ffn.experts.empty()) continue;
@@ -326,6 +326,7 @@ AccessSequence Trainer::StepSequence(size_t micro_batches) const {
     for (const std::vector<int>& l : layers) ids.insert(ids.end(), l.begin(), l.end());
     for (auto l = layers.rbegin(); l != layers.rend(); ++l) ids.insert(ids.end(), l->begin(), l->end());
   }
+  *state_from = ids.size();
   int last = -1;  // AdamW, in parameter order
   for (size_t i = 0; i < model_->params().size(); ++i) {
     const int id = TierId(i);
@@ -354,7 +355,11 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   report.lr = ScheduledLr(options_, steps_done_);
   std::vector<Parameter>& params = model_->params();
   optimizer_.Prepare(params.size());
-  if (tier_ != nullptr) RETURN_IF_ERROR(tier_->BeginStep(StepSequence(micro_batches.size())));
+  if (tier_ != nullptr) {
+    size_t state_from = 0;
+    AccessSequence sequence = StepSequence(micro_batches.size(), &state_from);
+    RETURN_IF_ERROR(tier_->BeginStep(std::move(sequence), state_from));
+  }
   struct EndTierStep {  // the tier's I/O thread goes idle whatever happens
     ExpertTier* tier;
     ~EndTierStep() {

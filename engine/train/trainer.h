@@ -114,8 +114,9 @@ class Trainer {
   absl::Status PlanSsdTier(int64_t expert_bytes, std::string* reason);
   // The order the step uses tier experts: per micro-batch the forward
   // (layers ascending) and backward (descending), then the optimizer in
-  // parameter order (the gradient norm is taken during the last backward).
-  AccessSequence StepSequence(size_t micro_batches) const;
+  // parameter order (the gradient norm is taken during the last backward),
+  // from *state_from on.
+  AccessSequence StepSequence(size_t micro_batches, size_t* state_from) const;
   int TierId(size_t param) const;
 
   TrainModel* model_;
