@@ -45,20 +45,25 @@ std::string ExpertName(const MlpParams& e) {
 int64_t ExpertSlotBytes(const MlpParams& expert, bool with_grads) {
   int64_t bytes = 0;
   for (const Parameter* w : {expert.gate, expert.up, expert.down}) {
-    bytes += w->numel() * static_cast<int64_t>(sizeof(float));
-    if (with_grads && w->trainable) bytes += w->numel() * static_cast<int64_t>(sizeof(float));
+    // From the shape: the values of an expert in the SSD tier are not in memory.
+    int64_t numel = 1;
+    for (int64_t d : w->shape) numel *= d;
+    bytes += numel * static_cast<int64_t>(sizeof(float));
+    if (with_grads && w->trainable) bytes += numel * static_cast<int64_t>(sizeof(float));
   }
   return bytes;
 }
 
 ExpertUploader::ExpertUploader(const FeedForwardParams& p, std::vector<int> order, bool with_grads,
-                               int depth, DeviceMemoryTracker* device, TraceRecorder* trace)
+                               int depth, DeviceMemoryTracker* device, TraceRecorder* trace,
+                               ExpertTier* tier)
     : p_(p),
       order_(std::move(order)),
       with_grads_(with_grads),
       depth_(std::max(1, depth)),
       device_(device),
       trace_(trace),
+      tier_(tier),
       thread_([this] { Run(); }) {}
 
 ExpertUploader::~ExpertUploader() {
@@ -68,6 +73,14 @@ ExpertUploader::~ExpertUploader() {
   }
   changed_.notify_all();
   thread_.join();
+  // Uploaded for backward but never consumed (an error path): their pins go.
+  for (size_t k = 0; k < ready_.size(); ++k) {
+    if (TierId(done_ + k) >= 0 && with_grads_) tier_->Unpin(TierId(done_ + k), false);
+  }
+}
+
+int ExpertUploader::TierId(size_t i) const {
+  return tier_ == nullptr ? -1 : tier_->IdOf(p_.experts[order_[i]].gate);
 }
 
 void ExpertUploader::Run() {
@@ -93,6 +106,16 @@ void ExpertUploader::Run() {
       }
       if (stop_) break;
     }
+    const int id = TierId(i);
+    if (id >= 0) {
+      absl::Status st = tier_->Pin(id);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = st;
+        stop_ = true;
+        break;
+      }
+    }
     const auto start = std::chrono::steady_clock::now();
     {
       TraceRecorder::Span span(trace_, "upload " + ExpertName(host), TraceRecorder::kUpload);
@@ -100,6 +123,7 @@ void ExpertUploader::Run() {
       slot->up = DeviceCopy(*host.up);
       slot->down = DeviceCopy(*host.down);
     }
+    if (id >= 0 && !with_grads_) tier_->Unpin(id, false);  // forward only reads it
     std::lock_guard<std::mutex> lock(mu_);
     upload_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -120,7 +144,8 @@ absl::StatusOr<DeviceExpert*> ExpertUploader::Get(size_t i) {
   return ready_[i - done_].get();
 }
 
-void ExpertUploader::Done(size_t i) {
+void ExpertUploader::Done(size_t i,
+                          const std::function<void(const MlpParams&)>& after_download) {
   std::unique_ptr<DeviceExpert> slot;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,6 +156,8 @@ void ExpertUploader::Done(size_t i) {
   Download(&slot->gate, host.gate);
   Download(&slot->up, host.up);
   Download(&slot->down, host.down);
+  if (after_download) after_download(host);
+  if (TierId(i) >= 0 && with_grads_) tier_->Unpin(TierId(i), true);
   slot.reset();  // frees the slot's device bytes
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,13 +5,17 @@
 // computes. Each slot reserves its bytes on the DeviceMemoryTracker: two
 // slots when they fit, one (no overlap) when only one does, and
 // ResourceExhausted naming the expert when none does. In backward a slot also
-// holds the expert's gradient, which Done() adds into the host tier.
+// holds the expert's gradient, which Done() adds into the host tier. With an
+// ExpertTier (the SSD tier behind the host) the upload pins the expert on the
+// host first (waiting while the tier reads it back); forward unpins it once
+// copied, backward once Done() added the gradient.
 #ifndef EXPERTD_ENGINE_TRAIN_EXPERT_UPLOADER_H_
 #define EXPERTD_ENGINE_TRAIN_EXPERT_UPLOADER_H_
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -19,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/train/device_memory.h"
+#include "engine/train/expert_tier.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/trace_recorder.h"
 
@@ -38,20 +43,24 @@ int64_t ExpertSlotBytes(const MlpParams& expert, bool with_grads);
 class ExpertUploader {
  public:
   // Starts uploading p.experts[order[0]], [1], ... at most `depth` ahead.
+  // `tier` (may be null) must outlive the uploader.
   ExpertUploader(const FeedForwardParams& p, std::vector<int> order, bool with_grads, int depth,
-                 DeviceMemoryTracker* device, TraceRecorder* trace);
+                 DeviceMemoryTracker* device, TraceRecorder* trace, ExpertTier* tier = nullptr);
   ~ExpertUploader();
 
   // Blocks until order[i] is on the device (i ascending, each once).
   absl::StatusOr<DeviceExpert*> Get(size_t i);
   // The consumer is done with order[i] (the last Get): its gradient (if any)
-  // accumulates into the host parameter and its slot is freed.
-  void Done(size_t i);
+  // accumulates into the host parameter, `after_download` (if set) sees the
+  // host expert (still pinned in the tier), and the slot is freed.
+  void Done(size_t i, const std::function<void(const MlpParams&)>& after_download = {});
   int64_t uploaded_bytes() const;
   double upload_seconds() const;
 
  private:
   void Run();
+  // The tier id of order_[i], or -1 without a tier.
+  int TierId(size_t i) const;
 
   const FeedForwardParams& p_;
   const std::vector<int> order_;
@@ -59,6 +68,7 @@ class ExpertUploader {
   const int depth_;
   DeviceMemoryTracker* const device_;
   TraceRecorder* const trace_;
+  ExpertTier* const tier_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::deque<std::unique_ptr<DeviceExpert>> ready_;  // uploaded, from index done_

@@ -112,10 +112,10 @@ class ExpertFeed {
  public:
   ExpertFeed(const FeedForwardParams& p, const std::vector<int>& order, bool offload,
              bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace,
-             std::function<void(const MlpParams&)> on_done = {})
+             ExpertTier* tier, std::function<void(const MlpParams&)> on_done = {})
       : p_(p), order_(order), on_done_(std::move(on_done)) {
     if (offload) {
-      uploader_ = std::make_unique<ExpertUploader>(p, order, with_grads, 2, device, trace);
+      uploader_ = std::make_unique<ExpertUploader>(p, order, with_grads, 2, device, trace, tier);
     }
   }
   ~ExpertFeed() { Finish(/*complete=*/false); }  // an error path: no gradient is final
@@ -130,8 +130,7 @@ class ExpertFeed {
   }
   void Finish(bool complete = true) {
     if (uploader_ == nullptr || current_ < 0) return;
-    uploader_->Done(next_++);
-    if (complete && on_done_) on_done_(p_.experts[current_]);
+    uploader_->Done(next_++, complete ? on_done_ : nullptr);
     current_ = -1;
   }
   int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }
@@ -298,7 +297,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParam
   for (const Task& t : tasks) {
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
-  ExpertFeed feed(p, order, offload_, /*with_grads=*/false, device_, trace_);
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/false, device_, trace_, tier_);
   // One reused buffer per stage boundary, two when the stages overlap; sized
   // once for the largest slice.
   const bool threaded = !save && micro_batches > 1;
@@ -402,7 +401,12 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   live.Add(RouterBackwardBytes(s));
   RETURN_IF_ERROR(ExpertsBackward(p, s, tasks, x, a, dy, &dweight, dx, &live, pool));
   for (int64_t e = 0; e < s.experts; ++e) {
-    if (rows[e] == 0) TouchUnusedExpertGrads(p, e);
+    if (rows[e] != 0) continue;
+    // An idle expert's zero gradient is sized from its weights: on the host.
+    const int id = tier_ != nullptr ? tier_->IdOf(p.experts[e].gate) : -1;
+    if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
+    TouchUnusedExpertGrads(p, e);
+    if (id >= 0) tier_->Unpin(id, /*dirty=*/true);
   }
   MoeRouterAndSharedBackward(p, x, a, dy, dweight, aux_dprob, n, hidden, dx, pool);
   a.held.clear();
@@ -421,7 +425,8 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   for (const Task& t : tasks) {
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
-  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_, on_expert_done_);
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_, tier_,
+                  on_expert_done_);
   std::vector<float> xe, dout, dxe;
   MlpActivations recomputed;
   int64_t largest = 0;

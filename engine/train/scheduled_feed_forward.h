@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/train/device_memory.h"
+#include "engine/train/expert_tier.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/moe_memory_model.h"
 #include "engine/train/trace_recorder.h"
@@ -44,8 +45,11 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   // Where the routed experts live: false = resident on the device.
   void set_offload(bool offload) { offload_ = offload; }
   bool offload() const { return offload_; }
+  // The SSD tier behind the host tier (null: none); must outlive its use.
+  void set_host_tier(ExpertTier* tier) { tier_ = tier; }
   // Offloaded backward: called (on the compute thread) once an expert's
-  // gradient for this backward is complete in the host tier. Null: none.
+  // gradient for this backward is complete in the host tier, while the expert
+  // is still pinned there (SSD tier). Null: none.
   void set_on_expert_done(std::function<void(const MlpParams&)> fn) {
     on_expert_done_ = std::move(fn);
   }
@@ -109,6 +113,7 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   DeviceMemoryTracker* const device_;
   TraceRecorder* const trace_;
   bool offload_ = false;
+  ExpertTier* tier_ = nullptr;
   std::function<void(const MlpParams&)> on_expert_done_;
   std::map<const FeedForwardParams*, int> ordinals_;
   std::map<int, int64_t> forward_peak_;  // by MoE layer ordinal, measured

@@ -27,8 +27,9 @@ struct TrainSchedule {
   int micro_batches = 1;
   // The device's memory; 0 = unlimited (no accounting limit).
   int64_t device_memory_bytes = 0;
-  // Host tier budget for offloaded experts; 0 = unlimited. Past it, the
-  // experts that do not fit live in an SSD tier file under ssd_dir.
+  // Host tier budget for offloaded experts' training state (weights,
+  // gradients, AdamW moments, masters); 0 = unlimited. Past it, the experts
+  // that do not fit live in an SSD tier file under ssd_dir (expert_tier.h).
   int64_t host_memory_bytes = 0;
   std::string ssd_dir;
   // Chrome trace JSON of uploads, compute and optimizer steps; empty = none.
@@ -52,6 +53,9 @@ struct ScheduleReport {
   double upload_seconds = 0;        // time the upload thread spent copying
   double step_seconds = 0;          // wall time of the whole step
   int64_t ssd_read_bytes = 0, ssd_written_bytes = 0;
+  int64_t ssd_waits = 0;        // expert pins that waited for an SSD read
+  int64_t ssd_prefetches = 0;   // experts read ahead of use by the I/O thread
+  double ssd_wait_seconds = 0;  // time compute and upload spent waiting on them
   int64_t recomputed_flops = 0;  // expert forward FLOPs redone in backward
   int64_t offloaded_activation_bytes = 0;
   std::vector<int> moe_chunks;                  // per MoE layer, the last chosen c

@@ -74,6 +74,12 @@ Trainer::Trainer(TrainModel* model, TrainOptions options)
 
 namespace {
 
+double SquaredNorm(const std::vector<float>& grad) {
+  double sq = 0.0;
+  for (float g : grad) sq += static_cast<double>(g) * g;
+  return sq;
+}
+
 // What a parameter holds on the device while it trains: its weight, and when
 // trainable its gradient, AdamW moments and (bf16/fp16) fp32 master copy.
 int64_t StaticBytes(const Parameter& p) {
@@ -107,13 +113,8 @@ absl::Status Trainer::PlanPlacement(bool force_host, const std::string& why) {
                    : absl::StrCat("experts (", expert_bytes, " bytes with gradients and AdamW "
                                   "state) and the rest (", other_bytes, " bytes) exceed the device's ",
                                   limit, " bytes");
-    RETURN_IF_ERROR(PlanSsdTier(experts, expert_bytes));
-    if (ssd_ != nullptr) {
-      r.expert_placement = "host+ssd";
-      r.placement_reason += absl::StrCat("; their optimizer state past --host_memory_bytes=",
-                                         sch.host_memory_bytes, " (", ssd_->file_bytes(),
-                                         " bytes) is in the SSD tier");
-    }
+    RETURN_IF_ERROR(PlanSsdTier(expert_bytes, &r.placement_reason));
+    if (tier_ != nullptr) r.expert_placement = "host+ssd";
   } else {
     r.expert_placement = "resident";
     r.placement_reason =
@@ -138,8 +139,9 @@ absl::StatusOr<StepReport> Trainer::Step(
   if (!planned_) RETURN_IF_ERROR(PlanPlacement(false, ""));
   device_->ResetPeak();
   const auto start = std::chrono::steady_clock::now();
-  const int64_t ssd_read_before = ssd_ != nullptr ? ssd_->bytes_read() : 0;
-  const int64_t ssd_written_before = ssd_ != nullptr ? ssd_->bytes_written() : 0;
+  const int64_t ssd_read_before = tier_ != nullptr ? tier_->bytes_read() : 0;
+  const int64_t ssd_written_before = tier_ != nullptr ? tier_->bytes_written() : 0;
+  const ExpertTier::Stats tier_before = tier_ != nullptr ? tier_->stats() : ExpertTier::Stats{};
   absl::StatusOr<StepReport> r = RunStep(micro_batches, before_clip);
   // Adaptive: resident until the device runs out, then the host tier (once;
   // a step that failed before its update changed nothing but gradients).
@@ -152,9 +154,13 @@ absl::StatusOr<StepReport> Trainer::Step(
   }
   if (!r.ok()) return r.status();
   r->memory_schedule = placement_;
-  if (ssd_ != nullptr) {
-    r->memory_schedule.ssd_read_bytes = ssd_->bytes_read() - ssd_read_before;
-    r->memory_schedule.ssd_written_bytes = ssd_->bytes_written() - ssd_written_before;
+  if (tier_ != nullptr) {
+    const ExpertTier::Stats now = tier_->stats();
+    r->memory_schedule.ssd_read_bytes = tier_->bytes_read() - ssd_read_before;
+    r->memory_schedule.ssd_written_bytes = tier_->bytes_written() - ssd_written_before;
+    r->memory_schedule.ssd_waits = now.waits - tier_before.waits;
+    r->memory_schedule.ssd_prefetches = now.prefetches - tier_before.prefetches;
+    r->memory_schedule.ssd_wait_seconds = now.wait_seconds - tier_before.wait_seconds;
   }
   r->memory_schedule.peak_device_bytes = device_->peak();
   r->memory_schedule.step_seconds =
@@ -225,56 +231,119 @@ class OptimizerWorker {
 
 }  // namespace
 
-absl::Status Trainer::UpdateParam(size_t i, double lr, engine::ThreadPool* pool) {
+int Trainer::TierId(size_t param) const {
+  return tier_ == nullptr ? -1 : tier_->IdOf(&model_->params()[param]);
+}
+
+absl::Status Trainer::UpdateParam(size_t i, double lr, float clip_coef,
+                                  engine::ThreadPool* pool) {
   Parameter* p = &model_->params()[i];
-  if (ssd_ == nullptr || !ssd_->Holds(i) || !p->has_grad) {
+  const int id = TierId(i);
+  if (id < 0 || !p->has_grad) {
     optimizer_.StepOne(p, i, lr, pool);
     return absl::OkStatus();
   }
-  AdamWParamState* state = &optimizer_.state()[i];
-  RETURN_IF_ERROR(ssd_->Load(i, state));
+  RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kAll));
+  if (options_.clip_norm > 0.0) {
+    for (float& g : p->grad) g *= clip_coef;
+  }
   optimizer_.StepOne(p, i, lr, pool);
-  return ssd_->Store(i, state);
+  tier_->Unpin(id, /*dirty=*/true);
+  return absl::OkStatus();
 }
 
-absl::Status Trainer::PlanSsdTier(const std::set<const Parameter*>& experts,
-                                  int64_t expert_bytes) {
+absl::StatusOr<float> Trainer::GradNorm(const std::vector<double>& grad_sq,
+                                        const std::vector<char>& have_sq) {
+  // torch.nn.utils.clip_grad_norm_: the 2-norm of the per-parameter 2-norms,
+  // summed in parameter order whichever order the squares were taken in.
+  double total_sq = 0.0;
+  for (size_t i = 0; i < model_->params().size(); ++i) {
+    const Parameter& p = model_->params()[i];
+    if (!p.has_grad) continue;
+    double sq = grad_sq[i];
+    if (!have_sq[i]) {
+      const int id = TierId(i);  // an expert the last backward left idle: off the sequence
+      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
+      sq = SquaredNorm(p.grad);
+      if (id >= 0) tier_->Unpin(id, /*dirty=*/false);
+    }
+    const float norm = static_cast<float>(std::sqrt(sq));
+    total_sq += static_cast<double>(norm) * norm;
+  }
+  return static_cast<float>(std::sqrt(total_sq));
+}
+
+absl::Status Trainer::PlanSsdTier(int64_t expert_bytes, std::string* reason) {
   const TrainSchedule& sch = options_.memory_schedule;
-  if (sch.host_memory_bytes <= 0 || expert_bytes <= sch.host_memory_bytes) return absl::OkStatus();
+  if (tier_ != nullptr || sch.host_memory_bytes <= 0 || expert_bytes <= sch.host_memory_bytes) {
+    return absl::OkStatus();
+  }
   if (sch.ssd_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the experts' training state (", expert_bytes, " bytes) exceeds --host_memory_bytes=",
         sch.host_memory_bytes, "; give --ssd_dir for the SSD tier"));
   }
-  // The host tier keeps every expert's weight and gradient (8 bytes an
-  // element) and, in parameter order, the optimizer state that still fits.
   std::vector<Parameter>& params = model_->params();
-  int64_t host = 0;
-  for (const Parameter* p : experts) host += 2 * p->numel() * static_cast<int64_t>(sizeof(float));
-  if (host > sch.host_memory_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "host memory: the experts' weights and gradients need ", host,
-        " bytes, more than --host_memory_bytes=", sch.host_memory_bytes));
-  }
-  ASSIGN_OR_RETURN(ssd_, SsdTier::Create(sch.ssd_dir));
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Parameter& p = params[i];
-    if (!experts.count(&p) || !p.trainable) continue;
-    const bool master = p.dtype != models::DType::kF32;
-    const int64_t state = p.numel() * static_cast<int64_t>(sizeof(float)) * (master ? 3 : 2);
-    if (host + state <= sch.host_memory_bytes) {
-      host += state;
-      continue;
+  auto index = [&](const Parameter* w) { return static_cast<size_t>(w - params.data()); };
+  std::vector<ExpertTier::Expert> experts;
+  int64_t record = 0;
+  for (const LayerParams& l : model_->layers()) {
+    for (const MlpParams& e : l.ffn.experts) {
+      experts.push_back({e, {index(e.gate), index(e.up), index(e.down)}});
+      record = std::max(record, ExpertTier::RecordBytes(e));
     }
-    ssd_->Add(i, p.numel(), master);
-    // State already in memory (a later placement) moves to the file now.
-    if (i < optimizer_.state().size()) RETURN_IF_ERROR(ssd_->Store(i, &optimizer_.state()[i]));
   }
+  const int64_t capacity = sch.host_memory_bytes / record;
+  if (capacity < 2) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "host memory: --host_memory_bytes=", sch.host_memory_bytes, " holds ", capacity,
+        " experts' training state (", record, " bytes each: weights, gradients, AdamW state); "
+        "the SSD tier needs room for 2 on the host"));
+  }
+  optimizer_.Prepare(params.size());  // the tier holds pointers into the state
+  ASSIGN_OR_RETURN(tier_, ExpertTier::Create(sch.ssd_dir, std::move(experts),
+                                             static_cast<size_t>(capacity), &optimizer_.state()));
+  executor_->set_host_tier(tier_.get());
+  absl::StrAppend(reason, "; their training state (", expert_bytes,
+                  " bytes) exceeds --host_memory_bytes=", sch.host_memory_bytes, ": ", capacity,
+                  " of ", tier_->size(), " experts (", record,
+                  " bytes each) stay on the host, the rest in the SSD tier ", tier_->path(), " (",
+                  tier_->file_bytes(), " bytes, ",
+                  tier_->direct_io() ? "O_DIRECT" : "buffered: the file system refused O_DIRECT",
+                  "; Belady eviction, prefetch in the step's expert order)");
   return absl::OkStatus();
 }
 
+AccessSequence Trainer::StepSequence(size_t micro_batches, size_t* state_from) const {
+  std::vector<std::vector<int>> layers;
+  for (const LayerParams& l : model_->layers()) {
+    if (l.ffn.experts.empty()) continue;
+    layers.emplace_back();
+    for (const MlpParams& e : l.ffn.experts) layers.back().push_back(tier_->IdOf(e.gate));
+  }
+  std::vector<int> ids;
+  for (size_t b = 0; b < micro_batches; ++b) {
+    for (const std::vector<int>& l : layers) ids.insert(ids.end(), l.begin(), l.end());
+    for (auto l = layers.rbegin(); l != layers.rend(); ++l) ids.insert(ids.end(), l->begin(), l->end());
+  }
+  *state_from = ids.size();
+  int last = -1;  // AdamW, in parameter order
+  for (size_t i = 0; i < model_->params().size(); ++i) {
+    const int id = TierId(i);
+    if (id >= 0 && id != last) ids.push_back(id);
+    if (id >= 0) last = id;
+  }
+  return AccessSequence(std::move(ids));
+}
+
+absl::Status Trainer::HoldExpertsOnHost() {
+  return tier_ == nullptr ? absl::OkStatus() : tier_->HoldAll();
+}
+
 bool Trainer::EarlyExpertUpdates() const {
-  return executor_ != nullptr && executor_->offload() && options_.clip_norm <= 0.0;
+  // With the SSD tier every update goes through it in parameter order.
+  return executor_ != nullptr && executor_->offload() && options_.clip_norm <= 0.0 &&
+         tier_ == nullptr;
 }
 
 absl::StatusOr<StepReport> Trainer::RunStep(
@@ -286,20 +355,43 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   report.lr = ScheduledLr(options_, steps_done_);
   std::vector<Parameter>& params = model_->params();
   optimizer_.Prepare(params.size());
+  if (tier_ != nullptr) {
+    size_t state_from = 0;
+    AccessSequence sequence = StepSequence(micro_batches.size(), &state_from);
+    RETURN_IF_ERROR(tier_->BeginStep(std::move(sequence), state_from));
+  }
+  struct EndTierStep {  // the tier's I/O thread goes idle whatever happens
+    ExpertTier* tier;
+    ~EndTierStep() {
+      if (tier != nullptr) tier->EndStep();
+    }
+  } end_tier_step{tier_.get()};
   // Without clipping an offloaded expert's gradient is final once the last
   // micro-batch's backward is done with it: its update overlaps the rest of
   // backward. With clipping every update waits for the global norm.
   std::vector<char> updated(params.size(), 0);
   std::unique_ptr<OptimizerWorker> worker;
   const float scale = 1.0f / static_cast<float>(micro_batches.size());
+  // With the SSD tier the last backward also takes each expert's squared
+  // gradient norm while the expert is on the host (GradNorm reuses it).
+  std::vector<double> grad_sq(params.size(), 0.0);
+  std::vector<char> have_sq(params.size(), 0);
   for (size_t b = 0; b < micro_batches.size(); ++b) {
-    if (EarlyExpertUpdates() && b + 1 == micro_batches.size()) {
+    const bool last = b + 1 == micro_batches.size();
+    if (last && EarlyExpertUpdates()) {
       worker = std::make_unique<OptimizerWorker>(
-          [this, lr = report.lr](size_t i) { return UpdateParam(i, lr, nullptr); });
+          [this, lr = report.lr](size_t i) { return UpdateParam(i, lr, 1.0f, nullptr); });
+    }
+    if (last && (worker != nullptr || tier_ != nullptr)) {
       executor_->set_on_expert_done([&](const MlpParams& e) {
         for (Parameter* w : {e.gate, e.up, e.down}) {
           const size_t i = static_cast<size_t>(w - params.data());
-          if (!w->has_grad || updated[i]) continue;
+          if (!w->has_grad) continue;
+          if (tier_ != nullptr) {
+            grad_sq[i] = SquaredNorm(w->grad);
+            have_sq[i] = 1;
+          }
+          if (worker == nullptr || updated[i]) continue;
           updated[i] = 1;
           worker->Push(i);
         }
@@ -319,28 +411,22 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     report.loss.aux += loss->aux * scale;
     report.loss.predicted_tokens += loss->predicted_tokens;
   }
-  if (before_clip) before_clip(*model_);
-  // torch.nn.utils.clip_grad_norm_: the 2-norm of the per-parameter 2-norms.
-  double total_sq = 0.0;
-  for (const Parameter& p : model_->params()) {
-    if (!p.has_grad) continue;
-    double sq = 0.0;
-    for (float g : p.grad) sq += static_cast<double>(g) * g;
-    const float norm = static_cast<float>(std::sqrt(sq));
-    total_sq += static_cast<double>(norm) * norm;
+  if (before_clip) {
+    RETURN_IF_ERROR(HoldExpertsOnHost());  // it may read every gradient
+    before_clip(*model_);
   }
-  const float total_norm = static_cast<float>(std::sqrt(total_sq));
+  ASSIGN_OR_RETURN(const float total_norm, GradNorm(grad_sq, have_sq));
   report.grad_norm_before_clip = total_norm;
   if (options_.clip_norm > 0.0) {
     const float coef = static_cast<float>(options_.clip_norm) / (total_norm + 1e-6f);
     report.clip_coef = std::min(coef, 1.0f);
-    for (Parameter& p : model_->params()) {
-      if (!p.has_grad) continue;
-      for (float& g : p.grad) g *= report.clip_coef;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!params[i].has_grad || TierId(i) >= 0) continue;  // tier experts: in UpdateParam
+      for (float& g : params[i].grad) g *= report.clip_coef;
     }
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!updated[i]) RETURN_IF_ERROR(UpdateParam(i, report.lr, pool_.get()));
+    if (!updated[i]) RETURN_IF_ERROR(UpdateParam(i, report.lr, report.clip_coef, pool_.get()));
   }
   ++steps_done_;
   return report;

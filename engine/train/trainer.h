@@ -7,6 +7,10 @@
 // Memory schedules (expert offload, chunked MoE, micro-batched experts, a
 // device memory limit) come from TrainOptions::memory_schedule: the trainer installs
 // a ScheduledFeedForwardExecutor and a DeviceMemoryTracker; the loop stays.
+// Past the host budget the experts' state lives in an ExpertTier (SSD): the
+// step then pins each expert it touches outside the executor (gradient norm,
+// clipping, AdamW) and, between steps, experts not on the host have empty
+// values: call HoldExpertsOnHost() before reading the whole model.
 #ifndef EXPERTD_ENGINE_TRAIN_TRAINER_H_
 #define EXPERTD_ENGINE_TRAIN_TRAINER_H_
 
@@ -21,7 +25,7 @@
 #include "engine/train/adamw.h"
 #include "engine/train/device_memory.h"
 #include "engine/train/scheduled_feed_forward.h"
-#include "engine/train/ssd_tier.h"
+#include "engine/train/expert_tier.h"
 #include "engine/train/trace_recorder.h"
 #include "engine/train/train_schedule.h"
 #include "engine/train/train_model.h"
@@ -81,6 +85,11 @@ class Trainer {
   // learning-rate schedule stands). Restore the optimizer's state() as well.
   void RestoreStepsDone(int64_t steps) { steps_done_ = steps; }
   AdamW& optimizer() { return optimizer_; }
+  // With the SSD tier, brings every expert's weights, gradients and AdamW
+  // state back to the host (past --host_memory_bytes) until the next step,
+  // for whoever reads the whole model (weights out, checkpoints). A no-op
+  // without it.
+  absl::Status HoldExpertsOnHost();
   // Writes the schedule's Chrome trace to options.memory_schedule.trace_out.
   absl::Status WriteTrace() const;
 
@@ -93,10 +102,22 @@ class Trainer {
   // ES-MoE's per-expert optimizer: true when an offloaded expert's AdamW update
   // may start as soon as its gradient is final (no clipping to wait for).
   bool EarlyExpertUpdates() const;
-  // AdamW on params[i], through the SSD tier when its state lives there.
-  absl::Status UpdateParam(size_t i, double lr, engine::ThreadPool* pool);
-  // Spills experts' optimizer state to the SSD tier past --host_memory_bytes.
-  absl::Status PlanSsdTier(const std::set<const Parameter*>& experts, int64_t expert_bytes);
+  // AdamW on params[i]; an expert in the SSD tier is pinned on the host for
+  // it and gets its clipping (`clip_coef`, deferred to here) first.
+  absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool);
+  // torch.nn.utils.clip_grad_norm_'s total norm; grad_sq[i] is params[i]'s
+  // squared norm where have_sq[i] (else computed here, pinning tier experts).
+  absl::StatusOr<float> GradNorm(const std::vector<double>& grad_sq,
+                                 const std::vector<char>& have_sq);
+  // Past --host_memory_bytes the experts' training state goes to the SSD
+  // tier (expert_tier.h); appends the why to *reason.
+  absl::Status PlanSsdTier(int64_t expert_bytes, std::string* reason);
+  // The order the step uses tier experts: per micro-batch the forward
+  // (layers ascending) and backward (descending), then the optimizer in
+  // parameter order (the gradient norm is taken during the last backward),
+  // from *state_from on.
+  AccessSequence StepSequence(size_t micro_batches, size_t* state_from) const;
+  int TierId(size_t param) const;
 
   TrainModel* model_;
   TrainOptions options_;
@@ -108,7 +129,7 @@ class Trainer {
   std::unique_ptr<TraceRecorder> trace_;
   ScheduledFeedForwardExecutor* executor_ = nullptr;  // owned by model_
   DeviceReservation static_bytes_;
-  std::unique_ptr<SsdTier> ssd_;
+  std::unique_ptr<ExpertTier> tier_;
   bool planned_ = false;
   ScheduleReport placement_;
 };

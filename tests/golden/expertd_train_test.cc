@@ -1,7 +1,9 @@
 // Runs the `expertd-train` binary itself (the contract in
 // engine/train/tools/expertd_train.cc) on every trainable fixture and checks
 // its JSON and --grads_out file against train_golden.json.
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -430,43 +432,127 @@ TEST(ExpertdTrainScheduleTest, UnclippedExpertUpdatesOverlapBackward) {
 }
 
 
-// Past --host_memory_bytes the experts' AdamW state lives in the SSD tier
-// file: still bitwise the weights of plain training; a missing --ssd_dir is a
-// clear error.
+// An empty directory for the SSD tier's file; the destructor checks the run
+// removed its file, then removes the directory (a stress run once filled the
+// disk with leftovers).
+class SsdDir {
+ public:
+  explicit SsdDir(const std::string& name) : path_(TmpDir() + "/ssd_" + name) {
+    mkdir(path_.c_str(), 0700);
+  }
+  ~SsdDir() {
+    EXPECT_EQ(rmdir(path_.c_str()), 0) << path_ << " is not empty: the SSD tier left its file";
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// The device as in the schedule cases, and a host budget below one layer's
+// experts (half of them, with gradients and AdamW state): most experts live
+// in the SSD tier at any time.
+std::string SsdFlags(const FixtureBytes& bytes, const std::string& dir) {
+  return " --offload_experts --device_memory_bytes=" +
+         std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4) +
+         " --host_memory_bytes=" + std::to_string(bytes.layer_experts / 2 + (64 << 10)) +
+         " --ssd_dir=" + dir;
+}
+
+void ExpectSsdReport(const nlohmann::json& report) {
+  EXPECT_EQ(report.at("expert_placement"), "host+ssd") << report;
+  const std::string why = report.at("placement_reason");
+  EXPECT_NE(why.find("exceeds --host_memory_bytes="), std::string::npos) << why;
+  EXPECT_NE(why.find("in the SSD tier"), std::string::npos) << why;
+  EXPECT_GT(report.at("ssd_read_bytes").get<int64_t>(), 0) << report;
+  EXPECT_GT(report.at("ssd_written_bytes").get<int64_t>(), 0) << report;
+}
+
+// Past --host_memory_bytes the experts' weights, gradients and AdamW state
+// live in the SSD tier: still bitwise the weights of plain training, with and
+// without clipping; a missing --ssd_dir is a clear error.
 TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
   const std::string arch = "mixtral";
   auto golden = LoadTrainGolden(arch);
   ASSERT_TRUE(golden.ok()) << golden.status();
   const FixtureBytes bytes = MeasureFixture(arch);
-  const int64_t all_experts = bytes.all - bytes.non_expert;  // 16 bytes an element
-  const std::string device = std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4);
-  const std::string host = std::to_string(all_experts / 2 + (1 << 20));  // weights, grads + 1 MB
-  const std::string plain_w = TmpDir() + "/plain_ssd.safetensors",
-                    ssd_w = TmpDir() + "/ssd.safetensors";
-  const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
-                           WriteBatch(*golden, "ssd") + " --steps=3 --threads=2";
-  Output plain = RunTrain(args + " --weights_out=" + plain_w);
-  ASSERT_EQ(plain.status, 0) << plain.err;
-  const std::string offload =
-      " --offload_experts --device_memory_bytes=" + device + " --host_memory_bytes=" + host;
-  Output ssd = RunTrain(args + offload + " --ssd_dir=" + TmpDir() + " --weights_out=" + ssd_w);
-  ASSERT_EQ(ssd.status, 0) << ssd.err;
-  const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << ssd.out;
-  const nlohmann::json& report = j.at("schedule").back();
-  EXPECT_EQ(report.at("expert_placement"), "host+ssd") << report;
-  EXPECT_GT(report.at("ssd_read_bytes").get<int64_t>(), 0) << report;
-  EXPECT_EQ(report.at("ssd_read_bytes"), report.at("ssd_written_bytes")) << report;
-  std::ifstream a(plain_w, std::ios::binary), b(ssd_w, std::ios::binary);
-  const std::string wa((std::istreambuf_iterator<char>(a)), {}),
-      wb((std::istreambuf_iterator<char>(b)), {});
-  EXPECT_FALSE(wa.empty());
-  EXPECT_TRUE(wa == wb) << "the SSD tier changed the weights' bits";
-
-  Output no_dir = RunTrain(args + offload);
+  for (const std::string clip : {"1.0", "0"}) {
+    SCOPED_TRACE("clip_norm " + clip);
+    const std::string plain_w = TmpDir() + "/plain_ssd.safetensors",
+                      ssd_w = TmpDir() + "/ssd.safetensors";
+    const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
+                             WriteBatch(*golden, "ssd") + " --steps=3 --threads=2 --clip_norm=" +
+                             clip;
+    Output plain = RunTrain(args + " --weights_out=" + plain_w);
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    {
+      SsdDir dir("bitwise");
+      Output ssd = RunTrain(args + SsdFlags(bytes, dir.path()) + " --weights_out=" + ssd_w);
+      ASSERT_EQ(ssd.status, 0) << ssd.err;
+      const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << ssd.out;
+      ExpectSsdReport(j.at("schedule").back());
+    }
+    const std::string wa = ReadFile(plain_w), wb = ReadFile(ssd_w);
+    EXPECT_FALSE(wa.empty());
+    EXPECT_TRUE(wa == wb) << "the SSD tier changed the weights' bits";
+    std::remove(plain_w.c_str());
+    std::remove(ssd_w.c_str());
+  }
+  Output no_dir = RunTrain("--model=" + FixtureDir(arch) + " --batch=" +
+                           WriteBatch(*golden, "ssd") + SsdFlags(bytes, ""));
   EXPECT_EQ(no_dir.status, 1);
   EXPECT_NE(no_dir.err.find("--ssd_dir"), std::string::npos) << no_dir.err;
 }
+
+// The goldens (gradients, 10 AdamW steps) hold with the SSD tier under every
+// fixture, combined with the other schedules.
+struct SsdCase {
+  std::string arch;
+  int chunks, micro_batches;
+};
+
+std::vector<SsdCase> SsdCases() {
+  std::vector<SsdCase> cases;
+  for (const std::string& arch : TrainFixtures()) cases.push_back({arch, 1, 1});
+  cases.push_back({"mixtral", 0, 2});
+  cases.push_back({"qwen3_moe", 2, 0});
+  return cases;
+}
+
+class ExpertdTrainSsdTest : public ::testing::TestWithParam<SsdCase> {};
+
+TEST_P(ExpertdTrainSsdTest, MatchesTheReference) {
+  const SsdCase& c = GetParam();
+  auto golden = LoadTrainGolden(c.arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(c.arch);
+  const std::string name = c.arch + "_c" + std::to_string(c.chunks) + "_mb" +
+                           std::to_string(c.micro_batches);
+  const std::string grads = TmpDir() + "/" + name + "_ssd_grads.safetensors";
+  SsdDir dir(name);
+  Output o = RunTrain(GoldenArgs(c.arch, *golden, grads) + SsdFlags(bytes, dir.path()) +
+                      " --moe_chunks=" + std::to_string(c.chunks) +
+                      " --micro_batches=" + std::to_string(c.micro_batches));
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ExpectMatchesGolden(*golden, j, grads);
+  ExpectSsdReport(j.at("schedule").back());
+  std::remove(grads.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainSsdTest, ::testing::ValuesIn(SsdCases()),
+                         [](const ::testing::TestParamInfo<SsdCase>& info) {
+                           return info.param.arch + "_chunks" +
+                                  std::to_string(info.param.chunks) + "_mb" +
+                                  std::to_string(info.param.micro_batches);
+                         });
 
 }  // namespace
 }  // namespace expertd::golden

@@ -21,9 +21,10 @@
 // writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
 // fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
 // PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
-// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes; docs/training.md)
-// compute the same function; with any of them the JSON gains "schedule": one object per step
-// (placement, peak device bytes, uploads, recompute, chosen chunks and micro-batches). A step that
+// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes, --host_memory_bytes
+// with --ssd_dir; docs/training.md) compute the same function; with any of them the JSON gains
+// "schedule": one object per step (placement and why, peak device bytes, uploads, SSD tier bytes
+// read / written and waits, recompute, chosen chunks and micro-batches). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
 #include <cstdio>
@@ -155,6 +156,9 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"upload_seconds", r.upload_seconds},
           {"ssd_read_bytes", r.ssd_read_bytes},
           {"ssd_written_bytes", r.ssd_written_bytes},
+          {"ssd_waits", r.ssd_waits},
+          {"ssd_prefetches", r.ssd_prefetches},
+          {"ssd_wait_seconds", r.ssd_wait_seconds},
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
@@ -230,6 +234,7 @@ absl::Status Run(const Options& o) {
     if (topts.memory_schedule.active()) schedule.push_back(ScheduleJson(r.memory_schedule));
   }
   RETURN_IF_ERROR(trainer.WriteTrace());
+  RETURN_IF_ERROR(trainer.HoldExpertsOnHost());  // the SSD tier's experts, for the files below
   if (!o.grads_out.empty()) {
     std::vector<models::TensorToWrite> tensors;
     for (const auto& [spec, values] : grads) tensors.push_back({spec, values.data()});
