@@ -158,7 +158,11 @@ void ScheduledFeedForwardExecutor::LiveBytes::Add(int64_t b) {
 ScheduledFeedForwardExecutor::ScheduledFeedForwardExecutor(const TrainSchedule& schedule,
                                                            DeviceMemoryTracker* device,
                                                            TraceRecorder* trace)
-    : schedule_(schedule), device_(device), trace_(trace) {}
+    : schedule_(schedule), device_(device), trace_(trace) {
+  if (schedule.train_devices > 1) {
+    group_ = std::make_unique<DeviceGroupExperts>(schedule.train_devices);
+  }
+}
 
 int ScheduledFeedForwardExecutor::LayerOrdinal(const FeedForwardParams& p) {
   auto it = ordinals_.find(&p);
@@ -266,7 +270,19 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
   live.Add(Capacity(a->probs) + Capacity(a->topk_ids) + Capacity(a->topk_weight) +
            2 * n * s.top_k * 4);
   const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(ExpertsForward(p, s, tasks, save, mb, x, a, y, &live, pool));
+  if (group_ != nullptr) {
+    if (!save || offload_) {
+      return absl::FailedPreconditionError(
+          "several training devices run the experts resident and unsliced: no expert offload, "
+          "--moe_chunks=1, --micro_batches=1");
+    }
+    RETURN_IF_ERROR(group_->Forward(p, s, ordinal, x, a, y));
+    for (int64_t e = 0; e < s.experts; ++e) {
+      live.Add(Capacity(a->expert_inputs[e]) + ActsCapacity(a->expert_acts[e]));
+    }
+  } else {
+    RETURN_IF_ERROR(ExpertsForward(p, s, tasks, save, mb, x, a, y, &live, pool));
+  }
   if (schedule_.micro_batches == 0) {
     profile_[RowsBucket(max_rows)].emplace(
         mb, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -400,7 +416,13 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   live.Add(held);
   std::vector<float> dweight(n * s.top_k, 0.0f);
   live.Add(RouterBackwardBytes(s));
-  RETURN_IF_ERROR(ExpertsBackward(p, s, tasks, x, a, dy, &dweight, dx, &live, pool));
+  if (group_ != nullptr) {
+    RETURN_IF_ERROR(group_->Backward(p, s, ordinal, a, dy, &dweight, dx));
+    // Each device's packed d(input) and d(weight) buffers.
+    live.Add(group_->devices() * (n * s.top_k * (hidden + 1)) * kF);
+  } else {
+    RETURN_IF_ERROR(ExpertsBackward(p, s, tasks, x, a, dy, &dweight, dx, &live, pool));
+  }
   for (int64_t e = 0; e < s.experts; ++e) {
     if (rows[e] == 0) TouchUnusedExpertGrads(p, e);
   }
@@ -495,6 +517,17 @@ void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
   for (const auto& [layer, c] : stats_.chunks) r->moe_chunks.push_back(c);
   for (const auto& [layer, nb] : stats_.micro_batches) r->micro_batches.push_back(nb);
   stats_ = Stats();
+  if (group_ == nullptr) return;
+  r->device_imbalance.clear();
+  r->measured_device_imbalance.clear();
+  r->pinned_experts.clear();
+  r->placed_upload_bytes = 0;
+  for (const auto& [layer, d] : group_->reports()) {
+    r->device_imbalance.push_back(d.imbalance);
+    r->measured_device_imbalance.push_back(d.measured_imbalance);
+    r->pinned_experts.push_back(d.pinned_experts);
+    r->placed_upload_bytes += d.placed_upload_bytes;
+  }
 }
 
 }  // namespace expertd::train

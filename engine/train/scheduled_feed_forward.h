@@ -16,17 +16,21 @@
 // Summation order: experts run in index order and every token's contributions
 // are added in that order, so y and dx are bitwise those of plain training;
 // expert weight gradients are bitwise too unless rows are sliced (slices add
-// partial sums). Thread safety: one step at a time.
+// partial sums). With train_devices > 1 the routed experts run over a device
+// group (device_group_experts.h), resident and unsliced, bitwise as on one
+// device. Thread safety: one step at a time.
 #ifndef EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 #define EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/train/device_group_experts.h"
 #include "engine/train/device_memory.h"
 #include "engine/train/moe_block.h"
 #include "engine/train/moe_memory_model.h"
@@ -108,6 +112,7 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   const TrainSchedule schedule_;
   DeviceMemoryTracker* const device_;
   TraceRecorder* const trace_;
+  std::unique_ptr<DeviceGroupExperts> group_;  // train_devices > 1
   bool offload_ = false;
   std::function<void(const MlpParams&)> on_expert_done_;
   std::map<const FeedForwardParams*, int> ordinals_;

@@ -25,6 +25,11 @@ struct TrainSchedule {
   // through dispatch / compute / combine threads with reused stage buffers.
   // 0 = chosen by profiling (n in {2, 4, 8} per token-count range); 1 = off.
   int micro_batches = 1;
+  // ES-MoE multi-device: each MoE layer's routed experts run over this many
+  // devices (CPU virtual devices: one thread each, combined through the
+  // collectives), placed every step by Graham's greedy with the previous
+  // step's hottest quarter pinned (expert_placement.h). 1 = one device.
+  int train_devices = 1;
   // The device's memory; 0 = unlimited (no accounting limit).
   int64_t device_memory_bytes = 0;
   // Host tier budget for offloaded experts; 0 = unlimited. Past it, the
@@ -37,7 +42,7 @@ struct TrainSchedule {
   // True when anything differs from plain in-memory training.
   bool active() const {
     return offload_experts || moe_chunks != 1 || micro_batches != 1 || device_memory_bytes > 0 ||
-           !trace_out.empty();
+           !trace_out.empty() || train_devices > 1;
   }
 };
 
@@ -58,6 +63,14 @@ struct ScheduleReport {
   std::vector<int> micro_batches;               // per MoE layer, the last chosen n
   int64_t predicted_peak_activation_bytes = 0;  // max over MoE layers (memory model)
   int64_t measured_peak_activation_bytes = 0;   // max over MoE layers (tracker)
+  // Multi-device placement (train_devices > 1), per MoE layer, its last
+  // forward of the step: modelled and measured max / mean device load, and
+  // the experts pinned from the previous step; the expert bytes the unpinned
+  // placement uploads, summed over the layers.
+  std::vector<double> device_imbalance;
+  std::vector<double> measured_device_imbalance;
+  std::vector<int> pinned_experts;
+  int64_t placed_upload_bytes = 0;
 };
 
 }  // namespace expertd::train

@@ -22,8 +22,10 @@
 // fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
 // PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
 // (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes; docs/training.md)
-// compute the same function; with any of them the JSON gains "schedule": one object per step
-// (placement, peak device bytes, uploads, recompute, chosen chunks and micro-batches). A step that
+// and --train_devices=N (the experts over N CPU virtual devices, placed per step) compute the
+// same function; with any of them the JSON gains "schedule": one object per step (placement,
+// peak device bytes, uploads, recompute, chosen chunks and micro-batches; with N > 1 each MoE
+// layer's device imbalance and pinned experts). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
 #include <cstdio>
@@ -51,6 +53,7 @@ struct Options {
   // Memory schedules (train_schedule.h).
   bool offload_experts = false;
   int64_t moe_chunks = 1, micro_batches = 1, device_memory_bytes = 0, host_memory_bytes = 0;
+  int64_t train_devices = 1;
   std::string ssd_dir, trace_out;
   double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
@@ -100,6 +103,12 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
   t.memory_schedule.host_memory_bytes = o.host_memory_bytes;
   t.memory_schedule.ssd_dir = o.ssd_dir;
   t.memory_schedule.trace_out = o.trace_out;
+  t.memory_schedule.train_devices = static_cast<int>(o.train_devices);
+  if (o.train_devices > 1 && (o.offload_experts || o.moe_chunks != 1 || o.micro_batches != 1)) {
+    return absl::InvalidArgumentError(
+        "--train_devices > 1 runs the experts resident and unsliced on each device: it does not "
+        "combine with --offload_experts, --moe_chunks or --micro_batches");
+  }
   if (!o.ssd_dir.empty() || o.host_memory_bytes > 0) {
     if (!o.offload_experts) {
       return absl::InvalidArgumentError("--host_memory_bytes and --ssd_dir need --offload_experts");
@@ -146,7 +155,7 @@ std::vector<std::pair<models::TensorSpec, std::vector<float>>> SnapshotGrads(
 }
 
 nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
-  return {{"expert_placement", r.expert_placement},
+  nlohmann::json j = {{"expert_placement", r.expert_placement},
           {"placement_reason", r.placement_reason},
           {"device_memory_bytes", r.device_memory_bytes},
           {"peak_device_bytes", r.peak_device_bytes},
@@ -162,6 +171,13 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"micro_batches", r.micro_batches},
           {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes},
           {"measured_peak_activation_bytes", r.measured_peak_activation_bytes}};
+  if (!r.device_imbalance.empty()) {
+    j["device_imbalance"] = r.device_imbalance;
+    j["measured_device_imbalance"] = r.measured_device_imbalance;
+    j["pinned_experts"] = r.pinned_experts;
+    j["placed_upload_bytes"] = r.placed_upload_bytes;
+  }
+  return j;
 }
 
 nlohmann::json QualityJson(const train::PredictionQuality& q) {
@@ -290,6 +306,8 @@ int main(int argc, char** argv) {
             "the device's memory; 0 = unlimited");
   flags.Int("host_memory_bytes", &o.host_memory_bytes, 0, 1ll << 50,
             "host tier budget for offloaded experts; 0 = unlimited");
+  flags.Int("train_devices", &o.train_devices, 1, 64,
+            "ES-MoE: run each MoE layer's experts over N CPU virtual devices, placed per step");
   flags.String("ssd_dir", &o.ssd_dir, "directory of the SSD tier (past --host_memory_bytes)");
   flags.String("trace_out", &o.trace_out,
                "write a Chrome trace JSON of uploads, expert compute and optimizer steps");
