@@ -54,6 +54,7 @@ struct Options {
   bool offload_experts = false;
   int64_t moe_chunks = 1, micro_batches = 1, device_memory_bytes = 0, host_memory_bytes = 0;
   int64_t train_devices = 1;
+  std::string activation_restore = "auto";
   std::string ssd_dir, trace_out;
   double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
@@ -104,6 +105,11 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
   t.memory_schedule.ssd_dir = o.ssd_dir;
   t.memory_schedule.trace_out = o.trace_out;
   t.memory_schedule.train_devices = static_cast<int>(o.train_devices);
+  if (!train::ParseActivationRestore(o.activation_restore,
+                                     &t.memory_schedule.activation_restore)) {
+    return absl::InvalidArgumentError("--activation_restore: expected auto, recompute or offload, "
+                                      "got '" + o.activation_restore + "'");
+  }
   if (o.train_devices > 1 && (o.offload_experts || o.moe_chunks != 1 || o.micro_batches != 1)) {
     return absl::InvalidArgumentError(
         "--train_devices > 1 runs the experts resident and unsliced on each device: it does not "
@@ -167,6 +173,8 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
+          {"restored_activation_bytes", r.restored_activation_bytes},
+          {"activation_restore", r.activation_restore},
           {"moe_chunks", r.moe_chunks},
           {"micro_batches", r.micro_batches},
           {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes},
@@ -306,6 +314,9 @@ int main(int argc, char** argv) {
             "the device's memory; 0 = unlimited");
   flags.Int("host_memory_bytes", &o.host_memory_bytes, 0, 1ll << 50,
             "host tier budget for offloaded experts; 0 = unlimited");
+  flags.String("activation_restore", &o.activation_restore,
+               "MPMoE: how backward restores micro-batches' activations: recompute | offload | "
+               "auto (profiled with --micro_batches)");
   flags.Int("train_devices", &o.train_devices, 1, 64,
             "ES-MoE: run each MoE layer's experts over N CPU virtual devices, placed per step");
   flags.String("ssd_dir", &o.ssd_dir, "directory of the SSD tier (past --host_memory_bytes)");
