@@ -221,6 +221,33 @@ TEST(ScheduledFeedForwardTest, ActivationMemoryFallsWithMicroBatches) {
   for (size_t i = 1; i < measured.size(); ++i) EXPECT_LT(measured[i], measured[i - 1]);
 }
 
+// ES-MoE over a device group: bitwise one device's outputs and gradients,
+// with more devices than experts too; slicing does not combine with it.
+TEST(ScheduledFeedForwardTest, DeviceGroupIsBitwiseOneDevice) {
+  for (bool skewed : {false, true}) {
+    InMemoryFeedForwardExecutor plain;
+    const Result ref = RunBlock(&plain, skewed);
+    for (int devices : {2, 3, 5}) {
+      TrainSchedule s;
+      s.train_devices = devices;
+      const Result r = RunScheduled(s, false, skewed);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      EXPECT_EQ(r.y, ref.y) << devices;
+      EXPECT_EQ(r.dx, ref.dx) << devices;
+      EXPECT_EQ(r.grads, ref.grads) << devices;
+      ASSERT_EQ(r.report.device_imbalance.size(), 1u);
+      EXPECT_GE(r.report.device_imbalance[0], 1.0);
+      EXPECT_LE(r.report.device_imbalance[0], devices);
+      EXPECT_EQ(r.report.pinned_experts[0], 0);  // a first step has nothing to pin
+      EXPECT_GT(r.report.placed_upload_bytes, 0);
+    }
+  }
+  TrainSchedule s;
+  s.train_devices = 2;
+  s.moe_chunks = 2;
+  EXPECT_EQ(RunScheduled(s, false, false).status.code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(ScheduledFeedForwardTest, SkewedRoutingFailsUnchunkedAndFitsAtTheChosenChunks) {
   const MoeShape shape{kN, kH, kF, kE, kK};
   // The skewed router sends all kN rows to expert 0.
