@@ -125,10 +125,9 @@ absl::Status DeviceGroupExperts::Forward(const FeedForwardParams& p, const MoeSh
   return absl::OkStatus();
 }
 
-absl::Status DeviceGroupExperts::Backward(const FeedForwardParams& p, const MoeShape& s,
-                                          int layer, const FeedForwardActivations& a,
-                                          const float* dy, std::vector<float>* dweight,
-                                          float* dx) {
+absl::Status DeviceGroupExperts::Backward(const FeedForwardParams& p, const MoeShape& s, int layer,
+                                          const FeedForwardActivations& a, const float* dy,
+                                          std::vector<float>* dweight, float* dx) {
   auto it = placement_.find(layer);
   if (it == placement_.end()) {
     return absl::FailedPreconditionError("expert backward before the layer's forward");

@@ -42,10 +42,10 @@ namespace expertd::train {
 
 // What the group did for one MoE layer's last forward.
 struct DevicePlacementReport {
-  double imbalance = 1.0;             // modelled max / mean load
-  double measured_imbalance = 1.0;    // max / mean of the devices' compute seconds
-  int pinned_experts = 0;             // kept resident from the previous step
-  int64_t placed_upload_bytes = 0;    // expert weights the unpinned placement moves
+  double imbalance = 1.0;           // modelled max / mean load
+  double measured_imbalance = 1.0;  // max / mean of the devices' compute seconds
+  int pinned_experts = 0;           // kept resident from the previous step
+  int64_t placed_upload_bytes = 0;  // expert weights the unpinned placement moves
   std::vector<int> experts_per_device;
 };
 
@@ -73,8 +73,7 @@ class DeviceGroupExperts {
  private:
   // Runs fn(rank, collectives) on every device with a fresh group; the first
   // failure aborts the group (peers stop waiting) and is returned.
-  absl::Status RunGroup(
-      const std::function<absl::Status(int, engine::parallel::Collectives*)>& fn);
+  absl::Status RunGroup(const std::function<absl::Status(int, engine::parallel::Collectives*)>& fn);
 
   engine::parallel::RankThreads threads_;
   const PlacementCostModel model_;

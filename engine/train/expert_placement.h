@@ -25,11 +25,11 @@ namespace expertd::train {
 
 // Where each expert runs, and what the devices' loads come to.
 struct ExpertPlacement {
-  std::vector<int> device;    // per expert: the device that runs it
-  std::vector<bool> pinned;   // per expert: stayed resident (no upload)
-  std::vector<double> load;   // per device: seconds of modelled work
-  double makespan() const;    // the largest load
-  double imbalance() const;   // largest / mean load; 1 when balanced or idle
+  std::vector<int> device;   // per expert: the device that runs it
+  std::vector<bool> pinned;  // per expert: stayed resident (no upload)
+  std::vector<double> load;  // per device: seconds of modelled work
+  double makespan() const;   // the largest load
+  double imbalance() const;  // largest / mean load; 1 when balanced or idle
 };
 
 // Graham's LPT: jobs with cost[j] >= 0; fixed[j] is a device (the job stays

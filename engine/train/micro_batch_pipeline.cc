@@ -63,8 +63,7 @@ void CopyActs(const MlpActivations& src, MlpActivations* dst) {
 }  // namespace
 
 int64_t HostSlice::bytes() const {
-  return FloatBytes(acts.gate) + FloatBytes(acts.up) + FloatBytes(acts.act) +
-         FloatBytes(acts.out);
+  return FloatBytes(acts.gate) + FloatBytes(acts.up) + FloatBytes(acts.act) + FloatBytes(acts.out);
 }
 
 int64_t CopySlice(const MlpActivations& acts, HostSlice* dst) {

@@ -65,16 +65,16 @@ TEST(RunThreeStagesTest, StagesRunInOrderPerItemAndAFailureStopsThePipeline) {
     for (int k : stage_of) EXPECT_EQ(k, 2);
 
     std::atomic<int> combined{0};
-    const absl::Status st = RunThreeStages(
-        kCount, threaded,
-        {[](size_t) { return absl::OkStatus(); },
-         [](size_t t) {
-           return t == 7 ? absl::ResourceExhaustedError("item 7") : absl::OkStatus();
-         },
-         [&](size_t) {
-           ++combined;
-           return absl::OkStatus();
-         }});
+    const absl::Status st =
+        RunThreeStages(kCount, threaded,
+                       {[](size_t) { return absl::OkStatus(); },
+                        [](size_t t) {
+                          return t == 7 ? absl::ResourceExhaustedError("item 7") : absl::OkStatus();
+                        },
+                        [&](size_t) {
+                          ++combined;
+                          return absl::OkStatus();
+                        }});
     EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
     // Nothing after the failing item; threaded, the combine stage may stop
     // before it has caught up with items 0..6.

@@ -164,7 +164,6 @@ TEST(ExpertdTrainDevicesErrorsTest, ClearErrors) {
   std::remove(batch.c_str());
 }
 
-
 // MPMoE through expertd-train: each restore strategy holds the reference, the
 // two give bitwise the same weights, and the output counts what each did.
 TEST(ExpertdTrainMicroBatchTest, RestoreStrategiesMatchTheReferenceAndEachOther) {
@@ -178,8 +177,8 @@ TEST(ExpertdTrainMicroBatchTest, RestoreStrategiesMatchTheReferenceAndEachOther)
       weights[i] = prefix + "_weights.safetensors";
       const nlohmann::json j = RunAndCheckGolden(
           *golden,
-          GoldenArgs(arch, *golden, prefix) + " --micro_batches=4 --activation_restore=" +
-              restore + " --weights_out=" + weights[i],
+          GoldenArgs(arch, *golden, prefix) + " --micro_batches=4 --activation_restore=" + restore +
+              " --weights_out=" + weights[i],
           prefix);
       ASSERT_TRUE(j.contains("schedule")) << j;
       for (const nlohmann::json& r : j.at("schedule")) {

@@ -21,11 +21,12 @@
 // writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
 // fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
 // PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
-// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes; docs/training.md)
-// and --train_devices=N (the experts over N CPU virtual devices, placed per step) compute the
-// same function; with any of them the JSON gains "schedule": one object per step (placement,
-// peak device bytes, uploads, recompute, chosen chunks and micro-batches; with N > 1 each MoE
-// layer's device imbalance and pinned experts). A step that
+// (--offload_experts, --moe_chunks, --micro_batches with --activation_restore,
+// --device_memory_bytes; docs/training.md) and --train_devices=N (the experts over N CPU
+// virtual devices, placed per step) compute the same function; with any of them the JSON
+// gains "schedule": one object per step (placement, peak device bytes, uploads, recomputed
+// FLOPs or offloaded activation bytes, chosen chunks, micro-batches and restore strategies;
+// with N > 1 each MoE layer's device imbalance and pinned experts). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
 #include <cstdio>
