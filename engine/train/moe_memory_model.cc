@@ -39,8 +39,14 @@ int64_t ExpertBackwardBytes(const MoeShape& s, int64_t rows) {
   return rows * (2 * s.hidden + 3 * s.ffn) * kF;
 }
 
+int64_t ExpertSliceBackwardBytes(const MoeShape& s, int64_t rows, bool pipelined) {
+  if (!pipelined) return ExpertForwardBytes(s, rows) + ExpertBackwardBytes(s, rows);
+  return 2 * ExpertForwardBytes(s, rows) + ExpertBackwardBytes(s, rows) +
+         3 * rows * s.hidden * kF;  // a second dy and d(input) buffer, and dy's first
+}
+
 int64_t PredictMoePeakBytes(const MoeShape& s, const std::vector<int64_t>& rows_per_expert,
-                            int slices) {
+                            int slices, bool pipelined) {
   const int64_t fixed = RoutingBytes(s) + RouterBackwardBytes(s);
   if (slices <= 1) {
     int64_t saved = 0, largest = 0;
@@ -50,9 +56,9 @@ int64_t PredictMoePeakBytes(const MoeShape& s, const std::vector<int64_t>& rows_
     }
     return fixed + saved + ExpertBackwardBytes(s, largest);
   }
-  // Backward of one slice: its recomputed forward plus its gradients.
+  // Backward of one slice: its restored forward plus its gradients.
   const int64_t r = MaxSliceRows(rows_per_expert, slices);
-  return fixed + ExpertForwardBytes(s, r) + ExpertBackwardBytes(s, r);
+  return fixed + ExpertSliceBackwardBytes(s, r, pipelined);
 }
 
 absl::StatusOr<int> ChooseMoeChunks(const MoeShape& s, const std::vector<int64_t>& rows_per_expert,
@@ -61,7 +67,7 @@ absl::StatusOr<int> ChooseMoeChunks(const MoeShape& s, const std::vector<int64_t
   int64_t max_rows = 0;
   for (int64_t r : rows_per_expert) max_rows = std::max(max_rows, r);
   // s'_max: rows of one slice that fit beside the routing state.
-  const int64_t per_row = ExpertForwardBytes(s, 1) + ExpertBackwardBytes(s, 1);
+  const int64_t per_row = ExpertSliceBackwardBytes(s, 1, mb > 1);
   const int64_t room = available_bytes - RoutingBytes(s) - RouterBackwardBytes(s);
   const int64_t fit_rows = room > 0 ? room / per_row : 0;
   int64_t want = fit_rows > 0 ? (max_rows + fit_rows - 1) / fit_rows : 1 << 20;
@@ -69,13 +75,14 @@ absl::StatusOr<int> ChooseMoeChunks(const MoeShape& s, const std::vector<int64_t
     if (c * mb < want && c != 8) continue;
     // The estimate is a lower bound (uneven slices round up): confirm with the model.
     for (int cc = c; cc <= 8; cc *= 2) {
-      if (PredictMoePeakBytes(s, rows_per_expert, cc * mb) <= available_bytes) return cc;
+      if (PredictMoePeakBytes(s, rows_per_expert, cc * mb, mb > 1) <= available_bytes) return cc;
     }
     break;
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("MoE activations: the busiest expert's ", max_rows, " rows need ",
-                   PredictMoePeakBytes(s, rows_per_expert, 8 * mb), " bytes even in 8 chunks; ",
+                   PredictMoePeakBytes(s, rows_per_expert, 8 * mb, mb > 1),
+                   " bytes even in 8 chunks; ",
                    available_bytes, " bytes of device memory are free"));
 }
 

@@ -38,12 +38,18 @@ int64_t ExpertForwardBytes(const MoeShape& s, int64_t rows);
 // One expert's backward temporaries: dout, dx, dact, dgate, dup.
 int64_t ExpertBackwardBytes(const MoeShape& s, int64_t rows);
 
+// Backward of one slice of `rows` rows restored (recomputed or copied back)
+// from nothing saved: its forward buffers plus ExpertBackwardBytes. Pipelined
+// (MPMoE's three threads): the forward buffers, dy rows and d(input) are
+// double-buffered; dout, dact, dgate, dup live in the compute stage only.
+int64_t ExpertSliceBackwardBytes(const MoeShape& s, int64_t rows, bool pipelined);
+
 // The peak activation bytes of the layer's routed experts and routing over
 // its forward and backward. slices == 1: every expert's forward buffers are
-// saved for backward; slices > 1: nothing is saved, each slice is recomputed
-// in backward, and the peak is the largest slice's.
+// saved for backward; slices > 1: nothing is saved, each slice is restored
+// in backward, and the peak is the largest slice's (pipelined: see above).
 int64_t PredictMoePeakBytes(const MoeShape& s, const std::vector<int64_t>& rows_per_expert,
-                            int slices);
+                            int slices, bool pipelined = false);
 
 // MemFine: c = ceil(max rows / max rows that fit in `available_bytes`),
 // snapped up to {1, 2, 4, 8} (times `micro_batches` slices each), checked

@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/train/expert_uploader.h"
+#include "engine/train/micro_batch_pipeline.h"
 
 namespace expertd::train {
 
@@ -42,13 +41,6 @@ std::vector<Task> SliceTasks(const std::vector<int64_t>& rows, int slices) {
   return tasks;
 }
 
-// MPMoE's profile key: the busiest expert's rows, as a power-of-two range.
-int RowsBucket(int64_t max_rows) {
-  int bucket = 0;
-  while ((int64_t{1} << (bucket + 1)) <= max_rows) ++bucket;
-  return bucket;
-}
-
 // Sizes a reused slice buffer and its activations once, for `rows` rows.
 void ReserveRows(int64_t rows, const MoeShape& s, std::vector<float>* in, MlpActivations* a) {
   in->reserve(rows * s.hidden);
@@ -63,47 +55,6 @@ std::string LayerName(const FeedForwardParams& p) {
   const size_t layers = n.find("layers.");  // model.layers.L.<block>...
   const size_t cut = layers == std::string::npos ? layers : n.find('.', layers + 7);
   return cut == std::string::npos ? n : n.substr(0, cut);
-}
-
-// Runs stage[0..2](t) for t in [0, count): inline, or on three threads where
-// stage k of item t waits for stage k-1 of t and for stage k+1 of t-2 (each
-// stage boundary has two buffers, reused for items t and t+2).
-absl::Status RunThreeStages(size_t count, bool threaded,
-                            const std::array<std::function<absl::Status(size_t)>, 3>& stage) {
-  if (!threaded) {
-    for (size_t t = 0; t < count; ++t) {
-      for (const auto& fn : stage) RETURN_IF_ERROR(fn(t));
-    }
-    return absl::OkStatus();
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  std::array<size_t, 3> done = {0, 0, 0};
-  absl::Status error;
-  auto worker = [&](int k) {
-    for (size_t t = 0; t < count; ++t) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] {
-          return !error.ok() || ((k == 0 || done[k - 1] > t) && (k == 2 || done[k + 1] + 2 > t));
-        });
-        if (!error.ok()) return;
-      }
-      absl::Status st = stage[k](t);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!st.ok() && error.ok()) error = st;
-        if (st.ok()) done[k] = t + 1;
-      }
-      cv.notify_all();
-      if (!st.ok()) return;
-    }
-  };
-  std::thread dispatch(worker, 0), combine(worker, 2);
-  worker(1);
-  dispatch.join();
-  combine.join();
-  return error;
 }
 
 // Walks one layer's experts in use order: Get(expert) returns its weights,
@@ -157,7 +108,11 @@ void ScheduledFeedForwardExecutor::LiveBytes::Add(int64_t b) {
 ScheduledFeedForwardExecutor::ScheduledFeedForwardExecutor(const TrainSchedule& schedule,
                                                            DeviceMemoryTracker* device,
                                                            TraceRecorder* trace)
-    : schedule_(schedule), device_(device), trace_(trace) {}
+    : schedule_(schedule), device_(device), trace_(trace) {
+  if (schedule.train_devices > 1) {
+    group_ = std::make_unique<DeviceGroupExperts>(schedule.train_devices);
+  }
+}
 
 int ScheduledFeedForwardExecutor::LayerOrdinal(const FeedForwardParams& p) {
   auto it = ordinals_.find(&p);
@@ -165,18 +120,6 @@ int ScheduledFeedForwardExecutor::LayerOrdinal(const FeedForwardParams& p) {
   const int next = static_cast<int>(ordinals_.size());
   ordinals_[&p] = next;
   return next;
-}
-
-int ScheduledFeedForwardExecutor::ChooseMicroBatches(int64_t max_rows) {
-  const std::map<int, double>& seen = profile_[RowsBucket(max_rows)];
-  for (int n : {2, 4, 8}) {
-    if (!seen.count(n)) return n;  // still profiling this range
-  }
-  int best = 2;
-  for (const auto& [n, seconds] : seen) {
-    if (seconds < seen.at(best)) best = n;
-  }
-  return best;
 }
 
 absl::Status ScheduledFeedForwardExecutor::DenseForward(const FeedForwardParams& p, const float* x,
@@ -196,9 +139,16 @@ absl::Status ScheduledFeedForwardExecutor::DenseForward(const FeedForwardParams&
 absl::Status ScheduledFeedForwardExecutor::ChooseSlicing(const FeedForwardParams& p,
                                                          const MoeShape& s,
                                                          const std::vector<int64_t>& rows,
-                                                         int64_t max_rows, int* chunks, int* mb) {
-  *mb = schedule_.micro_batches == 0 ? ChooseMicroBatches(max_rows)
-                                     : std::max(1, schedule_.micro_batches);
+                                                         int64_t max_rows, int* chunks, int* mb,
+                                                         ActivationRestore* restore) {
+  *mb = 1;
+  *restore = ActivationRestore::kRecompute;
+  if (schedule_.micro_batches != 1) {
+    const MicroBatchProfile::Choice c =
+        profile_.Choose(max_rows, schedule_.micro_batches, schedule_.activation_restore);
+    *mb = c.micro_batches;
+    *restore = c.restore;
+  }
   *chunks = std::max(1, schedule_.moe_chunks);
   if (schedule_.moe_chunks != 0) return absl::OkStatus();
   int64_t slot = 0;  // room one expert upload needs beside the activations
@@ -250,14 +200,24 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
     max_rows = std::max(max_rows, rows[e]);
   }
   int mb = 1, chunks = 1;
-  RETURN_IF_ERROR(ChooseSlicing(p, s, rows, max_rows, &chunks, &mb));
+  ActivationRestore restore = ActivationRestore::kRecompute;
+  RETURN_IF_ERROR(ChooseSlicing(p, s, rows, max_rows, &chunks, &mb, &restore));
   const int slices = chunks * mb;
   const bool save = slices == 1;
+  LayerState& state = layers_[ordinal];
+  state.choice = {mb, restore};
+  state.max_rows = max_rows;
+  state.profiling = schedule_.micro_batches == 0 ||
+                    (schedule_.micro_batches > 1 &&
+                     schedule_.activation_restore == ActivationRestore::kAuto);
+  state.restore = mb > 1 ? restore : ActivationRestore::kRecompute;
+  const bool offload_slices = !save && state.restore == ActivationRestore::kOffload;
   a->expert_slices = slices;
   const std::string layer = LayerName(p);
   DeviceReservation working;
   RETURN_IF_ERROR(ReserveForward(s, rows, mb, layer, a, &working));
   const std::vector<Task> tasks = SliceTasks<Task>(rows, slices);
+  state.host.assign(offload_slices ? tasks.size() : 0, HostSlice());
   a->expert_inputs.assign(s.experts, {});
   a->expert_acts.assign(s.experts, {});
   std::fill(y, y + n * hidden, 0.0f);
@@ -265,11 +225,22 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
   live.Add(Capacity(a->probs) + Capacity(a->topk_ids) + Capacity(a->topk_weight) +
            2 * n * s.top_k * 4);
   const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(ExpertsForward(p, s, tasks, save, mb, x, a, y, &live, pool));
-  if (schedule_.micro_batches == 0) {
-    profile_[RowsBucket(max_rows)].emplace(
-        mb, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (group_ != nullptr) {
+    if (!save || offload_) {
+      return absl::FailedPreconditionError(
+          "several training devices run the experts resident and unsliced: no expert offload, "
+          "--moe_chunks=1, --micro_batches=1");
+    }
+    RETURN_IF_ERROR(group_->Forward(p, s, ordinal, x, a, y));
+    for (int64_t e = 0; e < s.experts; ++e) {
+      live.Add(Capacity(a->expert_inputs[e]) + ActsCapacity(a->expert_acts[e]));
+    }
+  } else {
+    RETURN_IF_ERROR(ExpertsForward(p, s, tasks, save, mb, x, a, y,
+                                   offload_slices ? &state.host : nullptr, &live, pool));
   }
+  state.forward_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   working.Reset();
   if (p.shared.gate != nullptr) {
     DeviceReservation shared;
@@ -281,7 +252,8 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.chunks[ordinal] = chunks;
   stats_.micro_batches[ordinal] = mb;
-  stats_.predicted_peak = std::max(stats_.predicted_peak, PredictMoePeakBytes(s, rows, slices));
+  stats_.predicted_peak =
+      std::max(stats_.predicted_peak, PredictMoePeakBytes(s, rows, slices, mb > 1));
   forward_peak_[ordinal] = live.peak();
   return absl::OkStatus();
 }
@@ -291,6 +263,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParam
                                                           const std::vector<Task>& tasks, bool save,
                                                           int micro_batches, const float* x,
                                                           FeedForwardActivations* a, float* y,
+                                                          std::vector<HostSlice>* host,
                                                           LiveBytes* live, ThreadPool* pool) {
   const int64_t h = s.hidden, k = s.top_k;
   std::vector<int> order;
@@ -312,6 +285,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParam
   auto input_of = [&](size_t t) -> std::vector<float>& {
     return save ? a->expert_inputs[tasks[t].expert] : in[t % buffers];
   };
+  int64_t offloaded = 0;  // written by the combine stage only
   auto acts_of = [&](size_t t) -> MlpActivations& {
     return save ? a->expert_acts[tasks[t].expert] : acts[t % buffers];
   };
@@ -349,6 +323,11 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParam
           const float* o = &out[(i - task.begin) * h];
           for (int64_t c = 0; c < h; ++c) yr[c] += o[c] * w;
         }
+        if (host != nullptr) {  // MPMoE offload: the slice's activations to the host
+          // (not its input: dispatch may already be refilling that buffer)
+          TraceRecorder::Span copy(trace_, "offload activations", TraceRecorder::kCombine);
+          offloaded += CopySlice(acts_of(t), &(*host)[t]);
+        }
         return absl::OkStatus();
       }};
   RETURN_IF_ERROR(RunThreeStages(tasks.size(), threaded, stages));
@@ -359,6 +338,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParam
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.uploaded_bytes += feed.uploaded_bytes();
   stats_.upload_seconds += feed.upload_seconds();
+  stats_.offloaded_bytes += offloaded;
   return absl::OkStatus();
 }
 
@@ -383,10 +363,13 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   for (int64_t e = 0; e < s.experts; ++e) rows[e] = a.expert_rows[e].size();
   const int64_t r = MaxSliceRows(rows, slices);
   const bool save = slices == 1;
+  LayerState& state = layers_[ordinal];
+  const bool threaded = !save && state.choice.micro_batches > 1;
   DeviceReservation working;
   RETURN_IF_ERROR(working.Acquire(
       device_,
-      RouterBackwardBytes(s) + ExpertBackwardBytes(s, r) + (save ? 0 : ExpertForwardBytes(s, r)) +
+      RouterBackwardBytes(s) +
+          (save ? ExpertBackwardBytes(s, r) : ExpertSliceBackwardBytes(s, r, threaded)) +
           (p.shared.gate != nullptr ? n * (3 * p.shared.width() + hidden) * kF : 0),
       "the MoE backward buffers of " + LayerName(p)));
   const std::vector<Task> tasks = SliceTasks<Task>(rows, slices);
@@ -399,7 +382,24 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   live.Add(held);
   std::vector<float> dweight(n * s.top_k, 0.0f);
   live.Add(RouterBackwardBytes(s));
-  RETURN_IF_ERROR(ExpertsBackward(p, s, tasks, x, a, dy, &dweight, dx, &live, pool));
+  if (group_ != nullptr) {
+    RETURN_IF_ERROR(group_->Backward(p, s, ordinal, a, dy, &dweight, dx));
+    // Each device's packed d(input) and d(weight) buffers.
+    live.Add(group_->devices() * (n * s.top_k * (hidden + 1)) * kF);
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    const bool from_host = !save && state.restore == ActivationRestore::kOffload;
+    RETURN_IF_ERROR(ExpertsBackward(p, s, tasks, threaded, from_host ? &state.host : nullptr, x, a,
+                                    dy, &dweight, dx, &live, pool));
+    if (state.profiling && !save) {
+      profile_.Record(state.max_rows, state.choice,
+                      state.forward_seconds + std::chrono::duration<double>(
+                                                  std::chrono::steady_clock::now() - start)
+                                                  .count());
+    }
+    state.host.clear();
+    state.host.shrink_to_fit();
+  }
   for (int64_t e = 0; e < s.experts; ++e) {
     if (rows[e] != 0) continue;
     // An idle expert's zero gradient is sized from its weights: on the host.
@@ -412,13 +412,14 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   a.held.clear();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.measured_peak = std::max({stats_.measured_peak, live.peak(), forward_peak_[ordinal]});
+  stats_.restore[ordinal] = save ? "saved" : ActivationRestoreName(state.restore);
   return absl::OkStatus();
 }
 
 absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
-    const FeedForwardParams& p, const MoeShape& s, const std::vector<Task>& tasks, const float* x,
-    const FeedForwardActivations& a, const float* dy, std::vector<float>* dweight, float* dx,
-    LiveBytes* live, ThreadPool* pool) {
+    const FeedForwardParams& p, const MoeShape& s, const std::vector<Task>& tasks, bool threaded,
+    const std::vector<HostSlice>* host, const float* x, const FeedForwardActivations& a,
+    const float* dy, std::vector<float>* dweight, float* dx, LiveBytes* live, ThreadPool* pool) {
   const int64_t h = s.hidden, k = s.top_k;
   const bool save = a.expert_slices == 1;
   std::vector<int> order;
@@ -427,62 +428,101 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   }
   ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_, tier_,
                   on_expert_done_);
-  std::vector<float> xe, dout, dxe;
-  MlpActivations recomputed;
+  // One reused buffer per stage boundary, two when the stages overlap (items
+  // t and t+2 share one); sized once for the largest slice. dout lives in the
+  // compute stage only.
+  const size_t buffers = threaded ? 2 : 1;
   int64_t largest = 0;
   for (const Task& t : tasks) largest = std::max(largest, t.end - t.begin);
-  if (!save) ReserveRows(largest, s, &xe, &recomputed);
-  dout.reserve(largest * h);
-  dxe.reserve(largest * h);
-  int64_t flops = 0;
-  for (const Task& task : tasks) {
-    const int e = task.expert;
-    const int64_t m = task.end - task.begin;
-    const std::vector<int32_t>& rows = a.expert_rows[e];
-    ASSIGN_OR_RETURN(MlpParams w, feed.Get(e));
-    TraceRecorder::Span span(trace_, absl::StrCat("backward expert ", e), TraceRecorder::kCompute);
-    const float* input = save ? a.expert_inputs[e].data() : nullptr;
-    const MlpActivations* acts = save ? &a.expert_acts[e] : &recomputed;
-    if (!save) {  // chunk-level recomputation
-      xe.resize(m * h);
-      for (int64_t i = task.begin; i < task.end; ++i) {
-        std::memcpy(&xe[(i - task.begin) * h], x + rows[i] * h, h * sizeof(float));
-      }
-      MlpForward(w, xe.data(), m, h, &recomputed, pool);
-      flops += 6 * m * h * s.ffn;
-      input = xe.data();
-    }
-    const std::vector<float>& out = acts->out;
-    dout.resize(m * h);
-    dxe.assign(m * h, 0.0f);
-    for (int64_t i = task.begin; i < task.end; ++i) {
-      const int64_t slot = rows[i] * k + a.expert_slots[e][i];
-      const float wt = a.topk_weight[slot];
-      const float* dyr = dy + rows[i] * h;
-      const float* o = &out[(i - task.begin) * h];
-      float dw = 0.0f;
-      for (int64_t c = 0; c < h; ++c) {
-        dout[(i - task.begin) * h + c] = dyr[c] * wt;
-        dw += dyr[c] * o[c];
-      }
-      (*dweight)[slot] = dw;
-    }
-    MlpBackward(w, input, *acts, dout.data(), h, dxe.data(), pool);
-    for (int64_t i = task.begin; i < task.end; ++i) {
-      float* dxr = dx + rows[i] * h;
-      const float* d = &dxe[(i - task.begin) * h];
-      for (int64_t c = 0; c < h; ++c) dxr[c] += d[c];
-    }
+  std::array<std::vector<float>, 2> xe, dys, dxe;
+  std::array<MlpActivations, 2> acts;
+  std::vector<float> dout;
+  for (size_t i = 0; i < buffers; ++i) {
+    if (!save) ReserveRows(largest, s, &xe[i], &acts[i]);
+    if (threaded) dys[i].reserve(largest * h);
+    dxe[i].reserve(largest * h);
   }
-  // Buffers reused across tasks: their high-water mark, plus MlpBackward's
-  // dact/dgate/dup for the largest task.
-  live->Add(Capacity(xe) + Capacity(dout) + Capacity(dxe) + ActsCapacity(recomputed) +
-            3 * largest * s.ffn * kF);
+  dout.reserve(largest * h);
+  int64_t flops = 0, restored = 0;  // written by the compute / dispatch stage only
+  const std::array<std::function<absl::Status(size_t)>, 3> stages = {
+      [&](size_t t) {  // dispatch: the slice's dy rows; its input gathered or restored
+        TraceRecorder::Span span(threaded ? trace_ : nullptr, "gather", TraceRecorder::kDispatch);
+        const Task& task = tasks[t];
+        const size_t b = t % buffers;
+        const std::vector<int32_t>& rows = a.expert_rows[task.expert];
+        if (threaded) {
+          dys[b].resize((task.end - task.begin) * h);
+          for (int64_t i = task.begin; i < task.end; ++i) {
+            std::memcpy(&dys[b][(i - task.begin) * h], dy + rows[i] * h, h * sizeof(float));
+          }
+        }
+        if (save) return absl::OkStatus();
+        xe[b].resize((task.end - task.begin) * h);
+        for (int64_t i = task.begin; i < task.end; ++i) {
+          std::memcpy(&xe[b][(i - task.begin) * h], x + rows[i] * h, h * sizeof(float));
+        }
+        // MPMoE offload: the forward's activations come back from the host.
+        if (host != nullptr) restored += RestoreSlice((*host)[t], &acts[b]);
+        return absl::OkStatus();
+      },
+      [&](size_t t) -> absl::Status {  // compute: recompute when needed, then backward
+        const Task& task = tasks[t];
+        const int e = task.expert;
+        const int64_t m = task.end - task.begin;
+        const size_t b = t % buffers;
+        const std::vector<int32_t>& rows = a.expert_rows[e];
+        ASSIGN_OR_RETURN(MlpParams w, feed.Get(e));
+        TraceRecorder::Span span(trace_, absl::StrCat("backward expert ", e),
+                                 TraceRecorder::kCompute);
+        if (!save && host == nullptr) {  // slice-level recomputation
+          MlpForward(w, xe[b].data(), m, h, &acts[b], pool);
+          flops += 6 * m * h * s.ffn;
+        }
+        const float* input = save ? a.expert_inputs[e].data() : xe[b].data();
+        const MlpActivations& act = save ? a.expert_acts[e] : acts[b];
+        dout.resize(m * h);
+        dxe[b].assign(m * h, 0.0f);
+        for (int64_t i = task.begin; i < task.end; ++i) {
+          const int64_t slot = rows[i] * k + a.expert_slots[e][i];
+          const float wt = a.topk_weight[slot];
+          const float* dyr = threaded ? &dys[b][(i - task.begin) * h] : dy + rows[i] * h;
+          const float* o = &act.out[(i - task.begin) * h];
+          float dw = 0.0f;
+          for (int64_t c = 0; c < h; ++c) {
+            dout[(i - task.begin) * h + c] = dyr[c] * wt;
+            dw += dyr[c] * o[c];
+          }
+          (*dweight)[slot] = dw;
+        }
+        MlpBackward(w, input, act, dout.data(), h, dxe[b].data(), pool);
+        return absl::OkStatus();
+      },
+      [&](size_t t) {  // combine: dx rows += the slice's d(input), in slice order
+        TraceRecorder::Span span(threaded ? trace_ : nullptr, "combine", TraceRecorder::kCombine);
+        const Task& task = tasks[t];
+        const std::vector<int32_t>& rows = a.expert_rows[task.expert];
+        const std::vector<float>& d = dxe[t % buffers];
+        for (int64_t i = task.begin; i < task.end; ++i) {
+          float* dxr = dx + rows[i] * h;
+          const float* di = &d[(i - task.begin) * h];
+          for (int64_t c = 0; c < h; ++c) dxr[c] += di[c];
+        }
+        return absl::OkStatus();
+      }};
+  RETURN_IF_ERROR(RunThreeStages(tasks.size(), threaded, stages));
+  // Buffers reused across slices: their high-water mark, plus MlpBackward's
+  // dact/dgate/dup for the largest slice.
+  int64_t buffered = Capacity(dout) + 3 * largest * s.ffn * kF;
+  for (size_t i = 0; i < 2; ++i) {
+    buffered += Capacity(xe[i]) + Capacity(dys[i]) + Capacity(dxe[i]) + ActsCapacity(acts[i]);
+  }
+  live->Add(buffered);
   feed.Finish();
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.uploaded_bytes += feed.uploaded_bytes();
   stats_.upload_seconds += feed.upload_seconds();
   stats_.recomputed_flops += flops;
+  stats_.restored_bytes += restored;
   return absl::OkStatus();
 }
 
@@ -491,6 +531,8 @@ void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
   r->uploaded_bytes += stats_.uploaded_bytes;
   r->upload_seconds += stats_.upload_seconds;
   r->recomputed_flops += stats_.recomputed_flops;
+  r->offloaded_activation_bytes += stats_.offloaded_bytes;
+  r->restored_activation_bytes += stats_.restored_bytes;
   r->predicted_peak_activation_bytes =
       std::max(r->predicted_peak_activation_bytes, stats_.predicted_peak);
   r->measured_peak_activation_bytes =
@@ -499,7 +541,20 @@ void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
   r->micro_batches.clear();
   for (const auto& [layer, c] : stats_.chunks) r->moe_chunks.push_back(c);
   for (const auto& [layer, nb] : stats_.micro_batches) r->micro_batches.push_back(nb);
+  r->activation_restore.clear();
+  for (const auto& [layer, how] : stats_.restore) r->activation_restore.push_back(how);
   stats_ = Stats();
+  if (group_ == nullptr) return;
+  r->device_imbalance.clear();
+  r->measured_device_imbalance.clear();
+  r->pinned_experts.clear();
+  r->placed_upload_bytes = 0;
+  for (const auto& [layer, d] : group_->reports()) {
+    r->device_imbalance.push_back(d.imbalance);
+    r->measured_device_imbalance.push_back(d.measured_imbalance);
+    r->pinned_experts.push_back(d.pinned_experts);
+    r->placed_upload_bytes += d.placed_upload_bytes;
+  }
 }
 
 }  // namespace expertd::train

@@ -6,30 +6,37 @@
 //   ExpertUploader (expert k+1 uploads while expert k computes), tokens
 //   grouped per expert, gradients downloaded into the host tier.
 // - Chunks (MemFine) and micro-batches (MPMoE): each expert's rows split into
-//   c * n slices; nothing of the experts is saved for backward, each slice is
-//   recomputed there. With n > 1 the forward runs dispatch (gather), expert
-//   compute and combine (scatter) on three threads over two reused buffers
-//   per stage boundary. c = 0 chooses c per layer and step from the memory
-//   model (moe_memory_model.h); n = 0 profiles n in {2, 4, 8} per
-//   token-count range and keeps the fastest.
+//   c * n slices; nothing of the experts is kept on the device, backward
+//   restores each slice by recomputation or, micro-batched, from the host
+//   copy forward offloaded (micro_batch_pipeline.h). With n > 1 forward and
+//   backward run dispatch, expert compute and combine on three threads over
+//   two reused buffers per stage boundary. c = 0 chooses c per layer and step
+//   from the memory model (moe_memory_model.h); n = 0 and the auto restore
+//   strategy profile (n in 2..8, strategy) per token-count range and keep the
+//   fastest.
 //
 // Summation order: experts run in index order and every token's contributions
 // are added in that order, so y and dx are bitwise those of plain training;
 // expert weight gradients are bitwise too unless rows are sliced (slices add
-// partial sums). Thread safety: one step at a time.
+// partial sums). With train_devices > 1 the routed experts run over a device
+// group (device_group_experts.h), resident and unsliced, bitwise as on one
+// device. Thread safety: one step at a time.
 #ifndef EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 #define EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/train/device_group_experts.h"
 #include "engine/train/device_memory.h"
 #include "engine/train/expert_tier.h"
 #include "engine/train/moe_block.h"
+#include "engine/train/micro_batch_pipeline.h"
 #include "engine/train/moe_memory_model.h"
 #include "engine/train/trace_recorder.h"
 #include "engine/train/train_schedule.h"
@@ -70,10 +77,22 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
     int64_t begin, end;  // into the expert's rows
   };
   struct Stats {
-    int64_t uploaded_bytes = 0, recomputed_flops = 0;
+    int64_t uploaded_bytes = 0, recomputed_flops = 0, offloaded_bytes = 0, restored_bytes = 0;
     double upload_seconds = 0;
     int64_t predicted_peak = 0, measured_peak = 0;
     std::map<int, int> chunks, micro_batches;  // by MoE layer ordinal
+    std::map<int, std::string> restore;
+  };
+  // A MoE layer's state from its forward to its backward: the (n, strategy)
+  // in use (measured when profiling), and the offload strategy's host copies
+  // of the slices.
+  struct LayerState {
+    MicroBatchProfile::Choice choice;
+    ActivationRestore restore = ActivationRestore::kRecompute;
+    bool profiling = false;
+    int64_t max_rows = 0;
+    double forward_seconds = 0;
+    std::vector<HostSlice> host;
   };
   // Tracks the bytes of the activation buffers a layer really holds.
   class LiveBytes {
@@ -87,11 +106,10 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   };
 
   int LayerOrdinal(const FeedForwardParams& p);
-  int ChooseMicroBatches(int64_t max_rows);
-  // MemFine's c and MPMoE's n for this layer and step.
+  // MemFine's c and MPMoE's n and restore strategy for this layer and step.
   absl::Status ChooseSlicing(const FeedForwardParams& p, const MoeShape& s,
                              const std::vector<int64_t>& rows, int64_t max_rows, int* chunks,
-                             int* mb);
+                             int* mb, ActivationRestore* restore);
   // The layer's routing state and saved expert activations (held in a->held
   // until backward), or the forward's reused slice buffers (*working).
   absl::Status ReserveForward(const MoeShape& s, const std::vector<int64_t>& rows, int mb,
@@ -101,10 +119,13 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
                             FeedForwardActivations* a, float* y, ThreadPool* pool);
   absl::Status ExpertsForward(const FeedForwardParams& p, const MoeShape& s,
                               const std::vector<Task>& tasks, bool save, int micro_batches,
-                              const float* x, FeedForwardActivations* a, float* y, LiveBytes* live,
-                              ThreadPool* pool);
+                              const float* x, FeedForwardActivations* a, float* y,
+                              std::vector<HostSlice>* host, LiveBytes* live, ThreadPool* pool);
+  // threaded: dispatch / compute / combine on three threads; host: the
+  // slices' forward activations to restore (null: recompute unless saved).
   absl::Status ExpertsBackward(const FeedForwardParams& p, const MoeShape& s,
-                               const std::vector<Task>& tasks, const float* x,
+                               const std::vector<Task>& tasks, bool threaded,
+                               const std::vector<HostSlice>* host, const float* x,
                                const FeedForwardActivations& a, const float* dy,
                                std::vector<float>* dweight, float* dx, LiveBytes* live,
                                ThreadPool* pool);
@@ -112,14 +133,14 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   const TrainSchedule schedule_;
   DeviceMemoryTracker* const device_;
   TraceRecorder* const trace_;
+  std::unique_ptr<DeviceGroupExperts> group_;  // train_devices > 1
   bool offload_ = false;
   ExpertTier* tier_ = nullptr;
   std::function<void(const MlpParams&)> on_expert_done_;
   std::map<const FeedForwardParams*, int> ordinals_;
   std::map<int, int64_t> forward_peak_;  // by MoE layer ordinal, measured
-  // MPMoE profile: per token-count range (log2 of the busiest expert's rows),
-  // seconds measured per candidate n.
-  std::map<int, std::map<int, double>> profile_;
+  std::map<int, LayerState> layers_;  // by MoE layer ordinal
+  MicroBatchProfile profile_;
   std::mutex stats_mu_;
   Stats stats_;
 };

@@ -12,6 +12,29 @@
 
 namespace expertd::train {
 
+// How MPMoE's backward gets back what a micro-batch's forward computed
+// (micro_batch_pipeline.h): recompute it, or restore the copy forward
+// offloaded to the host. kAuto profiles both. The results are bitwise the
+// same either way.
+enum class ActivationRestore { kAuto, kRecompute, kOffload };
+
+inline const char* ActivationRestoreName(ActivationRestore r) {
+  return r == ActivationRestore::kAuto ? "auto"
+         : r == ActivationRestore::kRecompute ? "recompute" : "offload";
+}
+
+// "auto" | "recompute" | "offload" into *out; false for anything else.
+inline bool ParseActivationRestore(const std::string& name, ActivationRestore* out) {
+  for (ActivationRestore r :
+       {ActivationRestore::kAuto, ActivationRestore::kRecompute, ActivationRestore::kOffload}) {
+    if (name == ActivationRestoreName(r)) {
+      *out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
 struct TrainSchedule {
   // ES-MoE: routed experts' weights, gradients and AdamW state live in the
   // host tier; the device holds the experts in flight. Adaptive: experts stay
@@ -23,8 +46,15 @@ struct TrainSchedule {
   int moe_chunks = 1;
   // MPMoE: each expert's tokens split into this many micro-batches pipelined
   // through dispatch / compute / combine threads with reused stage buffers.
-  // 0 = chosen by profiling (n in {2, 4, 8} per token-count range); 1 = off.
+  // 0 = chosen by profiling (n in 2..8 per token-count range); 1 = off.
   int micro_batches = 1;
+  // MPMoE's restore strategy for micro-batched experts (micro_batches != 1).
+  ActivationRestore activation_restore = ActivationRestore::kAuto;
+  // ES-MoE multi-device: each MoE layer's routed experts run over this many
+  // devices (CPU virtual devices: one thread each, combined through the
+  // collectives), placed every step by Graham's greedy with the previous
+  // step's hottest quarter pinned (expert_placement.h). 1 = one device.
+  int train_devices = 1;
   // The device's memory; 0 = unlimited (no accounting limit).
   int64_t device_memory_bytes = 0;
   // Host tier budget for offloaded experts' training state (weights,
@@ -38,7 +68,7 @@ struct TrainSchedule {
   // True when anything differs from plain in-memory training.
   bool active() const {
     return offload_experts || moe_chunks != 1 || micro_batches != 1 || device_memory_bytes > 0 ||
-           !trace_out.empty();
+           !trace_out.empty() || train_devices > 1;
   }
 };
 
@@ -57,11 +87,23 @@ struct ScheduleReport {
   int64_t ssd_prefetches = 0;   // experts read ahead of use by the I/O thread
   double ssd_wait_seconds = 0;  // time compute and upload spent waiting on them
   int64_t recomputed_flops = 0;  // expert forward FLOPs redone in backward
-  int64_t offloaded_activation_bytes = 0;
+  int64_t offloaded_activation_bytes = 0;  // MPMoE offload: device -> host in forward
+  int64_t restored_activation_bytes = 0;   // and host -> device in backward
   std::vector<int> moe_chunks;                  // per MoE layer, the last chosen c
   std::vector<int> micro_batches;               // per MoE layer, the last chosen n
+  // Per MoE layer, how its last backward got the experts' activations back:
+  // "saved" (kept from forward), "recompute" or "offload".
+  std::vector<std::string> activation_restore;
   int64_t predicted_peak_activation_bytes = 0;  // max over MoE layers (memory model)
   int64_t measured_peak_activation_bytes = 0;   // max over MoE layers (tracker)
+  // Multi-device placement (train_devices > 1), per MoE layer, its last
+  // forward of the step: modelled and measured max / mean device load, and
+  // the experts pinned from the previous step; the expert bytes the unpinned
+  // placement uploads, summed over the layers.
+  std::vector<double> device_imbalance;
+  std::vector<double> measured_device_imbalance;
+  std::vector<int> pinned_experts;
+  int64_t placed_upload_bytes = 0;
 };
 
 }  // namespace expertd::train

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "engine/train/data_stream.h"
 #include "engine/train/lora.h"
@@ -210,6 +211,23 @@ void ReportPlacement(const train::ScheduleReport& r, std::string* last, JobSink*
                            r.placement_reason.empty() ? "" : ": ", r.placement_reason));
 }
 
+// MPMoE: how the micro-batches' activations were restored, when the per-layer
+// choice changes, with that step's traffic.
+void ReportMicroBatches(const train::ScheduleReport& r, std::string* last, JobSink* sink) {
+  if (std::none_of(r.micro_batches.begin(), r.micro_batches.end(), [](int n) { return n > 1; })) {
+    return;
+  }
+  const std::string choice =
+      absl::StrCat("micro-batches ", absl::StrJoin(r.micro_batches, ","), " restored by ",
+                   absl::StrJoin(r.activation_restore, ","));
+  if (choice == *last) return;
+  *last = choice;
+  sink->Event(v1::FineTuneJobEvent::LEVEL_INFO,
+              absl::StrCat(choice, ": ", r.offloaded_activation_bytes,
+                           " activation bytes offloaded to the host and ", r.recomputed_flops,
+                           " FLOPs recomputed in the step"));
+}
+
 JobProgressUpdate StepUpdate(const train::StepReport& report,
                              const train::TrainingProgress& progress, int64_t total_steps,
                              int64_t steps_per_epoch, int64_t nanos, uint64_t memory) {
@@ -292,7 +310,8 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     ASSIGN_OR_RETURN(progress, Resume(run, extra, model.get(), &trainer, sink));
   }
   const int64_t total = spec.train.total_steps;
-  std::string placement;  // the experts' placement last reported
+  std::string placement;      // the experts' placement last reported
+  std::string micro_batches;  // and the micro-batches' restore
   while (progress.step < total) {
     if (sink->StopRequested()) {
       return absl::CancelledError(absl::StrCat("stopped at step ", progress.step));
@@ -304,6 +323,7 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     ++progress.step;
     progress.trained_tokens += report->loss.predicted_tokens;
     ReportPlacement(report->memory_schedule, &placement, sink);
+    ReportMicroBatches(report->memory_schedule, &micro_batches, sink);
     JobProgressUpdate u = StepUpdate(*report, progress, total, stream.steps_per_epoch(),
                                      clock()->NowNanos() - start, memory);
     if (progress.step == 1 || progress.step % 10 == 0) {

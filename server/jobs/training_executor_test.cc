@@ -252,6 +252,23 @@ TEST_F(TrainingExecutorTest, ExpertOffloadJobEqualsThePlainJobBitwise) {
   EXPECT_TRUE(Read(a + "/model.safetensors") == Read(b + "/model.safetensors"));
 }
 
+// MPMoE in a job: the events say how the micro-batches were restored and
+// count the traffic.
+TEST_F(TrainingExecutorTest, MicroBatchedJobReportsItsRestore) {
+  JobRun run = Run("micro_batched");
+  run.spec.mutable_schedule()->set_micro_batches(2);
+  FakeSink sink;
+  ASSERT_TRUE(Executor()->Run(run, &sink).ok());
+  int reported = 0;
+  for (const std::string& e : sink.events) {
+    if (e.rfind("micro-batches ", 0) != 0) continue;
+    ++reported;
+    EXPECT_NE(e.find("bytes offloaded"), std::string::npos) << e;
+    EXPECT_NE(e.find("FLOPs recomputed"), std::string::npos) << e;
+  }
+  EXPECT_GE(reported, 1);
+}
+
 TEST_F(TrainingExecutorTest, ResumeRefusesACheckpointOfAnotherSpec) {
   JobRun run = Run("mismatch");
   FakeSink sink;

@@ -335,8 +335,11 @@ TEST_P(ExpertdTrainScheduleTest, MatchesTheReference) {
   EXPECT_EQ(report.at("expert_placement"), c.offload ? "host" : "resident") << report;
   EXPECT_LE(report.at("peak_device_bytes").get<int64_t>(), device) << report;
   EXPECT_EQ(report.at("uploaded_bytes").get<int64_t>() > 0, c.offload) << report;
-  if (c.chunks > 1 || c.micro_batches > 1) {
-    EXPECT_GT(report.at("recomputed_flops").get<int64_t>(), 0) << report;
+  if (c.chunks > 1 || c.micro_batches > 1) {  // restored by recomputation or from the host
+    EXPECT_GT(report.at("recomputed_flops").get<int64_t>() +
+                  report.at("offloaded_activation_bytes").get<int64_t>(),
+              0)
+        << report;
   }
 }
 

@@ -21,10 +21,13 @@
 // writes the weights after the last step (as fp32 values, Hugging Face names). --scope=lora trains
 // fresh LoRA adapters on the attention and expert projections only; --lora_out writes them in the
 // PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
-// (--offload_experts, --moe_chunks, --micro_batches, --device_memory_bytes, --host_memory_bytes
-// with --ssd_dir; docs/training.md) compute the same function; with any of them the JSON gains
-// "schedule": one object per step (placement and why, peak device bytes, uploads, SSD tier bytes
-// read / written and waits, recompute, chosen chunks and micro-batches). A step that
+// (--offload_experts, --moe_chunks, --micro_batches with --activation_restore,
+// --device_memory_bytes, --host_memory_bytes with --ssd_dir; docs/training.md) and
+// --train_devices=N (the experts over N CPU virtual devices, placed per step) compute the same
+// function; with any of them the JSON gains "schedule": one object per step (placement and why,
+// peak device bytes, uploads, SSD tier bytes read / written and waits, recomputed FLOPs or
+// offloaded activation bytes, chosen chunks, micro-batches and restore strategies; with N > 1
+// each MoE layer's device imbalance and pinned experts). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
 #include <cstdio>
@@ -52,6 +55,8 @@ struct Options {
   // Memory schedules (train_schedule.h).
   bool offload_experts = false;
   int64_t moe_chunks = 1, micro_batches = 1, device_memory_bytes = 0, host_memory_bytes = 0;
+  int64_t train_devices = 1;
+  std::string activation_restore = "auto";
   std::string ssd_dir, trace_out;
   double lr = 1e-3, weight_decay = 0.01, clip_norm = 1.0, lora_alpha = 16.0;
 };
@@ -101,6 +106,17 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
   t.memory_schedule.host_memory_bytes = o.host_memory_bytes;
   t.memory_schedule.ssd_dir = o.ssd_dir;
   t.memory_schedule.trace_out = o.trace_out;
+  t.memory_schedule.train_devices = static_cast<int>(o.train_devices);
+  if (!train::ParseActivationRestore(o.activation_restore,
+                                     &t.memory_schedule.activation_restore)) {
+    return absl::InvalidArgumentError("--activation_restore: expected auto, recompute or offload, "
+                                      "got '" + o.activation_restore + "'");
+  }
+  if (o.train_devices > 1 && (o.offload_experts || o.moe_chunks != 1 || o.micro_batches != 1)) {
+    return absl::InvalidArgumentError(
+        "--train_devices > 1 runs the experts resident and unsliced on each device: it does not "
+        "combine with --offload_experts, --moe_chunks or --micro_batches");
+  }
   if (!o.ssd_dir.empty() || o.host_memory_bytes > 0) {
     if (!o.offload_experts) {
       return absl::InvalidArgumentError("--host_memory_bytes and --ssd_dir need --offload_experts");
@@ -147,7 +163,7 @@ std::vector<std::pair<models::TensorSpec, std::vector<float>>> SnapshotGrads(
 }
 
 nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
-  return {{"expert_placement", r.expert_placement},
+  nlohmann::json j = {{"expert_placement", r.expert_placement},
           {"placement_reason", r.placement_reason},
           {"device_memory_bytes", r.device_memory_bytes},
           {"peak_device_bytes", r.peak_device_bytes},
@@ -162,10 +178,19 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
+          {"restored_activation_bytes", r.restored_activation_bytes},
+          {"activation_restore", r.activation_restore},
           {"moe_chunks", r.moe_chunks},
           {"micro_batches", r.micro_batches},
           {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes},
           {"measured_peak_activation_bytes", r.measured_peak_activation_bytes}};
+  if (!r.device_imbalance.empty()) {
+    j["device_imbalance"] = r.device_imbalance;
+    j["measured_device_imbalance"] = r.measured_device_imbalance;
+    j["pinned_experts"] = r.pinned_experts;
+    j["placed_upload_bytes"] = r.placed_upload_bytes;
+  }
+  return j;
 }
 
 nlohmann::json QualityJson(const train::PredictionQuality& q) {
@@ -295,6 +320,11 @@ int main(int argc, char** argv) {
             "the device's memory; 0 = unlimited");
   flags.Int("host_memory_bytes", &o.host_memory_bytes, 0, 1ll << 50,
             "host tier budget for offloaded experts; 0 = unlimited");
+  flags.String("activation_restore", &o.activation_restore,
+               "MPMoE: how backward restores micro-batches' activations: recompute | offload | "
+               "auto (profiled with --micro_batches)");
+  flags.Int("train_devices", &o.train_devices, 1, 64,
+            "ES-MoE: run each MoE layer's experts over N CPU virtual devices, placed per step");
   flags.String("ssd_dir", &o.ssd_dir, "directory of the SSD tier (past --host_memory_bytes)");
   flags.String("trace_out", &o.trace_out,
                "write a Chrome trace JSON of uploads, expert compute and optimizer steps");

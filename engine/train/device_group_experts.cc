@@ -1,0 +1,182 @@
+#include "engine/train/device_group_experts.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "base/status_macros.h"
+#include "engine/parallel/in_process_collectives.h"
+
+namespace expertd::train {
+
+namespace {
+
+using engine::parallel::Collectives;
+
+// Where each expert's rows start in a buffer packed by expert.
+std::vector<int64_t> PackedOffsets(const FeedForwardActivations& a) {
+  std::vector<int64_t> offset(a.expert_rows.size() + 1, 0);
+  for (size_t e = 0; e < a.expert_rows.size(); ++e) {
+    offset[e + 1] = offset[e] + static_cast<int64_t>(a.expert_rows[e].size());
+  }
+  return offset;
+}
+
+double MaxOverMean(const std::vector<double>& v) {
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  return mean > 0 ? *std::max_element(v.begin(), v.end()) / mean : 1.0;
+}
+
+// Device 0's copy of `src` (n floats) on every device, in `dst`.
+absl::Status BroadcastFromFirst(const float* src, int64_t n, int rank, Collectives* c,
+                                std::vector<float>* dst) {
+  dst->resize(n);
+  if (rank == 0) std::memcpy(dst->data(), src, n * sizeof(float));
+  return c->Broadcast(dst->data(), n * static_cast<int64_t>(sizeof(float)), 0);
+}
+
+}  // namespace
+
+DeviceGroupExperts::DeviceGroupExperts(int devices, PlacementCostModel model)
+    : threads_(devices), model_(model) {}
+
+absl::Status DeviceGroupExperts::RunGroup(
+    const std::function<absl::Status(int, Collectives*)>& fn) {
+  auto group = engine::parallel::InProcessGroup::Create(devices());
+  std::vector<std::unique_ptr<Collectives>> ends;
+  for (int r = 0; r < devices(); ++r) ends.push_back(group->Join(r));
+  const std::vector<absl::Status> status = threads_.Run([&](int rank) {
+    absl::Status s = fn(rank, ends[rank].get());
+    if (!s.ok()) ends[rank]->Abort(s);  // releases the peers waiting in a collective
+    return s;
+  });
+  absl::Status first;
+  for (const absl::Status& s : status) {
+    if (s.ok()) continue;
+    if (first.ok() || (absl::IsAborted(first) && !absl::IsAborted(s))) first = s;
+  }
+  return first;
+}
+
+absl::Status DeviceGroupExperts::Forward(const FeedForwardParams& p, const MoeShape& s, int layer,
+                                         const float* x, FeedForwardActivations* a, float* y) {
+  const int64_t h = s.hidden, k = s.top_k;
+  const std::vector<int64_t> offset = PackedOffsets(*a);
+  std::vector<int64_t> rows(s.experts), bytes(s.experts), flops(s.experts);
+  for (int64_t e = 0; e < s.experts; ++e) {
+    const MlpParams& w = p.experts[e];
+    rows[e] = offset[e + 1] - offset[e];
+    bytes[e] = static_cast<int64_t>(
+        (w.gate->value.size() + w.up->value.size() + w.down->value.size()) * sizeof(float));
+    flops[e] = 18 * h * w.width();  // forward 6*H*F per row, backward twice that
+  }
+  auto placer = placers_.try_emplace(layer, devices(), model_).first;
+  const ExpertPlacement placement = placer->second.Place(rows, bytes, flops);
+  placement_[layer] = placement.device;
+  a->expert_inputs.assign(s.experts, {});
+  a->expert_acts.assign(s.experts, {});
+  std::vector<double> busy(devices(), 0.0);
+  std::vector<std::vector<float>> outs(devices());
+  RETURN_IF_ERROR(RunGroup([&](int rank, Collectives* c) -> absl::Status {
+    std::vector<float> input;
+    RETURN_IF_ERROR(BroadcastFromFirst(x, s.tokens * h, rank, c, &input));
+    std::vector<float>& out = outs[rank];
+    out.assign(offset.back() * h, 0.0f);
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t e = 0; e < s.experts; ++e) {
+      if (placement.device[e] != rank || rows[e] == 0) continue;
+      std::vector<float>& xe = a->expert_inputs[e];
+      xe.resize(rows[e] * h);
+      for (int64_t i = 0; i < rows[e]; ++i) {
+        std::memcpy(&xe[i * h], &input[a->expert_rows[e][i] * h], h * sizeof(float));
+      }
+      MlpForward(p.experts[e], xe.data(), rows[e], h, &a->expert_acts[e], nullptr);
+      std::memcpy(&out[offset[e] * h], a->expert_acts[e].out.data(), rows[e] * h * sizeof(float));
+    }
+    busy[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return c->AllReduceSum(out.data(), static_cast<int64_t>(out.size()));
+  }));
+  // Device 0 combines, experts in index order per token (as on one device).
+  const std::vector<float>& out = outs[0];
+  for (int64_t e = 0; e < s.experts; ++e) {
+    for (int64_t i = 0; i < rows[e]; ++i) {
+      const int64_t row = a->expert_rows[e][i];
+      const float w = a->topk_weight[row * k + a->expert_slots[e][i]];
+      const float* o = &out[(offset[e] + i) * h];
+      float* yr = y + row * h;
+      for (int64_t c = 0; c < h; ++c) yr[c] += o[c] * w;
+    }
+  }
+  DevicePlacementReport& r = reports_[layer];
+  r = DevicePlacementReport();
+  r.imbalance = placement.imbalance();
+  r.measured_imbalance = MaxOverMean(busy);
+  r.experts_per_device.assign(devices(), 0);
+  for (int64_t e = 0; e < s.experts; ++e) {
+    if (rows[e] == 0) continue;
+    ++r.experts_per_device[placement.device[e]];
+    if (placement.pinned[e]) {
+      ++r.pinned_experts;
+    } else {
+      r.placed_upload_bytes += bytes[e];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceGroupExperts::Backward(const FeedForwardParams& p, const MoeShape& s, int layer,
+                                          const FeedForwardActivations& a, const float* dy,
+                                          std::vector<float>* dweight, float* dx) {
+  auto it = placement_.find(layer);
+  if (it == placement_.end()) {
+    return absl::FailedPreconditionError("expert backward before the layer's forward");
+  }
+  const std::vector<int>& device = it->second;
+  const int64_t h = s.hidden, k = s.top_k;
+  const std::vector<int64_t> offset = PackedOffsets(a);
+  std::vector<std::vector<float>> dxs(devices()), dws(devices());
+  RETURN_IF_ERROR(RunGroup([&](int rank, Collectives* c) -> absl::Status {
+    std::vector<float> grad;
+    RETURN_IF_ERROR(BroadcastFromFirst(dy, s.tokens * h, rank, c, &grad));
+    std::vector<float>& dxe = dxs[rank];
+    std::vector<float>& dw = dws[rank];
+    dxe.assign(offset.back() * h, 0.0f);
+    dw.assign(s.tokens * k, 0.0f);
+    std::vector<float> dout;
+    for (int64_t e = 0; e < s.experts; ++e) {
+      const int64_t m = offset[e + 1] - offset[e];
+      if (device[e] != rank || m == 0) continue;
+      const std::vector<int32_t>& rows = a.expert_rows[e];
+      const std::vector<float>& o = a.expert_acts[e].out;
+      dout.resize(m * h);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t slot = rows[i] * k + a.expert_slots[e][i];
+        const float wt = a.topk_weight[slot];
+        const float* dyr = &grad[rows[i] * h];
+        float sum = 0.0f;
+        for (int64_t c = 0; c < h; ++c) {
+          dout[i * h + c] = dyr[c] * wt;
+          sum += dyr[c] * o[i * h + c];
+        }
+        dw[slot] = sum;
+      }
+      MlpBackward(p.experts[e], a.expert_inputs[e].data(), a.expert_acts[e], dout.data(), h,
+                  &dxe[offset[e] * h], nullptr);
+    }
+    RETURN_IF_ERROR(c->AllReduceSum(dxe.data(), static_cast<int64_t>(dxe.size())));
+    return c->AllReduceSum(dw.data(), static_cast<int64_t>(dw.size()));
+  }));
+  *dweight = std::move(dws[0]);
+  const std::vector<float>& dxe = dxs[0];
+  for (int64_t e = 0; e < s.experts; ++e) {
+    for (int64_t i = 0; i < offset[e + 1] - offset[e]; ++i) {
+      float* dxr = dx + a.expert_rows[e][i] * h;
+      const float* d = &dxe[(offset[e] + i) * h];
+      for (int64_t c = 0; c < h; ++c) dxr[c] += d[c];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace expertd::train

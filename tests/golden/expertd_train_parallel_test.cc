@@ -1,0 +1,214 @@
+// expertd-train's parallel schedules against train_golden.json:
+// - --train_devices=N: each MoE layer's routed experts run over N CPU virtual
+//   devices (one thread each, combined through the in-process collectives),
+//   placed per step by Graham's greedy with the previous step's hottest
+//   quarter pinned; the weights are bitwise those of one device.
+// - --micro_batches=N with --activation_restore=recompute|offload: MPMoE's
+//   pipelined micro-batches; both strategies give bitwise the same weights.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "models/dtype/dtype.h"
+#include "models/safetensors/safetensors_reader.h"
+#include "nlohmann/json.hpp"
+#include "tests/golden/golden_data.h"
+#include "tests/golden/train_golden_data.h"
+
+namespace expertd::golden {
+namespace {
+
+constexpr double kGradRelTol = 1e-4;
+constexpr double kLossAbsTol = 1e-5;
+
+std::string TmpDir() { return getenv("TEST_TMPDIR") != nullptr ? getenv("TEST_TMPDIR") : "/tmp"; }
+
+struct Output {
+  int status = -1;
+  std::string out, err;
+};
+
+Output RunTrain(const std::string& args) {
+  const std::string err_file = TmpDir() + "/devices_stderr.txt";
+  const std::string cmd = "engine/train/tools/expertd-train " + args + " 2>" + err_file;
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  const int raw = pclose(p);
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream err(err_file);
+  o.err.assign(std::istreambuf_iterator<char>(err), {});
+  std::remove(err_file.c_str());
+  return o;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The gradients of --grads_out against the reference's.
+void ExpectGradsMatch(const TrainGolden& g, const std::string& path) {
+  auto file = models::SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->tensors().size(), g.grads.size());
+  for (const models::SafetensorsEntry& e : (*file)->tensors()) {
+    auto it = g.grads.find(e.name);
+    ASSERT_NE(it, g.grads.end()) << e.name;
+    ASSERT_EQ(e.dtype, models::DType::kF32) << e.name;
+    std::vector<float> ours(e.numel());
+    std::memcpy(ours.data(), (*file)->Data(e), e.nbytes());
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(ours[i]) - it->second.values[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(it->second.values[i])));
+    }
+    EXPECT_LT(scale == 0 ? diff : diff / scale, kGradRelTol) << e.name;
+  }
+}
+
+// The common flags of a golden run; its batch is written under `prefix`.
+std::string GoldenArgs(const std::string& arch, const TrainGolden& g, const std::string& prefix) {
+  const std::string batch = prefix + "_batch.json";
+  std::ofstream(batch) << nlohmann::json{{"input_ids", g.input_ids}}.dump();
+  return "--model=" + FixtureDir(arch) + " --batch=" + batch +
+         " --steps=" + std::to_string(g.steps.size()) +
+         " --lr=1e-3 --weight_decay=0.01 --clip_norm=1.0 --threads=2";
+}
+
+// Runs expertd-train with `args` and --grads_out; checks the losses and the
+// first step's gradients against the reference; returns the output JSON.
+nlohmann::json RunAndCheckGolden(const TrainGolden& g, const std::string& args,
+                                 const std::string& prefix) {
+  const std::string grads = prefix + "_grads.safetensors";
+  Output o = RunTrain(args + " --grads_out=" + grads);
+  EXPECT_EQ(o.status, 0) << o.err;
+  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << o.out;
+  if (o.status != 0 || j.is_discarded()) return nlohmann::json::object({{"steps", {}}});
+  const nlohmann::json& steps = j.at("steps");
+  EXPECT_EQ(steps.size(), g.steps.size());
+  for (size_t s = 0; s < steps.size() && s < g.steps.size(); ++s) {
+    EXPECT_NEAR(steps[s].at("loss_total").get<double>(), g.steps[s].loss.total, kLossAbsTol) << s;
+  }
+  EXPECT_NEAR(j.at("loss_after_final_step").get<double>(), g.loss_after_final_step.total,
+              kLossAbsTol);
+  ExpectGradsMatch(g, grads);
+  std::remove(grads.c_str());
+  std::remove((prefix + "_batch.json").c_str());
+  return j;
+}
+
+class ExpertdTrainDevicesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExpertdTrainDevicesTest, MatchesTheReferenceAndOneDeviceBitwise) {
+  const std::string arch = GetParam();
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::string dir = TmpDir() + "/devices_" + arch;
+  const std::string one = dir + "_one.safetensors", three = dir + "_three.safetensors";
+  const std::string args = GoldenArgs(arch, *golden, dir);
+  Output plain = RunTrain(args + " --weights_out=" + one);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  nlohmann::json j;
+  ASSERT_NO_FATAL_FAILURE(
+      j = RunAndCheckGolden(*golden, args + " --train_devices=3 --weights_out=" + three, dir));
+  const nlohmann::json& steps = j.at("steps");
+  const std::string w1 = ReadFile(one), w3 = ReadFile(three);
+  EXPECT_FALSE(w1.empty());
+  EXPECT_TRUE(w1 == w3) << "three devices changed the weights' bits";
+
+  // Every step reports each MoE layer's placement; from the second step on
+  // the previous step's hottest experts are pinned.
+  const nlohmann::json& schedule = j.at("schedule");
+  ASSERT_EQ(schedule.size(), steps.size());
+  for (size_t s = 0; s < schedule.size(); ++s) {
+    const nlohmann::json& r = schedule[s];
+    ASSERT_TRUE(r.contains("device_imbalance")) << r;
+    EXPECT_EQ(r.at("device_imbalance").size(), r.at("moe_chunks").size()) << r;
+    for (const nlohmann::json& v : r.at("device_imbalance")) {
+      EXPECT_GE(v.get<double>(), 1.0) << r;
+      EXPECT_LE(v.get<double>(), 3.0) << r;  // max / mean of 3 devices
+    }
+    int pinned = 0;
+    for (const nlohmann::json& v : r.at("pinned_experts")) pinned += v.get<int>();
+    if (s > 0) EXPECT_GT(pinned, 0) << r;
+  }
+  for (const std::string& f : {one, three}) std::remove(f.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainDevicesTest, ::testing::ValuesIn(TrainFixtures()));
+
+TEST(ExpertdTrainDevicesErrorsTest, ClearErrors) {
+  const std::string batch = TmpDir() + "/devices_errors_batch.json";
+  std::ofstream(batch) << R"({"input_ids": [[1, 2, 3], [4, 5, 6]]})";
+  const std::string args = "--model=" + FixtureDir("mixtral") + " --batch=" + batch;
+  Output o = RunTrain(args + " --train_devices=2 --offload_experts");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("--train_devices"), std::string::npos) << o.err;
+  o = RunTrain(args + " --train_devices=2 --micro_batches=2");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("--micro_batches"), std::string::npos) << o.err;
+  o = RunTrain(args + " --train_devices=0");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("--train_devices"), std::string::npos) << o.err;
+  EXPECT_TRUE(o.out.empty());
+  std::remove(batch.c_str());
+}
+
+// MPMoE through expertd-train: each restore strategy holds the reference, the
+// two give bitwise the same weights, and the output counts what each did.
+TEST(ExpertdTrainMicroBatchTest, RestoreStrategiesMatchTheReferenceAndEachOther) {
+  for (const std::string arch : {"mixtral", "qwen3_moe"}) {
+    auto golden = LoadTrainGolden(arch);
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    std::string weights[2];
+    int i = 0;
+    for (const std::string restore : {"recompute", "offload"}) {
+      const std::string prefix = TmpDir() + "/mpmoe_" + arch + "_" + restore;
+      weights[i] = prefix + "_weights.safetensors";
+      const nlohmann::json j = RunAndCheckGolden(
+          *golden,
+          GoldenArgs(arch, *golden, prefix) + " --micro_batches=4 --activation_restore=" + restore +
+              " --weights_out=" + weights[i],
+          prefix);
+      ASSERT_TRUE(j.contains("schedule")) << j;
+      for (const nlohmann::json& r : j.at("schedule")) {
+        const int64_t flops = r.at("recomputed_flops").get<int64_t>();
+        const int64_t offloaded = r.at("offloaded_activation_bytes").get<int64_t>();
+        EXPECT_EQ(flops > 0, restore == "recompute") << r;
+        EXPECT_EQ(offloaded > 0, restore == "offload") << r;
+        EXPECT_EQ(r.at("restored_activation_bytes").get<int64_t>(), offloaded) << r;
+        for (const nlohmann::json& n : r.at("micro_batches")) EXPECT_EQ(n.get<int>(), 4) << r;
+        for (const nlohmann::json& how : r.at("activation_restore")) EXPECT_EQ(how, restore) << r;
+      }
+      ++i;
+    }
+    const std::string a = ReadFile(weights[0]), b = ReadFile(weights[1]);
+    EXPECT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << arch << ": offload and recompute trained different bits";
+    for (const std::string& w : weights) std::remove(w.c_str());
+  }
+}
+
+TEST(ExpertdTrainMicroBatchTest, BadRestoreStrategyIsAClearError) {
+  const std::string batch = TmpDir() + "/mpmoe_errors_batch.json";
+  std::ofstream(batch) << R"({"input_ids": [[1, 2, 3], [4, 5, 6]]})";
+  Output o = RunTrain("--model=" + FixtureDir("mixtral") + " --batch=" + batch +
+                      " --micro_batches=2 --activation_restore=swap");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("--activation_restore"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("swap"), std::string::npos) << o.err;
+  std::remove(batch.c_str());
+}
+
+}  // namespace
+}  // namespace expertd::golden
