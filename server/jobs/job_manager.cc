@@ -55,6 +55,7 @@ absl::Status JobManager::Start() {
     started_ = true;
   }
   RETURN_IF_ERROR(Recover());
+  validate_thread_ = std::thread([this] { ValidateLoop(); });
   thread_ = std::thread([this] { TrainLoop(); });
   return absl::OkStatus();
 }
@@ -66,6 +67,7 @@ void JobManager::Shutdown() {
     stopping_ = true;
   }
   shutting_down_.store(true);
+  if (validate_thread_.joinable()) validate_thread_.join();
   if (thread_.joinable()) thread_.join();
   // Watchers of jobs that stay unfinished learn the manager is gone.
   std::vector<std::string> ids;
