@@ -28,7 +28,7 @@ bool FakeJobExecutor::AwaitGate(JobSink* sink) {
   // The sink's StopRequested has no wake-up; a short bounded wait re-checks it.
   while (allowed_ == 0) {
     mu_.Unlock();
-    const bool stop = sink->StopRequested();
+    const bool stop = !script_.gate_ignores_stop && sink->StopRequested();
     mu_.Lock();
     if (stop) {
       blocked_ = false;

@@ -31,6 +31,9 @@ class FakeJobExecutor final : public JobExecutor {
     uint64_t fail_at_step = 0;    // 0: never; else Run returns run_error there
     absl::Status run_error;
     bool gated = false;  // steps wait for AllowSteps
+    // A gated step ignores stop requests while it waits, as a long real
+    // step does: only AllowSteps moves it on.
+    bool gate_ignores_stop = false;
   };
 
   explicit FakeJobExecutor(Script script, Env* env = Env::Default())

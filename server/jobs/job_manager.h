@@ -12,8 +12,10 @@
 //               (RUNNING -> SUCCEEDED | FAILED | CANCELLED), recording its
 //               events, progress and checkpoints as the executor reports
 //               them (JobSink).
-//   Cancel      ends a waiting job at once; a running one at its next step
-//               boundary (Cancel waits a bounded time for it).
+//   Cancel      ends a waiting job at once; for a running one it records
+//               the request (an event) and returns at once, the job still
+//               RUNNING: it stops at its next step boundary and becomes
+//               CANCELLED then. Cancel never waits for the executor.
 //   Start       re-queues what a previous process left unfinished: a job
 //               found RUNNING (kill -9, power loss) resumes from its latest
 //               recorded checkpoint (JobRun.resume_from).
@@ -63,8 +65,6 @@ class JobWatcher {
 struct JobManagerOptions {
   Env* env = Env::Default();
   Clock* clock = RealClock::Get();
-  // How long Cancel waits for a running job to reach its step boundary.
-  absl::Duration cancel_wait = absl::Seconds(10);
 };
 
 // The job error code for a failure of the manager's own I/O or of an executor

@@ -328,6 +328,38 @@ TEST_F(JobManagerTest, JobsSubmittedWhileAnotherTrainsAreValidatedAtOnce) {
   ASSERT_TRUE(WaitForStatus(manager(), good, v1::JOB_STATUS_CANCELLED));
 }
 
+// Cancel of a job in the middle of a long step returns at once with the
+// request recorded; the job becomes CANCELLED when the step ends.
+TEST_F(JobManagerTest, CancelOfARunningJobDoesNotWaitForTheStep) {
+  Open({.total_steps = 100, .gated = true, .gate_ignores_stop = true});
+  const std::string id = Submit(Request(Upload("{}\n")));
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_RUNNING));
+  executor_->AllowSteps(1);
+  ASSERT_TRUE(executor_->WaitForStep(1, kDeadline));
+  ASSERT_TRUE(executor_->WaitUntilBlocked(kDeadline));  // step 2 cannot end by itself
+
+  const absl::Time before = absl::Now();
+  auto job = manager()->Cancel(id);
+  // The step is still blocked, so a Cancel that waited for the job to stop
+  // could only return after a timeout; it must not wait at all. The bound
+  // is loose (a loaded machine) yet far below any wait for the step.
+  EXPECT_LT(absl::Now() - before, absl::Seconds(5));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->status(), v1::JOB_STATUS_RUNNING);
+  EXPECT_NE(AllEvents(id).back().message().find("cancel requested at step 1"), std::string::npos)
+      << AllEvents(id).back().message();
+  // A repeated request is accepted and changes nothing.
+  auto again = manager()->Cancel(id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->status(), v1::JOB_STATUS_RUNNING);
+  EXPECT_EQ(manager()->Get(id)->status(), v1::JOB_STATUS_RUNNING);
+
+  executor_->AllowSteps(1);  // the step ends; the job stops at the boundary
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_CANCELLED));
+  EXPECT_EQ(manager()->Get(id)->progress().step(), 2u);
+  EXPECT_EQ(executor_->run_calls(), 1);
+}
+
 TEST_F(JobManagerTest, DeleteFileRefusedWhileAJobUsesIt) {
   Open({.total_steps = 10, .gated = true});
   const std::string file = Upload("{}\n");
