@@ -173,6 +173,17 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Tokenize(grpc::CallbackServerCon
                 grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                              "Tokenize: the model directory has no tokenizer.json"));
   }
+  // Refused by size before tokenizing, with Generate's bound: no longer text
+  // fits the model's context, so encoding it would only cost memory and time.
+  const ValidationLimits& limits = model->runtime->limits();
+  if (limits.max_prompt_bytes > 0 && request->text().size() > limits.max_prompt_bytes) {
+    return Done(ctx, "Tokenize",
+                grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             absl::StrCat("text: the text is ", request->text().size(),
+                                          " bytes; the model's context of ", limits.max_context,
+                                          " tokens holds at most ", limits.max_prompt_bytes,
+                                          " bytes of text")));
+  }
   auto encode = [model, tok, request, response]() -> grpc::Status {
     auto ids = tok->Encode(request->text(), request->has_add_special_tokens()
                                                 ? request->add_special_tokens()

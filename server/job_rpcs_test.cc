@@ -245,7 +245,10 @@ TEST_F(JobRpcsTest, WatchFollowsLiveAndTheClientCanCancel) {
   cancel.set_job_id(job.id());
   v1::FineTuneJob cancelled;
   ASSERT_TRUE(stub_->CancelFineTuneJob(&cancel_ctx, cancel, &cancelled).ok());
-  EXPECT_EQ(cancelled.status(), v1::JOB_STATUS_CANCELLED);
+  // Cancel does not wait for the step boundary: the job may still run.
+  EXPECT_TRUE(cancelled.status() == v1::JOB_STATUS_RUNNING ||
+              cancelled.status() == v1::JOB_STATUS_CANCELLED)
+      << cancelled.status();
   std::vector<v1::FineTuneJobEvent> all;
   ASSERT_TRUE(Watch(job.id(), 0, &all).ok());
   EXPECT_EQ(all.back().status(), v1::JOB_STATUS_CANCELLED);

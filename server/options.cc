@@ -83,8 +83,8 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
   f->Int("max_queue_length", &o->max_queue_length, 0, 1 << 20,
          "requests waiting for a batch slot before new ones get RESOURCE_EXHAUSTED");
   f->Int("tokenize_threads", &o->tokenize_threads, 0, 256,
-         "threads that tokenize long text prompts, off the threads serving calls (0: inline on "
-         "them)");
+         "threads that tokenize long text prompts and render chat templates, off the threads "
+         "serving calls (0: inline on them)");
   f->Int("tokenize_queue_length", &o->tokenize_queue_length, 0, 1 << 16,
          "long prompts waiting for a tokenize thread before new ones get RESOURCE_EXHAUSTED");
   f->String("admin_token", &o->admin_token,

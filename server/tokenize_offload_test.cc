@@ -163,5 +163,24 @@ TEST_F(TokenizeOffloadTest, PromptOverTheBytesBoundIsRefusedWithoutThePool) {
   EXPECT_EQ(pool_.stats().queued, 0);
 }
 
+TEST_F(TokenizeOffloadTest, TokenizeOverTheBytesBoundIsRefusedBeforeTokenizing) {
+  HoldThePool();
+  // Refused by size at once (the pool is busy, so a call that went on to
+  // tokenize would wait for it), naming the bound.
+  v1::TokenizeRequest req;
+  req.set_text(std::string(max_prompt_bytes_ + 1, 'a'));
+  v1::TokenizeResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+  grpc::Status s = stub_->Tokenize(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find(absl::StrCat("at most ", max_prompt_bytes_, " bytes")),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(s.error_message().rfind("text:", 0), 0u) << s.error_message();
+  EXPECT_EQ(pool_.stats().queued, 0);
+  EXPECT_EQ(resp.token_ids_size(), 0);
+}
+
 }  // namespace
 }  // namespace expertd::server

@@ -31,11 +31,10 @@ std::string Module(const std::string& weight_name) {
 }
 
 bool IsTarget(const Parameter& p, const std::vector<std::string>& targets) {
-  if (p.shape.size() != 2 || !absl::EndsWith(p.name, ".weight")) return false;
-  if (absl::StrContains(p.name, ".lora_")) return false;
-  const std::string module = Module(p.name);
-  const std::string last = module.substr(module.rfind('.') + 1);
-  return std::find(targets.begin(), targets.end(), last) != targets.end();
+  for (const std::string& t : targets) {
+    if (IsLoraTarget(p.name, p.shape.size(), t)) return true;
+  }
+  return false;
 }
 
 // Points each weight at its adapter parameters.
@@ -60,6 +59,13 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
 }
 
 }  // namespace
+
+bool IsLoraTarget(const std::string& weight_name, size_t dims, const std::string& target_module) {
+  if (dims != 2 || !absl::EndsWith(weight_name, ".weight")) return false;
+  if (absl::StrContains(weight_name, ".lora_")) return false;
+  const std::string module = Module(weight_name);
+  return module.substr(module.rfind('.') + 1) == target_module;
+}
 
 std::string LoraAName(const std::string& weight_name) {
   return kPrefix + Module(weight_name) + kASuffix;

@@ -32,6 +32,12 @@ struct LoraOptions {
                                              "w2",        "w3"};
 };
 
+// Whether a weight named `weight_name` with `dims` dimensions is adapted for
+// the target module `target_module` (PEFT's suffix match on Linear weights):
+// what AttachLora matches, usable on a config's tensor list before any
+// weights are loaded.
+bool IsLoraTarget(const std::string& weight_name, size_t dims, const std::string& target_module);
+
 // The PEFT names of the adapter of weight `weight_name` ("....q_proj.weight").
 std::string LoraAName(const std::string& weight_name);
 std::string LoraBName(const std::string& weight_name);

@@ -12,7 +12,14 @@ absl::Status FakeJobExecutor::Validate(const JobRun& run) {
   }
   RETURN_IF_ERROR(script_.validate_error);
   // Reads the dataset as the real executor does: it must exist.
-  return ReadFileToString(env_, run.training_file_path).status();
+  ASSIGN_OR_RETURN(std::string data, ReadFileToString(env_, run.training_file_path));
+  if (!script_.invalid_marker.empty() &&
+      data.find(script_.invalid_marker) != std::string::npos) {
+    return WithJobErrorCode(
+        absl::InvalidArgumentError(absl::StrCat("line 1: contains ", script_.invalid_marker)),
+        "invalid_training_file");
+  }
+  return absl::OkStatus();
 }
 
 bool FakeJobExecutor::AwaitGate(JobSink* sink) {
@@ -21,7 +28,7 @@ bool FakeJobExecutor::AwaitGate(JobSink* sink) {
   // The sink's StopRequested has no wake-up; a short bounded wait re-checks it.
   while (allowed_ == 0) {
     mu_.Unlock();
-    const bool stop = sink->StopRequested();
+    const bool stop = !script_.gate_ignores_stop && sink->StopRequested();
     mu_.Lock();
     if (stop) {
       blocked_ = false;

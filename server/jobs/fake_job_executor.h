@@ -26,9 +26,14 @@ class FakeJobExecutor final : public JobExecutor {
     uint64_t total_steps = 4;
     uint64_t checkpoint_every = 2;
     absl::Status validate_error;  // returned by Validate
+    // Validate fails (invalid_training_file) for a dataset containing this.
+    std::string invalid_marker;
     uint64_t fail_at_step = 0;    // 0: never; else Run returns run_error there
     absl::Status run_error;
     bool gated = false;  // steps wait for AllowSteps
+    // A gated step ignores stop requests while it waits, as a long real
+    // step does: only AllowSteps moves it on.
+    bool gate_ignores_stop = false;
   };
 
   explicit FakeJobExecutor(Script script, Env* env = Env::Default())

@@ -76,6 +76,9 @@ struct JobRun {
 class JobExecutor {
  public:
   virtual ~JobExecutor() = default;
+  // Validate and Run are called from different threads and may overlap (a
+  // job is validated while another trains): both must be thread-safe.
+  //
   // Checks the spec against the served model and reads the whole dataset.
   // Errors carry a job error code (WithJobErrorCode), e.g.
   // "invalid_training_file" with the first bad line numbers in the message.

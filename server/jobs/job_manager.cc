@@ -55,6 +55,7 @@ absl::Status JobManager::Start() {
     started_ = true;
   }
   RETURN_IF_ERROR(Recover());
+  validate_thread_ = std::thread([this] { ValidateLoop(); });
   thread_ = std::thread([this] { TrainLoop(); });
   return absl::OkStatus();
 }
@@ -66,6 +67,7 @@ void JobManager::Shutdown() {
     stopping_ = true;
   }
   shutting_down_.store(true);
+  if (validate_thread_.joinable()) validate_thread_.join();
   if (thread_.joinable()) thread_.join();
   // Watchers of jobs that stay unfinished learn the manager is gone.
   std::vector<std::string> ids;
@@ -212,12 +214,16 @@ absl::StatusOr<v1::FineTuneJob> JobManager::Cancel(const std::string& job_id) {
     Notify(job_id);
     return job;
   }
+  if (cancel_running_) return job;  // already requested
   cancel_running_ = true;
-  // The executor stops at its next step boundary; wait for it, bounded.
-  auto stopped = [this, &job_id]()
-                     ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_id_ != job_id; };
-  mu_.AwaitWithTimeout(absl::Condition(&stopped), options_.cancel_wait);
-  return LoadJob(job_id);
+  // The executor stops at its next step boundary and FinishRun records
+  // CANCELLED; a step may take long, so the caller (a gRPC callback thread)
+  // does not wait for it.
+  EventDraft e = Info(absl::StrCat("cancel requested at step ", job.progress().step(),
+                                   "; the job stops at its next step boundary"));
+  RETURN_IF_ERROR(store_->UpdateJob(job, &e, options_.clock->Now()).status());
+  Notify(job_id);
+  return job;
 }
 
 absl::StatusOr<v1::DeleteFileResponse> JobManager::DeleteFile(const std::string& file_id) {

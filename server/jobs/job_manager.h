@@ -4,13 +4,18 @@
 //   Submit      checks the spec (InvalidArgument naming the field) and its
 //               files, records the job VALIDATING; a repeated request_id
 //               returns the first job (same spec) or AlreadyExists.
-//   the thread  validates waiting jobs first (JobExecutor::Validate ->
-//               QUEUED or FAILED), then runs the oldest QUEUED one
+//   validation  a validation thread of its own checks submitted jobs in
+//               order (JobExecutor::Validate -> QUEUED or FAILED), also
+//               while another job trains, so a job learns at once whether
+//               its dataset is usable.
+//   training    the training thread runs the oldest QUEUED job
 //               (RUNNING -> SUCCEEDED | FAILED | CANCELLED), recording its
 //               events, progress and checkpoints as the executor reports
-//               them (JobSink). While a job runs, new jobs wait VALIDATING.
-//   Cancel      ends a waiting job at once; a running one at its next step
-//               boundary (Cancel waits a bounded time for it).
+//               them (JobSink).
+//   Cancel      ends a waiting job at once; for a running one it records
+//               the request (an event) and returns at once, the job still
+//               RUNNING: it stops at its next step boundary and becomes
+//               CANCELLED then. Cancel never waits for the executor.
 //   Start       re-queues what a previous process left unfinished: a job
 //               found RUNNING (kill -9, power loss) resumes from its latest
 //               recorded checkpoint (JobRun.resume_from).
@@ -60,8 +65,6 @@ class JobWatcher {
 struct JobManagerOptions {
   Env* env = Env::Default();
   Clock* clock = RealClock::Get();
-  // How long Cancel waits for a running job to reach its step boundary.
-  absl::Duration cancel_wait = absl::Seconds(10);
 };
 
 // The job error code for a failure of the manager's own I/O or of an executor
@@ -76,9 +79,10 @@ class JobManager final : public CheckpointCatalog {
   JobManager(JobManagerOptions options, JobStore* store, FileStore* files, JobExecutor* executor);
   ~JobManager() override;
 
-  // Recovers unfinished jobs and starts the training thread. Once.
+  // Recovers unfinished jobs and starts the validation and training
+  // threads. Once.
   absl::Status Start();
-  // Idempotent; joins the training thread.
+  // Idempotent; joins both threads.
   void Shutdown();
 
   absl::StatusOr<v1::FineTuneJob> Submit(const v1::SubmitFineTuneRequest& request);
@@ -117,6 +121,7 @@ class JobManager final : public CheckpointCatalog {
   void Notify(const std::string& job_id);
   absl::Status Recover();
   void TrainLoop();
+  void ValidateLoop();
   void ValidateJob(const std::string& job_id);
   void RunJob(const std::string& job_id);
   absl::StatusOr<JobRun> MakeRun(const v1::FineTuneJob& job);
@@ -136,7 +141,8 @@ class JobManager final : public CheckpointCatalog {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> shutting_down_{false};  // stopping_, readable from watchers
-  std::thread thread_;
+  std::thread thread_;           // trains
+  std::thread validate_thread_;  // validates
 
   absl::Mutex watchers_mu_;
   absl::flat_hash_map<std::string, std::vector<std::weak_ptr<JobWatcher>>> watchers_

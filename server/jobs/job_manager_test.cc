@@ -284,7 +284,7 @@ TEST_F(JobManagerTest, CancelRunningAndWaitingJobs) {
   executor_->AllowSteps(1);
   ASSERT_TRUE(executor_->WaitForStep(1, kDeadline));
   ASSERT_TRUE(executor_->WaitUntilBlocked(kDeadline));
-  const std::string waiting = Submit(Request(file));  // stays validating behind the running one
+  const std::string waiting = Submit(Request(file));  // validated and queued behind it
   auto cancelled = manager()->Cancel(waiting);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->status(), v1::JOB_STATUS_CANCELLED);
@@ -295,6 +295,69 @@ TEST_F(JobManagerTest, CancelRunningAndWaitingJobs) {
   EXPECT_EQ(manager()->Cancel(running).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(manager()->Cancel("ftjob-nope").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(executor_->run_calls(), 1);  // the cancelled waiting job never ran
+}
+
+// Validation does not wait for the running job: a job submitted meanwhile
+// is QUEUED (or FAILED for a bad dataset) while the first still trains.
+TEST_F(JobManagerTest, JobsSubmittedWhileAnotherTrainsAreValidatedAtOnce) {
+  Open({.total_steps = 100, .invalid_marker = "BAD", .gated = true});
+  const std::string file = Upload("{}\n");
+  const std::string running = Submit(Request(file));
+  ASSERT_TRUE(WaitForStatus(manager(), running, v1::JOB_STATUS_RUNNING));
+  executor_->AllowSteps(1);
+  ASSERT_TRUE(executor_->WaitForStep(1, kDeadline));
+  ASSERT_TRUE(executor_->WaitUntilBlocked(kDeadline));
+
+  const std::string good = Submit(Request(file));
+  const std::string bad = Submit(Request(Upload("{\"text\": \"BAD\"}\n")));
+  ASSERT_TRUE(WaitForStatus(manager(), good, v1::JOB_STATUS_QUEUED));
+  ASSERT_TRUE(WaitForStatus(manager(), bad, v1::JOB_STATUS_FAILED));
+  EXPECT_EQ(manager()->Get(bad)->error().code(), "invalid_training_file");
+  // The first job is still in its second step, untouched.
+  EXPECT_EQ(manager()->Get(running)->status(), v1::JOB_STATUS_RUNNING);
+  EXPECT_EQ(manager()->Get(running)->progress().step(), 1u);
+  EXPECT_EQ(executor_->validate_calls(), 3);
+  EXPECT_EQ(executor_->run_calls(), 1);
+
+  // Once the first ends, the queued one runs without validating again.
+  ASSERT_TRUE(manager()->Cancel(running).ok());
+  ASSERT_TRUE(WaitForStatus(manager(), running, v1::JOB_STATUS_CANCELLED));
+  ASSERT_TRUE(WaitForStatus(manager(), good, v1::JOB_STATUS_RUNNING));
+  EXPECT_EQ(executor_->validate_calls(), 3);
+  ASSERT_TRUE(manager()->Cancel(good).ok());
+  ASSERT_TRUE(WaitForStatus(manager(), good, v1::JOB_STATUS_CANCELLED));
+}
+
+// Cancel of a job in the middle of a long step returns at once with the
+// request recorded; the job becomes CANCELLED when the step ends.
+TEST_F(JobManagerTest, CancelOfARunningJobDoesNotWaitForTheStep) {
+  Open({.total_steps = 100, .gated = true, .gate_ignores_stop = true});
+  const std::string id = Submit(Request(Upload("{}\n")));
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_RUNNING));
+  executor_->AllowSteps(1);
+  ASSERT_TRUE(executor_->WaitForStep(1, kDeadline));
+  ASSERT_TRUE(executor_->WaitUntilBlocked(kDeadline));  // step 2 cannot end by itself
+
+  const absl::Time before = absl::Now();
+  auto job = manager()->Cancel(id);
+  // The step is still blocked, so a Cancel that waited for the job to stop
+  // could only return after a timeout; it must not wait at all. The bound
+  // is loose (a loaded machine) yet far below any wait for the step.
+  EXPECT_LT(absl::Now() - before, absl::Seconds(5));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->status(), v1::JOB_STATUS_RUNNING);
+  EXPECT_NE(AllEvents(id).back().message().find("cancel requested at step 1"), std::string::npos)
+      << AllEvents(id).back().message();
+  // A repeated request is accepted and changes nothing.
+  auto again = manager()->Cancel(id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->status(), v1::JOB_STATUS_RUNNING);
+  EXPECT_EQ(manager()->Get(id)->status(), v1::JOB_STATUS_RUNNING);
+
+  executor_->AllowSteps(1);  // the step ends; the job stops at the boundary
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_CANCELLED));
+  EXPECT_EQ(manager()->Get(id)->progress().step(), 2u);
+  EXPECT_EQ(executor_->run_calls(), 1);
 }
 
 TEST_F(JobManagerTest, DeleteFileRefusedWhileAJobUsesIt) {

@@ -67,8 +67,9 @@ absl::Status CheckLora(const v1::FineTuneJobSpec& spec) {
   if (!(std::isfinite(lora.alpha()) && lora.alpha() >= 0)) {
     return Bad("lora.alpha", absl::StrCat("must be a finite number >= 0, got ", lora.alpha()));
   }
-  static constexpr const char* kModules[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                             "gate_proj", "up_proj", "down_proj"};
+  static constexpr const char* kModules[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+                                             "gate_proj", "up_proj", "down_proj", "w1",
+                                             "w2",        "w3"};
   for (int i = 0; i < lora.target_modules_size(); ++i) {
     const std::string& m = lora.target_modules(i);
     bool known = false;
@@ -76,7 +77,8 @@ absl::Status CheckLora(const v1::FineTuneJobSpec& spec) {
     if (!known) {
       return Bad(absl::StrCat("lora.target_modules[", i, "]"),
                  absl::StrCat("unknown module '", m,
-                              "' (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)"));
+                              "' (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                              "down_proj; Mixtral's experts: w1, w2, w3)"));
     }
   }
   return absl::OkStatus();

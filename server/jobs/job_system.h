@@ -23,7 +23,6 @@ struct JobSystemOptions {
   uint64_t max_upload_bytes = 1ull << 30;
   Env* env = Env::Default();
   Clock* clock = RealClock::Get();
-  absl::Duration cancel_wait = absl::Seconds(10);
 };
 
 class JobSystem {

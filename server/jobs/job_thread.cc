@@ -125,24 +125,36 @@ class JobManager::Sink final : public JobSink {
 void JobManager::TrainLoop() {
   while (true) {
     std::string id;
-    bool validate = false;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !to_validate_.empty() || !to_run_.empty();
+        return stopping_ || !to_run_.empty();
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
-      validate = !to_validate_.empty();
-      std::deque<std::string>& from = validate ? to_validate_ : to_run_;
-      id = from.front();
-      from.pop_front();
+      id = to_run_.front();
+      to_run_.pop_front();
     }
-    if (validate) {
-      ValidateJob(id);
-    } else {
-      RunJob(id);
+    RunJob(id);
+  }
+}
+
+// Validation has a thread of its own so that a job submitted while another
+// trains is validated (QUEUED or FAILED) at once instead of after that run.
+void JobManager::ValidateLoop() {
+  while (true) {
+    std::string id;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !to_validate_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      id = to_validate_.front();
+      to_validate_.pop_front();
     }
+    ValidateJob(id);
   }
 }
 

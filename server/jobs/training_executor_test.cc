@@ -152,6 +152,21 @@ TEST_F(TrainingExecutorTest, ValidateNamesTheBadFieldOrLine) {
   bad.spec.set_scope(v1::TRAIN_SCOPE_LORA);
   bad.spec.mutable_lora()->add_target_modules("mlp");
   ExpectCode(executor->Validate(bad), "invalid_spec", "lora.target_modules");
+  // Known module names that this model (Mixtral: experts are w1/w2/w3) does
+  // not have are refused at validation, the entry named, not at Run.
+  bad = run;
+  bad.spec.set_scope(v1::TRAIN_SCOPE_LORA);
+  bad.spec.mutable_lora()->add_target_modules("q_proj");
+  bad.spec.mutable_lora()->add_target_modules("gate_proj");
+  ExpectCode(executor->Validate(bad), "invalid_spec",
+             "lora.target_modules[1]: \"gate_proj\" matches no weight of the served model");
+  EXPECT_EQ(executor->Validate(bad).code(), absl::StatusCode::kInvalidArgument);
+  JobRun experts = run;
+  experts.spec.set_scope(v1::TRAIN_SCOPE_LORA);
+  for (const char* m : {"q_proj", "w1", "w2", "w3"}) {
+    experts.spec.mutable_lora()->add_target_modules(m);
+  }
+  EXPECT_TRUE(executor->Validate(experts).ok()) << executor->Validate(experts);
   bad = run;
   bad.spec.mutable_schedule()->set_moe_chunks(3);
   ExpectCode(executor->Validate(bad), "invalid_spec", "schedule.moe_chunks");

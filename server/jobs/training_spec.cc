@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "models/checkpoint/expected_tensors.h"
 #include "server/jobs/job_executor.h"
 
 namespace expertd::server::jobs {
@@ -41,7 +42,32 @@ absl::Status ResolveSchedule(const v1::TrainingSchedule& s, ResolvedTrainingSpec
   return absl::OkStatus();
 }
 
-absl::Status ResolveLora(const v1::FineTuneJobSpec& spec, ResolvedTrainingSpec* out) {
+// Every target module must adapt at least one weight of the served model
+// (e.g. Mixtral's experts are w1/w2/w3, not gate_proj): refused here, at
+// validation, rather than when the run attaches the adapters.
+absl::Status CheckLoraTargetsMatch(const std::vector<std::string>& targets,
+                                   const models::ModelConfig& config) {
+  const std::vector<models::ExpectedTensor> tensors = models::ExpectedTensors(config);
+  std::set<std::string> available;
+  for (const std::string& m : train::LoraOptions().target_modules) {
+    for (const models::ExpectedTensor& t : tensors) {
+      if (train::IsLoraTarget(t.name, t.shape.size(), m)) available.insert(m);
+    }
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (available.count(targets[i]) > 0) continue;
+    std::string have;
+    for (const std::string& m : available) absl::StrAppend(&have, have.empty() ? "" : ", ", m);
+    return Invalid(absl::StrCat("lora.target_modules[", i, "]"),
+                   absl::StrCat("\"", targets[i], "\" matches no weight of the served model (",
+                                models::ArchitectureName(config.architecture),
+                                "); its targetable modules are ", have));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveLora(const v1::FineTuneJobSpec& spec, const models::ModelConfig& config,
+                         ResolvedTrainingSpec* out) {
   const v1::LoraSpec& l = spec.lora();
   if (out->scope != JobScope::kLora) {
     if (spec.has_lora() && (l.rank() != 0 || l.alpha() != 0 || l.target_modules_size() != 0)) {
@@ -67,8 +93,9 @@ absl::Status ResolveLora(const v1::FineTuneJobSpec& spec, ResolvedTrainingSpec* 
       }
       out->lora.target_modules.push_back(m);
     }
+    return CheckLoraTargetsMatch(out->lora.target_modules, config);
   }
-  return absl::OkStatus();
+  return absl::OkStatus();  // the defaults: whichever of them the model has
 }
 
 absl::Status ResolveHyperparameters(const v1::Hyperparameters& h, const models::ModelConfig& config,
@@ -164,7 +191,7 @@ absl::StatusOr<ResolvedTrainingSpec> ResolveTrainingSpec(const v1::FineTuneJobSp
   out.seed = spec.has_seed() ? spec.seed() : StableHash(job_id);
   absl::Status st = ResolveSchedule(spec.schedule(), &out);
   if (st.ok()) st = ResolveHyperparameters(spec.hyperparameters(), config, &out);
-  if (st.ok()) st = ResolveLora(spec, &out);
+  if (st.ok()) st = ResolveLora(spec, config, &out);
   if (!st.ok()) return st;
   return out;
 }

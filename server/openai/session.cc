@@ -141,7 +141,20 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Start(const ApiRequest& reques
           "messages");
       return absl::FailedPreconditionError(error->message);
     }
-    absl::StatusOr<std::string> rendered = formatter.Render(request.chat);
+    absl::StatusOr<std::string> rendered = absl::InternalError("not rendered");
+    if (tokenize_pool != nullptr) {
+      // A template is a program: its cost is not bounded by the size of the
+      // messages, so every chat renders on the pool, bounded like long
+      // prompts (a full pool answers 429), never on an HTTP worker.
+      absl::Status queued =
+          tokenize_pool->RunAndWait([&] { rendered = formatter.Render(request.chat); });
+      if (!queued.ok()) {
+        *error = RateLimited(queued);
+        return queued;
+      }
+    } else {
+      rendered = formatter.Render(request.chat);
+    }
     if (!rendered.ok()) {
       *error = BadRequest(std::string(rendered.status().message()), "messages");
       return rendered.status();

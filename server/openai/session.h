@@ -42,8 +42,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Renders/tokenizes/validates the request and submits all its choices
   // (prompts x n, choice = prompt * n + i). `id` names the scheduler requests.
   // On failure `error` says how to answer. `runtime` must outlive the session.
-  // Long prompts are tokenized on `tokenize_pool` (null: inline); a full pool
-  // answers 429.
+  // Chat templates render, and long prompts are tokenized, on
+  // `tokenize_pool` (null: inline); a full pool answers 429.
   static absl::StatusOr<std::shared_ptr<Session>> Start(const ApiRequest& request,
                                                         ModelRuntime* runtime,
                                                         int64_t kv_block_size,
