@@ -8,8 +8,6 @@ namespace {
 // Weight of a new measurement in the moving averages: recent enough to follow
 // a machine whose load changes, smooth enough to ignore one noisy sample.
 constexpr double kNewSampleWeight = 0.2;
-// A correction outside this range means a broken sample, not a rate.
-constexpr double kMinCorrection = 0.05, kMaxCorrection = 20;
 
 double Blend(double average, double sample) {
   return (1 - kNewSampleWeight) * average + kNewSampleWeight * sample;
@@ -47,28 +45,59 @@ LinearCost LinearCost::Fit(int64_t n1, double t1, int64_t n2, double t2) {
   return c;
 }
 
+ComputeCostModel::Points ComputeCostModel::PointsOf(const LinearCost& line) {
+  Points p;
+  p.small_s = line.At(static_cast<int64_t>(p.small_n));
+  p.large_s = line.At(static_cast<int64_t>(p.large_n));
+  return p;
+}
+
+LinearCost ComputeCostModel::Points::Line() const {
+  LinearCost c;
+  if (large_n > small_n) c.per_token_s = std::max(0.0, (large_s - small_s) / (large_n - small_n));
+  c.fixed_s = std::max(0.0, small_s - c.per_token_s * small_n);
+  return c;
+}
+
+void ComputeCostModel::Points::Observe(int64_t tokens, double seconds) {
+  const double n = static_cast<double>(tokens);
+  if (tokens <= kSmallJobTokens) {
+    small_n = Blend(small_n, n);
+    small_s = Blend(small_s, seconds);
+  } else {
+    large_n = Blend(large_n, n);
+    large_s = Blend(large_s, seconds);
+  }
+}
+
 ComputeCostModel::ComputeCostModel(ExpertComputeMode mode, ComputeRates rates,
-                                   uint64_t expert_bytes, int64_t hidden)
-    : mode_(mode), expert_bytes_(expert_bytes), hidden_(hidden), rates_(rates) {}
+                                   uint64_t expert_bytes, int64_t hidden, bool overlap)
+    : mode_(mode),
+      expert_bytes_(expert_bytes),
+      hidden_(hidden),
+      overlap_(overlap),
+      page_bytes_per_s_(rates.page_bytes_per_s),
+      host_(PointsOf(rates.host)),
+      device_(PointsOf(rates.device)) {}
 
 double ComputeCostModel::PageSeconds() const {
-  return rates_.page_bytes_per_s > 0 ? static_cast<double>(expert_bytes_) / rates_.page_bytes_per_s
-                                     : 0;
+  return page_bytes_per_s_ > 0 ? static_cast<double>(expert_bytes_) / page_bytes_per_s_ : 0;
 }
 
 double ComputeCostModel::HostSeconds(int64_t tokens) const {
   const double activations = 2.0 * static_cast<double>(tokens * hidden_) * sizeof(float);
-  const double move = rates_.page_bytes_per_s > 0 ? activations / rates_.page_bytes_per_s : 0;
-  return rates_.host.At(tokens) * host_correction_ + move;
+  const double move = page_bytes_per_s_ > 0 ? activations / page_bytes_per_s_ : 0;
+  return host_.Line().At(tokens) + move;
 }
 
 double ComputeCostModel::DeviceSeconds(int64_t tokens) const {
-  return rates_.device.At(tokens) * device_correction_;
+  return device_.Line().At(tokens);
 }
 
 ComputePlan ComputeCostModel::Plan(absl::Span<const ExpertDemand> demands) const {
   absl::ReaderMutexLock lock(&mu_);
   ComputePlan plan;
+  plan.overlap = overlap_;
   std::vector<ExpertDemand> missed;
   for (const ExpertDemand& d : demands) {
     if (d.resident) {
@@ -80,12 +109,15 @@ ComputePlan ComputeCostModel::Plan(absl::Span<const ExpertDemand> demands) const
   std::sort(missed.begin(), missed.end(), [](const ExpertDemand& a, const ExpertDemand& b) {
     return a.tokens != b.tokens ? a.tokens < b.tokens : a.expert < b.expert;
   });
+  auto layer_s = [this](double device_s, double host_s) {
+    return overlap_ ? std::max(device_s, host_s) : device_s + host_s;
+  };
   for (const ExpertDemand& d : missed) {
     const double on_device = plan.device_s + PageSeconds() + DeviceSeconds(d.tokens);
     const double on_host = plan.host_s + HostSeconds(d.tokens);
     bool host = mode_ == ExpertComputeMode::kHost;
     if (mode_ == ExpertComputeMode::kAuto) {
-      host = std::max(plan.device_s, on_host) < std::max(on_device, plan.host_s);
+      host = layer_s(plan.device_s, on_host) < layer_s(on_device, plan.host_s);
     }
     if (host) {
       plan.host_s = on_host;
@@ -102,33 +134,27 @@ void ComputeCostModel::ObservePage(uint64_t bytes, double seconds) {
   if (bytes == 0 || seconds <= 0) return;
   absl::MutexLock lock(&mu_);
   const double rate = static_cast<double>(bytes) / seconds;
-  rates_.page_bytes_per_s =
-      rates_.page_bytes_per_s > 0 ? Blend(rates_.page_bytes_per_s, rate) : rate;
+  page_bytes_per_s_ = page_bytes_per_s_ > 0 ? Blend(page_bytes_per_s_, rate) : rate;
 }
 
 void ComputeCostModel::ObserveHost(int64_t tokens, double seconds) {
+  if (tokens <= 0 || seconds <= 0) return;
   absl::MutexLock lock(&mu_);
-  const double predicted = rates_.host.At(tokens);
-  if (predicted <= 0 || seconds <= 0) return;
-  host_correction_ =
-      std::clamp(Blend(host_correction_, seconds / predicted), kMinCorrection, kMaxCorrection);
+  host_.Observe(tokens, seconds);
 }
 
 void ComputeCostModel::ObserveDevice(int64_t tokens, double seconds) {
+  if (tokens <= 0 || seconds <= 0) return;
   absl::MutexLock lock(&mu_);
-  const double predicted = rates_.device.At(tokens);
-  if (predicted <= 0 || seconds <= 0) return;
-  device_correction_ =
-      std::clamp(Blend(device_correction_, seconds / predicted), kMinCorrection, kMaxCorrection);
+  device_.Observe(tokens, seconds);
 }
 
 ComputeRates ComputeCostModel::rates() const {
   absl::ReaderMutexLock lock(&mu_);
-  ComputeRates r = rates_;
-  r.host.fixed_s *= host_correction_;
-  r.host.per_token_s *= host_correction_;
-  r.device.fixed_s *= device_correction_;
-  r.device.per_token_s *= device_correction_;
+  ComputeRates r;
+  r.page_bytes_per_s = page_bytes_per_s_;
+  r.host = host_.Line();
+  r.device = device_.Line();
   return r;
 }
 

@@ -7,16 +7,19 @@
 //           tokens) and move only its activations (2 n hidden fp32 values at
 //           the page rate);
 //
-// so that the layer's predicted time, max(device timeline, host timeline)
-// (the two sides overlap), is small. Missed experts are placed greedily,
-// fewest tokens first, each on the side that ends the layer earlier (ties to
-// the device). A few tokens per expert (decode) cost the host little and a
-// whole page on the device, so they go to the host; many tokens (prefill)
-// make the host's compute dominate, so they are paged.
+// so that the layer's predicted time is small: max(device, host timeline)
+// when the two sides run on separate hardware and overlap (a GPU and the
+// CPU), their sum when they share it (the CPU backend: the "device" is the
+// same cores and memory). Missed experts are placed greedily, fewest tokens
+// first, each on the side that ends the layer earlier (ties to the device). A
+// few tokens per expert (decode) cost the host little and a whole page on the
+// device, so they go to the host; many tokens (prefill) make the host's
+// compute dominate, so they are paged.
 //
 // The rates are measured: a start-up calibration (ExpertStore) gives the
 // first ones, then every observed page, host job and device expert refines
-// them (an exponential moving average of measured / predicted per side).
+// them: each side's line is refitted through two moving-average points, one
+// of small jobs (<= kSmallJobTokens rows) and one of larger ones.
 //
 // Thread safety: every method is thread-safe.
 #ifndef EXPERTD_ENGINE_EXPERTS_COMPUTE_COST_MODEL_H_
@@ -63,18 +66,26 @@ struct ExpertDemand {
   bool resident = false;  // on the device or already being loaded
 };
 
+// Jobs of at most this many rows refine a side's fixed cost, larger ones its
+// per-token cost.
+inline constexpr int64_t kSmallJobTokens = 8;
+
 struct ComputePlan {
   std::vector<int32_t> host;  // experts to compute on the host, ascending
   double device_s = 0;        // predicted device timeline (resident + paged)
   double host_s = 0;          // predicted host timeline
-  double predicted_s() const { return device_s > host_s ? device_s : host_s; }
+  bool overlap = true;        // the sides run in parallel on separate hardware
+  double predicted_s() const {
+    return overlap ? (device_s > host_s ? device_s : host_s) : device_s + host_s;
+  }
 };
 
 class ComputeCostModel {
  public:
-  // expert_bytes: bytes paged per expert; hidden: the model's hidden size.
+  // expert_bytes: bytes paged per expert; hidden: the model's hidden size;
+  // overlap: whether host and device compute run on separate hardware.
   ComputeCostModel(ExpertComputeMode mode, ComputeRates rates, uint64_t expert_bytes,
-                   int64_t hidden);
+                   int64_t hidden, bool overlap = true);
 
   ExpertComputeMode mode() const { return mode_; }
   // The split of one layer's demands (any order) by the mode: kDevice puts
@@ -86,10 +97,18 @@ class ComputeCostModel {
   void ObserveHost(int64_t tokens, double seconds);
   void ObserveDevice(int64_t tokens, double seconds);
 
-  // The rates in use now (calibrated rates times the online corrections).
+  // The rates in use now (refitted from the measurements).
   ComputeRates rates() const;
 
  private:
+  // A side's cost line through a small-job and a large-job point, each a
+  // moving average of (rows, seconds).
+  struct Points {
+    double small_n = 1, small_s = 0, large_n = 64, large_s = 0;
+    LinearCost Line() const;
+    void Observe(int64_t tokens, double seconds);
+  };
+  static Points PointsOf(const LinearCost& line);
   double PageSeconds() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   double HostSeconds(int64_t tokens) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   double DeviceSeconds(int64_t tokens) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -97,10 +116,10 @@ class ComputeCostModel {
   const ExpertComputeMode mode_;
   const uint64_t expert_bytes_;
   const int64_t hidden_;
+  const bool overlap_;
   mutable absl::Mutex mu_;
-  ComputeRates rates_ ABSL_GUARDED_BY(mu_);
-  double host_correction_ ABSL_GUARDED_BY(mu_) = 1;    // measured / predicted, averaged
-  double device_correction_ ABSL_GUARDED_BY(mu_) = 1;
+  double page_bytes_per_s_ ABSL_GUARDED_BY(mu_);
+  Points host_ ABSL_GUARDED_BY(mu_), device_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace expertd::engine

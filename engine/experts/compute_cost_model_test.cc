@@ -68,6 +68,17 @@ TEST(ComputeCostModelTest, AutoBalancesBothSidesOfTheOverlap) {
   EXPECT_GT(model.Plan(busy).host.size(), plan.host.size());
 }
 
+TEST(ComputeCostModelTest, SharedHardwareAddsTheSidesInsteadOfOverlapping) {
+  // The CPU backend: host and "device" are the same cores, so nothing
+  // overlaps and each missed expert simply goes where it costs less.
+  ComputeCostModel model(ExpertComputeMode::kAuto, GpuLikeRates(), kExpertBytes, kHidden,
+                         /*overlap=*/false);
+  const ComputePlan plan = model.Plan(Missed(4, 1));
+  EXPECT_EQ(plan.host.size(), 4u);
+  EXPECT_NEAR(plan.predicted_s(), plan.device_s + plan.host_s, 1e-12);
+  EXPECT_TRUE(model.Plan(Missed(2, 512)).host.empty());
+}
+
 TEST(ComputeCostModelTest, SmallExpertsAreCheaperToPageEvenInDecode) {
   ComputeRates r = GpuLikeRates();
   r.page_bytes_per_s = 100e9;  // a 10 us page: paging beats 0.7 ms on the host
@@ -104,7 +115,7 @@ TEST(ComputeCostModelTest, MeasurementsRefineTheRates) {
   for (int i = 0; i < 30; ++i) model.ObservePage(kExpertBytes, 10e-3);
   EXPECT_NEAR(model.rates().page_bytes_per_s, 1e8, 1e7);
   EXPECT_EQ(model.Plan(Missed(1, 1)).host.size(), 1u);
-  // The device speeds up: its correction follows.
+  // The device speeds up on large jobs: its per-token cost follows.
   for (int i = 0; i < 30; ++i) model.ObserveDevice(100, 0.075e-3);
   EXPECT_NEAR(model.rates().device.At(100), 0.075e-3, 0.01e-3);
   // Broken samples are ignored.

@@ -24,9 +24,10 @@ absl::Status ExpertStore::InitCompute() {
   host_compute_ = std::make_unique<HostExpertCompute>(options_.host_compute_threads);
   host_jobs_ = std::make_unique<TransferPool>(1);
   ASSIGN_OR_RETURN(const ComputeRates rates, Calibrate());
-  cost_model_ = std::make_unique<ComputeCostModel>(options_.compute, rates,
-                                                   reader_->layout().expert_bytes,
-                                                   config_->hidden_size);
+  // On the CPU backend the "device" is the host's own cores: nothing overlaps.
+  cost_model_ = std::make_unique<ComputeCostModel>(
+      options_.compute, rates, reader_->layout().expert_bytes, config_->hidden_size,
+      /*overlap=*/!backend_->host_memory_is_device_memory());
   EXPERTD_LOG(Info, "expert compute calibrated")
       .With("compute", ExpertComputeModeName(options_.compute))
       .With("host_threads", host_compute_->threads())
