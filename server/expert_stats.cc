@@ -78,6 +78,7 @@ ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& s) {
     l.bytes_host_to_device = c.bytes_host_to_device;
     l.bytes_disk_to_host = c.bytes_disk_to_host;
     l.stall_seconds = c.stall_ns * 1e-9;
+    l.host_computes = static_cast<uint64_t>(c.host_computes);
     snap.layers.push_back(l);
   }
   snap.device_capacity_bytes = static_cast<uint64_t>(s.device_slots) * s.slot_bytes;

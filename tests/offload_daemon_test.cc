@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -124,6 +126,35 @@ TEST_F(OffloadDaemonTest, SameTokensAsResidentAndStatsReported) {
   ASSERT_TRUE(res);
   EXPECT_TRUE(absl::StrContains(res->body, "expertd:expert_cache_misses_total{")) << res->body;
   Stop(&offload);
+}
+
+// Missed experts computed on the host (--expert_compute=host): only the
+// activations move, the greedy tokens are the resident daemon's, and /metrics
+// counts the experts computed on the host.
+TEST_F(OffloadDaemonTest, HostComputedExpertsGiveTheResidentTokens) {
+  testing::ExpertdProcess resident;
+  Start(&resident, {});
+  const std::vector<uint32_t> greedy = Generate(resident.channel(), 0);
+  Stop(&resident);
+
+  testing::ExpertdProcess host;
+  Start(&host, {"--expert_compute=host", "--host_compute_threads=2",
+                "--expert_cache_bytes=6MiB", "--host_expert_bytes=64MiB", "--prefetch=none",
+                "--expert_pack_dir=" + ::testing::TempDir() + "/host_pack",
+                "--metrics_listen=127.0.0.1:0"});
+  EXPECT_EQ(Generate(host.channel(), 0), greedy);
+  httplib::Client http("127.0.0.1", host.MetricsPort());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  double host_computes = 0;
+  for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
+    if (!absl::StartsWith(line, "expertd:expert_host_computes_total{")) continue;
+    double v = 0;
+    ASSERT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) << line;
+    host_computes += v;
+  }
+  EXPECT_GT(host_computes, 0) << res->body;
+  Stop(&host);
 }
 
 }  // namespace

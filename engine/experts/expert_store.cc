@@ -107,6 +107,7 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
                          config_->model_type};
     ASSIGN_OR_RETURN(trace_, RoutingTraceWriter::Create(options_.routing_trace_path, h));
   }
+  RETURN_IF_ERROR(InitCompute());
   absl::MutexLock lock(&mu_);
   device_policy_ = MakeEvictionPolicy({options_.policy, options_.lfu_half_life, device_slots_});
   host_policy_ =
@@ -129,6 +130,7 @@ absl::Status ExpertStore::Init(const ExpertProviderContext& ctx) {
       .With("experts", total)
       .With("policy", PolicyKindName(options_.policy))
       .With("prefetch", PrefetchKindName(options_.prefetch))
+      .With("compute", ExpertComputeModeName(options_.compute))
       .With("pack", reader_->path())
       .With("direct_io", reader_->direct_io());
   return absl::OkStatus();
@@ -149,9 +151,8 @@ absl::Status ExpertStore::AllocateTiers() {
   return absl::OkStatus();
 }
 
-ExpertWeights ExpertStore::WeightsAt(int32_t slot) const {
+ExpertWeights ExpertStore::WeightsIn(const uint8_t* base) const {
   const PackLayout& l = reader_->layout();
-  const uint8_t* base = DeviceSlot(slot);
   auto ref = [base](const PackTensorLayout& t) {
     return WeightRef{base + t.offset, t.dtype, t.rows, t.cols, t.QuantAt(base)};
   };
@@ -403,10 +404,12 @@ absl::StatusOr<ExpertWeights> ExpertStore::Acquire(int layer, int expert) {
     }
   }
   if (waited) Counters(layer).stall_ns += clock_->NowNanos() - start;
+  NoteAcquired(layer, expert);
   return WeightsAt(device_.at(key).slot);
 }
 
 void ExpertStore::Release(int layer, int expert) {
+  NoteReleased(layer, expert);
   absl::MutexLock lock(&mu_);
   auto it = device_.find(ExpertKey{layer, expert});
   if (it == device_.end()) return;  // its load failed: nothing to release
@@ -457,6 +460,16 @@ ExpertStoreStats ExpertStore::stats() const {
   s.direct_io = reader_->direct_io();
   s.pack_built = pack_built_;
   s.pack_repairs = pack_repairs_;
+  s.compute = ExpertComputeModeName(options_.compute);
+  if (host_compute_ != nullptr) s.host_compute_threads = host_compute_->threads();
+  if (cost_model_ != nullptr) {
+    const ComputeRates r = cost_model_->rates();
+    s.page_bytes_per_s = r.page_bytes_per_s;
+    s.host_fixed_s = r.host.fixed_s;
+    s.host_per_token_s = r.host.per_token_s;
+    s.device_fixed_s = r.device.fixed_s;
+    s.device_per_token_s = r.device.per_token_s;
+  }
   return s;
 }
 

@@ -20,6 +20,10 @@
 //   Acquire(L, e):     device weights, waiting for the load if needed (that
 //                      wait is the stall); Release(L, e) unpins and lets the
 //                      next waiting load take the slot.
+//   PlanHostCompute:   (--expert_compute=host|auto) before OnRouting, the
+//                      missed experts to compute on the host from the host
+//                      tier instead of paging (ComputeCostModel); their jobs
+//                      run on a host worker while the device experts run.
 //
 // The cache never runs out: with >= 2 slots, a demand load can always get a
 // slot (from the policy's victim, else from unused prefetches, static pins,
@@ -45,8 +49,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/experts/compute_cost_model.h"
 #include "engine/experts/expert_store_options.h"
 #include "engine/experts/expert_store_stats.h"
+#include "engine/experts/host_expert_compute.h"
+#include "engine/experts/pack/aligned_buffer.h"
 #include "engine/experts/pack/expert_pack_reader.h"
 #include "engine/experts/policy/decayed_counter.h"
 #include "engine/experts/policy/eviction_policy.h"
@@ -75,6 +82,11 @@ class ExpertStore final : public ExpertProvider {
   absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) override;
   void Release(int layer, int expert) override;
   void EndStep() override;
+  // Missed experts computed on the host (--expert_compute; expert_store_compute.cc).
+  std::vector<int32_t> PlanHostCompute(int layer, absl::Span<const int32_t> experts,
+                                       absl::Span<const int64_t> tokens) override;
+  void StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y) override;
+  absl::Status FinishHostCompute(int layer) override;
 
   // A consistent snapshot of every counter. Thread-safe.
   ExpertStoreStats stats() const;
@@ -161,7 +173,8 @@ class ExpertStore final : public ExpertProvider {
   void IssuePrefetches(int layer, const std::vector<int32_t>& experts)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireProtections(int layer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ExpertWeights WeightsAt(int32_t slot) const;
+  ExpertWeights WeightsAt(int32_t slot) const { return WeightsIn(DeviceSlot(slot)); }
+  ExpertWeights WeightsIn(const uint8_t* slot) const;
   uint8_t* DeviceSlot(int32_t slot) const {
     return device_base_ + static_cast<uint64_t>(slot) * slot_bytes_;
   }
@@ -183,6 +196,29 @@ class ExpertStore final : public ExpertProvider {
   void SyncHostPin(ExpertKey key, HostEntry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RefreshStaticPins() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ---- Host compute (expert_store_compute.cc) --------------------------------
+  // Creates the host pool and the cost model and calibrates its rates, when
+  // the mode (or calibrate_compute) asks for them.
+  absl::Status InitCompute();
+  absl::StatusOr<ComputeRates> Calibrate();
+  // One host job (on the host worker): the expert's host copy (host tier, or
+  // read from the pack), then its MLP on the host.
+  absl::Status HostComputeJob(ExpertKey key, const float* x, int64_t rows, float* y);
+  // The expert's bytes in host memory: a ready host-tier slot (a user is
+  // added), else read from the pack into a new host-tier slot or the host
+  // worker's scratch. `filled` / `host_slot` say what to release.
+  struct HostCopy {
+    const uint8_t* ptr = nullptr;
+    bool in_tier = false;  // a host-tier entry holds it (release: drop the user)
+    bool filled = false;   // this job read it into the tier
+  };
+  absl::StatusOr<HostCopy> AcquireHostCopy(ExpertKey key) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseHostCopy(ExpertKey key, const HostCopy& copy, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Device-expert timings for the cost model (engine thread).
+  void NoteAcquired(int layer, int expert);
+  void NoteReleased(int layer, int expert);
 
   // Constant after Create.
   Backend* backend_ = nullptr;
@@ -229,7 +265,18 @@ class ExpertStore final : public ExpertProvider {
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t pack_repairs_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // Transfer workers last: destroyed first, so no job outlives the state.
+  // Host compute (null unless --expert_compute asks for it). The cost model
+  // is thread-safe; the rest below is engine-thread state.
+  std::unique_ptr<ComputeCostModel> cost_model_;
+  std::unique_ptr<HostExpertCompute> host_compute_;
+  AlignedBuffer host_scratch_;  // host worker only: an expert read for one job
+  std::vector<std::shared_ptr<TransferCompletion>> host_jobs_pending_;
+  std::unordered_map<int32_t, int64_t> layer_tokens_;  // this layer's expert -> rows
+  int64_t layer_start_ns_ = 0, acquired_ns_ = 0;
+  double layer_predicted_s_ = 0;
+
+  // Workers last: destroyed first, so no job outlives the state.
+  std::unique_ptr<TransferPool> host_jobs_;  // one worker: host compute jobs
   std::unique_ptr<TransferPool> transfers_;
 };
 

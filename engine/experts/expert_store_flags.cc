@@ -31,14 +31,23 @@ void RegisterExpertStoreFlags(FlagSet* f, ExpertStoreFlags* v) {
             "(quantized when the expert pack is built; default: as loaded)");
   f->Int("expert_group_size", &v->expert_group_size, 0, 4096,
          "int8 / int4 experts: columns per fp16 scale (32 or 128; 0 = 32)");
+  f->String("expert_compute", &v->expert_compute,
+            "where missed experts run: device (page them) | host (compute them on the host "
+            "from the host tier) | auto (per expert and step, by measured costs)");
+  f->Int("host_compute_threads", &v->host_compute_threads, 0, 1024,
+         "threads computing experts on the host (0 = every hardware thread)");
 }
 
 absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
     const ExpertStoreFlags& f) {
   const bool on = f.expert_offload || f.expert_cache_bytes > 0 || f.expert_cache_percent > 0 ||
                   f.host_expert_bytes > 0 || f.pin_hot_fraction > 0 || !f.routing_trace.empty() ||
-                  !f.expert_dtype.empty();
+                  !f.expert_dtype.empty() || (f.expert_compute != "device");
   ExpertStoreOptions o;
+  if (!ParseExpertComputeMode(f.expert_compute, &o.compute)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flag --expert_compute: expected auto, device or host, got '", f.expert_compute, "'"));
+  }
   ASSIGN_OR_RETURN(o.storage, ParseExpertStorage(f.expert_dtype, f.expert_group_size));
   if (!ParsePolicyKind(f.expert_policy, &o.policy)) {
     return absl::InvalidArgumentError(
@@ -62,6 +71,7 @@ absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
   o.io_threads = static_cast<int>(f.expert_io_threads);
   o.direct_io = f.expert_direct_io;
   o.routing_trace_path = f.routing_trace;
+  o.host_compute_threads = static_cast<int>(f.host_compute_threads);
   return std::optional<ExpertStoreOptions>(o);
 }
 

@@ -35,16 +35,19 @@ struct ExpertStoreFlags {
   std::string routing_trace;
   std::string expert_dtype;     // "" = as the checkpoint stores them
   int64_t expert_group_size = 0;  // 0 = the format's default (32)
+  std::string expert_compute = "device";  // where missed experts run: auto | device | host
+  int64_t host_compute_threads = 0;       // 0 = every hardware thread
 };
 
 void RegisterExpertStoreFlags(FlagSet* flags, ExpertStoreFlags* values);
 
 // nullopt when offloading is off (--expert_offload not given and no budget
 // flag set: the resident provider is used). --expert_offload or any budget,
-// host tier, pinning, trace or --expert_dtype flag turns offloading on
+// host tier, pinning, trace, --expert_dtype or --expert_compute=host|auto
+// flag turns offloading on
 // (experts are converted or quantized when the pack is built);
 // --expert_policy and --prefetch only configure it. InvalidArgument naming the flag
-// for a bad policy / prefetch name or both cache budgets at once.
+// for a bad policy / prefetch / compute name or both cache budgets at once.
 absl::StatusOr<std::optional<ExpertStoreOptions>> ExpertStoreOptionsFromFlags(
     const ExpertStoreFlags& flags);
 

@@ -78,5 +78,22 @@ TEST(ExpertStoreFlagsTest, ExpertDtypeQuantizesAndTurnsOffloadingOn) {
   EXPECT_NE(bad_group.status().message().find("--expert_group_size"), std::string::npos);
 }
 
+TEST(ExpertStoreFlagsTest, ExpertComputeHostOrAutoTurnsOffloadingOn) {
+  auto host = Parse({"--expert_compute=host", "--host_compute_threads=3"});
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(host->has_value());
+  EXPECT_EQ((*host)->compute, ExpertComputeMode::kHost);
+  EXPECT_EQ((*host)->host_compute_threads, 3);
+  auto automatic = Parse({"--expert_compute=auto"});
+  ASSERT_TRUE(automatic.ok() && automatic->has_value());
+  EXPECT_EQ((*automatic)->compute, ExpertComputeMode::kAuto);
+  auto device = Parse({"--expert_compute=device"});  // today's paging: configures only
+  ASSERT_TRUE(device.ok());
+  EXPECT_FALSE(device->has_value());
+  auto bad = Parse({"--expert_compute=gpu"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--expert_compute"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace expertd::engine

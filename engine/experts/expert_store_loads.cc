@@ -148,6 +148,7 @@ absl::Status ExpertStore::RepairFromSource(ExpertKey key, uint8_t* slot,
 
 absl::Status ExpertStore::LoadJob(ExpertKey key, int32_t device_slot) {
   const Staging st = BeginLoad(key, device_slot);
+  const int64_t start = cost_model_ != nullptr ? clock_->NowNanos() : 0;
   absl::Status s;
   if (st.ptr == nullptr) {
     s = absl::ResourceExhaustedError(
@@ -159,6 +160,10 @@ absl::Status ExpertStore::LoadJob(ExpertKey key, int32_t device_slot) {
   }
   if (s.ok() && !st.direct) {
     s = backend_->CopyToDevice(DeviceSlot(device_slot), st.ptr, reader_->layout().expert_bytes);
+  }
+  if (s.ok() && cost_model_ != nullptr) {  // the page rate the cost model uses
+    cost_model_->ObservePage(reader_->layout().expert_bytes,
+                             static_cast<double>(clock_->NowNanos() - start) * 1e-9);
   }
   FinishLoad(key, st, s);
   return s;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "base/clock.h"
+#include "engine/experts/compute_cost_model.h"
 #include "engine/experts/pack/expert_pack_format.h"
 #include "engine/experts/policy/eviction_policy.h"
 
@@ -49,6 +50,18 @@ struct ExpertStoreOptions {
   // (--expert_dtype, --expert_group_size): every tier holds these bytes, so a
   // budget holds 2-4x more int8 / int4 experts than bf16 ones.
   ExpertStorage storage;
+
+  // ---- Where missed experts run (--expert_compute) ----------------------------
+  // kDevice pages every missed expert; kHost computes every missed expert on
+  // the host from its host copy (give the host tier room for them, else each
+  // one is read from the pack); kAuto decides per expert and step with
+  // ComputeCostModel, fed by rates measured at creation and refined online.
+  ExpertComputeMode compute = ExpertComputeMode::kDevice;
+  int host_compute_threads = 0;  // --host_compute_threads; 0 = every hardware thread
+  // Measure the cost model's rates also under kDevice, so that its predicted
+  // layer times are reported in every mode (benchmarks).
+  bool calibrate_compute = false;
+  int64_t calibration_tokens = 64;  // the larger token count calibrated (the other is 1)
 
   // ---- Disk tier ------------------------------------------------------------
   // Where the pack lives. Empty: DIR/.expertd/experts.pack beside the

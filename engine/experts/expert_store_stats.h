@@ -34,6 +34,15 @@ struct ExpertLayerCounters {
   uint64_t bytes_host_to_device = 0;  // copies into the device cache
   int64_t stall_ns = 0;               // time Acquire waited for weights
 
+  // Where experts ran (--expert_compute): requests = hits + prefetch_hits +
+  // misses (paged) + host_computes.
+  int64_t host_computes = 0;    // missed experts computed on the host
+  int64_t host_compute_ns = 0;  // host jobs' time (reading the expert included)
+  // The routed experts' time per layer (from the plan to the last result),
+  // as the cost model predicted it and as measured; both 0 without a model.
+  int64_t predicted_expert_ns = 0;
+  int64_t measured_expert_ns = 0;
+
   double hit_rate() const { return requests ? double(hits + prefetch_hits) / requests : 0; }
   double prediction_precision() const {
     return predicted ? double(predicted_correct) / predicted : 0;
@@ -62,6 +71,12 @@ struct ExpertStoreStats {
   std::string storage;
   int64_t static_pins = 0;    // hot experts pinned now
   std::string policy, prefetch, pack_path;
+  std::string compute = "device";  // --expert_compute
+  int64_t host_compute_threads = 0;  // 0 when nothing is computed on the host
+  // The cost model's rates now (0 without a model).
+  double page_bytes_per_s = 0;
+  double host_fixed_s = 0, host_per_token_s = 0;
+  double device_fixed_s = 0, device_per_token_s = 0;
   bool direct_io = false;    // pack reads bypass the page cache
   bool pack_built = false;   // this store wrote the pack (else reused)
   int64_t pack_repairs = 0;  // corrupt pack slots rewritten from the checkpoint
@@ -94,6 +109,10 @@ inline void ExpertLayerCounters::Add(const ExpertLayerCounters& o) {
   bytes_disk_to_host += o.bytes_disk_to_host;
   bytes_host_to_device += o.bytes_host_to_device;
   stall_ns += o.stall_ns;
+  host_computes += o.host_computes;
+  host_compute_ns += o.host_compute_ns;
+  predicted_expert_ns += o.predicted_expert_ns;
+  measured_expert_ns += o.measured_expert_ns;
 }
 
 }  // namespace expertd::engine

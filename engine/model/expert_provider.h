@@ -120,6 +120,43 @@ class ExpertProvider {
 
   virtual void EndStep() {}
 
+  // ---- Missed experts computed on the host (optional; --expert_compute) ------
+  // A provider may compute some of a step's experts itself, on the host from
+  // its host copy, instead of bringing them to the device; only activations
+  // cross. Per MoE layer, before OnRouting, the engine offers the layer's
+  // distinct experts (ascending) with the rows routed to each:
+  //
+  //   host = PlanHostCompute(L, experts, tokens)   // ascending subset
+  //   OnRouting(L, experts - host) ... Acquire/Release as above, device only
+  //   StartHostCompute(L, e, x_e, n_e, y_e) for e in host (before the device
+  //                                          experts, so both sides overlap)
+  //   FinishHostCompute(L)                   // waits for them all
+  //
+  // x_e [n_e, hidden] and y_e [n_e, hidden] are host memory, valid until
+  // FinishHostCompute returns; it returns the first job's error. The engine
+  // calls FinishHostCompute exactly once after every PlanHostCompute, also
+  // when the layer fails midway. y_e lands in the expert's (token, rank)
+  // slots like a device expert's output, so results do not depend on where
+  // an expert ran (beyond the kernels' own summation order).
+  virtual std::vector<int32_t> PlanHostCompute(int layer, absl::Span<const int32_t> experts,
+                                               absl::Span<const int64_t> tokens) {
+    (void)layer;
+    (void)experts;
+    (void)tokens;
+    return {};
+  }
+  virtual void StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y) {
+    (void)layer;
+    (void)expert;
+    (void)x;
+    (void)rows;
+    (void)y;
+  }
+  virtual absl::Status FinishHostCompute(int layer) {
+    (void)layer;
+    return absl::OkStatus();
+  }
+
   // A provider that computes the routed experts itself (a multi-device
   // strategy, engine/parallel) returns its executor; the MoE block then calls
   // RoutedExperts::Run instead of OnRouting/Acquire/Release. Default: none.

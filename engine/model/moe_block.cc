@@ -3,14 +3,19 @@
 //
 //   route:    ids, w = router(x)                 [rows, top_k]
 //   group:    rows of each chosen expert (host; counting sort by expert id)
-//   compute:  for each expert, in the provider's order:
+//   compute:  experts the provider computes on the host: gather their rows,
+//               hand them over (asynchronous); then for each other expert,
+//               in the provider's order:
 //               Acquire -> gather its rows -> SwiGLU FFN -> scatter to the
-//               rows' (token, rank) slots -> Release
+//               rows' (token, rank) slots -> Release; then the host results
+//               are scattered to their slots the same way
 //   combine:  out[t] = sum_j w[t, j] * slot[t, j]  (ascending expert id)
 //   shared:   out += sigmoid(x Wsg^T) * shared_mlp(x)   (Qwen2-MoE)
 //   residual += out
 // The slots make the result independent of the compute order (and thus of
 // the expert cache), and the combine order matches Hugging Face's loop.
+#include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <vector>
 
@@ -127,12 +132,33 @@ class MoeBlock final : public FeedForward {
     return absl::OkStatus();
   }
 
+  // The provider may take some experts to compute on the host (their rows
+  // cross as activations); the rest run here. Both sides overlap: the host
+  // jobs start before the first device expert.
   absl::Status RunExperts(const LayerContext& ctx, const float* x, const Dispatch& d) {
+    ExpertProvider* provider = ctx.experts;
+    std::vector<int64_t> tokens;
+    tokens.reserve(d.experts.size());
+    for (int32_t e : d.experts) tokens.push_back(d.offset[e + 1] - d.offset[e]);
+    const std::vector<int32_t> host = provider->PlanHostCompute(ctx.layer, d.experts, tokens);
+    std::vector<int32_t> device;
+    std::set_difference(d.experts.begin(), d.experts.end(), host.begin(), host.end(),
+                        std::back_inserter(device));
+    HostRows rows;
+    absl::Status s = host.empty() ? absl::OkStatus() : StartHostExperts(ctx, x, d, host, &rows);
+    if (s.ok()) s = RunDeviceExperts(ctx, x, d, std::move(device));
+    const absl::Status finished = provider->FinishHostCompute(ctx.layer);
+    RETURN_IF_ERROR(s);
+    RETURN_IF_ERROR(finished);
+    return host.empty() ? absl::OkStatus() : ScatterHostExperts(ctx, d, host, rows);
+  }
+
+  absl::Status RunDeviceExperts(const LayerContext& ctx, const float* x, const Dispatch& d,
+                                std::vector<int32_t> order) {
     Backend* be = ctx.backend;
     Workspace* ws = ctx.ws;
     ExpertProvider* provider = ctx.experts;
-    provider->OnRouting(ctx.layer, d.experts);
-    std::vector<int32_t> order = d.experts;
+    provider->OnRouting(ctx.layer, order);
     provider->OrderForCompute(ctx.layer, &order);
     for (int32_t e : order) {
       ASSIGN_OR_RETURN(ExpertWeights w, provider->Acquire(ctx.layer, e));
@@ -147,6 +173,50 @@ class MoeBlock final : public FeedForward {
       provider->Release(ctx.layer, e);
     }
     return absl::OkStatus();
+  }
+
+  // Host copies of the host-computed experts' rows, expert after expert in
+  // the order of `host`.
+  struct HostRows {
+    std::vector<float> in, out;
+  };
+
+  absl::Status StartHostExperts(const LayerContext& ctx, const float* x, const Dispatch& d,
+                                const std::vector<int32_t>& host, HostRows* rows) {
+    Backend* be = ctx.backend;
+    Workspace* ws = ctx.ws;
+    int64_t total = 0;
+    for (int32_t e : host) total += d.offset[e + 1] - d.offset[e];
+    rows->in.resize(total * hidden_);
+    rows->out.resize(total * hidden_);
+    int64_t at = 0;
+    for (int32_t e : host) {
+      const int64_t off = d.offset[e], n = d.offset[e + 1] - d.offset[e];
+      float* in = ws->f(Buf::kExpertIn);
+      be->GatherRows(
+          GatherRowsParams{x, hidden_, ws->i32(Buf::kGatherIndex) + off, in, n, hidden_});
+      RETURN_IF_ERROR(be->CopyToHost(rows->in.data() + at * hidden_, in, n * hidden_ * 4));
+      ctx.experts->StartHostCompute(ctx.layer, e, rows->in.data() + at * hidden_, n,
+                                    rows->out.data() + at * hidden_);
+      at += n;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ScatterHostExperts(const LayerContext& ctx, const Dispatch& d,
+                                  const std::vector<int32_t>& host, const HostRows& rows) {
+    Backend* be = ctx.backend;
+    Workspace* ws = ctx.ws;
+    int64_t at = 0;
+    for (int32_t e : host) {
+      const int64_t off = d.offset[e], n = d.offset[e + 1] - d.offset[e];
+      float* out = ws->f(Buf::kExpertOut);
+      RETURN_IF_ERROR(be->CopyToDevice(out, rows.out.data() + at * hidden_, n * hidden_ * 4));
+      be->ScatterRows(
+          ScatterRowsParams{out, ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots), n, hidden_});
+      at += n;
+    }
+    return be->Synchronize();  // the copies read `rows`, freed on return
   }
 
   void AddShared(const LayerContext& ctx, const float* x, float* out) {

@@ -5,14 +5,19 @@
 //               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
 //               [--device_memory_bytes=B] [the daemon's expert-store flags:
 //                --expert_offload --expert_cache_bytes=B --host_expert_bytes=B
-//                --expert_policy=lru|lfu --prefetch=... --expert_dtype=int4 ...]
+//                --expert_policy=lru|lfu --prefetch=... --expert_dtype=int4
+//                --expert_compute=auto|device|host --host_compute_threads=N ...]
 //
 // Prints ONE JSON object on stdout:
 //   {"last_logits": [...],            logits of the last prompt position
 //    "routing": [[[e, ...], ...], ...] per decoder layer, per prompt position,
 //                                      the experts in router rank order
 //                                      ([] for a dense layer)
-//    "generated": [...]}               N greedy tokens via the KV cache
+//    "generated": [...],               N greedy tokens via the KV cache
+//    "expert_stats": {...}}            only with the expert store: "compute",
+//                                      "storage", "requests", "hits", "paged",
+//                                      "host_computes", bytes moved, and the
+//                                      experts' predicted / measured seconds
 // Errors go to stderr with exit status 1 (2 for bad usage).
 #include <cstdio>
 #include <iostream>
@@ -79,6 +84,24 @@ nlohmann::json ToJson(const engine::GreedyResult& r, size_t prompt_len) {
   return out;
 }
 
+// Where the routed experts came from and where they ran (a key of its own:
+// the fields above stay as they are).
+nlohmann::json ExpertStatsJson(const engine::ExpertStoreStats& s) {
+  const engine::ExpertLayerCounters& t = s.total;
+  nlohmann::json j;
+  j["compute"] = s.compute;
+  j["storage"] = s.storage;
+  j["requests"] = t.requests;
+  j["hits"] = t.hits + t.prefetch_hits;
+  j["paged"] = t.misses;
+  j["host_computes"] = t.host_computes;
+  j["bytes_host_to_device"] = t.bytes_host_to_device;
+  j["bytes_disk_to_host"] = t.bytes_disk_to_host;
+  j["predicted_expert_seconds"] = t.predicted_expert_ns * 1e-9;
+  j["measured_expert_seconds"] = t.measured_expert_ns * 1e-9;
+  return j;
+}
+
 absl::Status Run(const Options& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model=DIR is required");
   if (o.tokens.empty()) return absl::InvalidArgumentError("--tokens=1,2,3 is required");
@@ -108,13 +131,25 @@ absl::Status Run(const Options& o) {
   }
   if (multi->has_value())
     eopts.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(**multi);
-  if (offload->has_value()) eopts.expert_provider_factory = engine::ExpertStoreFactory(**offload);
+  engine::ExpertStore* store = nullptr;  // owned by the engine
+  if (offload->has_value()) {
+    eopts.expert_provider_factory =
+        [options = **offload, &store](const engine::ExpertProviderContext& ctx)
+        -> absl::StatusOr<std::unique_ptr<engine::ExpertProvider>> {
+      auto created = engine::ExpertStore::Create(ctx, options);
+      if (!created.ok()) return created.status();
+      store = created->get();
+      return std::unique_ptr<engine::ExpertProvider>(std::move(*created));
+    };
+  }
   auto engine =
       engine::Engine::Create(std::shared_ptr<const models::Checkpoint>(std::move(*ckpt)), eopts);
   if (!engine.ok()) return engine.status();
   auto result = engine::RunGreedy(engine->get(), 1, *tokens, o.generate);
   if (!result.ok()) return result.status();
-  std::cout << ToJson(*result, tokens->size()).dump() << std::endl;
+  nlohmann::json out = ToJson(*result, tokens->size());
+  if (store != nullptr) out["expert_stats"] = ExpertStatsJson(store->stats());
+  std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }
 

@@ -209,6 +209,11 @@ ServingMetrics::ServingMetrics(const ServingMetricsInfo& info) : registry_(Const
   expert_stall_seconds_total_ =
       r.AddCounter("expertd:expert_stall_seconds_total",
                    "Seconds compute waited for experts to arrive, per MoE layer.", {"layer"});
+  expert_host_computes_total_ = r.AddCounter(
+      "expertd:expert_host_computes_total",
+      "Routed experts not on the device computed on the host instead of paged "
+      "(--expert_compute), per MoE layer.",
+      {"layer"});
   expert_bytes_moved_total_ =
       r.AddCounter("expertd:expert_bytes_moved_total",
                    "Expert weight bytes copied between memory tiers.", {"path"});
@@ -295,6 +300,8 @@ void ServingMetrics::UpdateExpertCache(const ExpertCacheSnapshot& s) {
             now.prefetch_wasted);
     Advance(expert_stall_seconds_total_->WithLabels(layer), before.stall_seconds,
             now.stall_seconds);
+    Advance(expert_host_computes_total_->WithLabels(layer), before.host_computes,
+            now.host_computes);
     experts_on_device_->WithLabels(layer)->Set(static_cast<double>(now.experts_on_device));
     auto delta = [](double prev, double cur) { return cur >= prev ? cur - prev : cur; };
     h2d_delta += delta(before.bytes_host_to_device, now.bytes_host_to_device);

@@ -74,6 +74,7 @@ struct ExpertLayerCounters {
   uint64_t bytes_disk_to_host = 0;
   double stall_seconds = 0;       // compute waiting for this layer's experts
   int64_t experts_on_device = 0;  // current (gauge)
+  uint64_t host_computes = 0;     // missed experts computed on the host (--expert_compute)
 };
 
 struct ExpertCacheSnapshot {
@@ -185,6 +186,7 @@ class ServingMetrics {
   metrics::Family<Counter>* expert_prefetch_used_total_;    // {layer}
   metrics::Family<Counter>* expert_prefetch_wasted_total_;  // {layer}
   metrics::Family<Counter>* expert_stall_seconds_total_;    // {layer}
+  metrics::Family<Counter>* expert_host_computes_total_;    // {layer}
   metrics::Family<Counter>* expert_bytes_moved_total_;      // {path}
   metrics::Family<Gauge>* experts_on_device_;               // {layer}
   metrics::Family<Gauge>* expert_cache_used_bytes_;         // {tier}

@@ -46,6 +46,7 @@ TEST(ServingMetricsTest, ExportsEveryFamilyWithVllmStyleNames) {
                              "expertd:expert_prefetch_used_total counter",
                              "expertd:expert_prefetch_wasted_total counter",
                              "expertd:expert_stall_seconds_total counter",
+                             "expertd:expert_host_computes_total counter",
                              "expertd:expert_bytes_moved_total counter",
                              "expertd:experts_on_device gauge",
                              "expertd:expert_cache_used_bytes gauge",
@@ -169,6 +170,7 @@ TEST(ServingMetricsTest, ExpertCacheSnapshotsAdvanceCountersByDifference) {
   s.layers[0].hits = 15;
   s.layers[0].bytes_host_to_device = 1500;
   s.layers[0].stall_seconds = 0.75;
+  s.layers[0].host_computes = 9;
   m.UpdateExpertCache(s);
   // Layer 3 restarts counting (e.g. a new checkpoint): its new value is added.
   s.layers[1].hits = 2;
@@ -182,6 +184,8 @@ TEST(ServingMetricsTest, ExpertCacheSnapshotsAdvanceCountersByDifference) {
   EXPECT_TRUE(Has(t, "expertd:expert_prefetch_used_total{model_name=\"tiny\",layer=\"1\"} 2"));
   EXPECT_TRUE(Has(t, "expertd:expert_prefetch_wasted_total{model_name=\"tiny\",layer=\"1\"} 1"));
   EXPECT_TRUE(Has(t, "expertd:expert_stall_seconds_total{model_name=\"tiny\",layer=\"1\"} 0.75"));
+  EXPECT_TRUE(Has(t, "expertd:expert_host_computes_total{model_name=\"tiny\",layer=\"1\"} 9"));
+  EXPECT_TRUE(Has(t, "expertd:expert_host_computes_total{model_name=\"tiny\",layer=\"3\"} 0"));
   EXPECT_TRUE(
       Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"host_to_device\"} 1524"));
   EXPECT_TRUE(

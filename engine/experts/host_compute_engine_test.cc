@@ -1,0 +1,185 @@
+// Missed experts computed on the host (--expert_compute=host|auto) through the
+// real forward pass: every fixture, bf16 experts and int8 experts, a device
+// cache of two experts, with and without a host tier; the logits equal the
+// all-resident engine's within fp32 summation tolerance and the greedy tokens
+// are identical, and the counters say where the experts ran.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/experts/expert_store.h"
+#include "engine/greedy.h"
+#include "gtest/gtest.h"
+#include "models/checkpoint/checkpoint.h"
+
+namespace expertd::engine {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::shared_ptr<const models::Checkpoint> OpenBf16(const std::string& fixture) {
+  models::CheckpointOptions co;
+  co.weights_file = "model.bf16.safetensors";
+  auto c = models::Checkpoint::Open("tests/data/fixtures/" + fixture, co);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::shared_ptr<const models::Checkpoint>(std::move(*c)) : nullptr;
+}
+
+// The engine and, when the expert store serves it, the store (owned by the engine).
+struct Served {
+  std::unique_ptr<Engine> engine;
+  ExpertStore* store = nullptr;
+};
+
+Served Serve(std::shared_ptr<const models::Checkpoint> ckpt, const ExpertStoreOptions* options) {
+  Served s;
+  EngineOptions o;
+  o.backend.threads = 2;
+  if (options != nullptr) {
+    ExpertStore** slot = &s.store;
+    o.expert_provider_factory = [options = *options, slot](const ExpertProviderContext& ctx)
+        -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+      auto store = ExpertStore::Create(ctx, options);
+      if (!store.ok()) return store.status();
+      *slot = store->get();
+      return std::unique_ptr<ExpertProvider>(std::move(*store));
+    };
+  }
+  auto e = Engine::Create(std::move(ckpt), o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (e.ok()) s.engine = std::move(*e);
+  return s;
+}
+
+void ExpectClose(const GreedyResult& want, const GreedyResult& got, const std::string& what) {
+  ASSERT_EQ(want.last_logits.size(), got.last_logits.size()) << what;
+  float scale = 0, worst = 0;
+  for (size_t i = 0; i < want.last_logits.size(); ++i) {
+    scale = std::max(scale, std::fabs(want.last_logits[i]));
+    worst = std::max(worst, std::fabs(want.last_logits[i] - got.last_logits[i]));
+  }
+  EXPECT_LE(worst, 1e-5f * std::max(1.0f, scale)) << what;
+  EXPECT_EQ(want.generated, got.generated) << what;
+}
+
+struct Mode {
+  ExpertComputeMode compute;
+  bool host_tier;
+};
+
+class HostComputeEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HostComputeEngineTest, EveryModeEqualsTheResidentEngine) {
+  const std::string fixture = GetParam();
+  auto ckpt = OpenBf16(fixture);
+  ASSERT_NE(ckpt, nullptr);
+  const std::vector<int32_t> prompt = {1, 17, 30, 42, 7, 99, 25, 3, 11};
+  for (const char* dtype : {"bf16", "int8"}) {
+    // The reference: every expert resident, in the same storage format.
+    ExpertStoreOptions resident_options;
+    resident_options.pack_dir = TempDir(fixture + "_" + dtype);
+    auto storage = ParseExpertStorage(dtype, std::string(dtype) == "int8" ? 16 : 0);
+    ASSERT_TRUE(storage.ok()) << storage.status();
+    resident_options.storage = *storage;
+    Served resident = Serve(ckpt, &resident_options);
+    ASSERT_NE(resident.engine, nullptr);
+    auto want = RunGreedy(resident.engine.get(), 1, prompt, /*generate=*/6);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (Mode mode : {Mode{ExpertComputeMode::kHost, true}, Mode{ExpertComputeMode::kHost, false},
+                      Mode{ExpertComputeMode::kAuto, true}, Mode{ExpertComputeMode::kDevice, true}}) {
+      ExpertStoreOptions o = resident_options;
+      o.device_cache_experts = 2;
+      o.host_cache_bytes = mode.host_tier ? (1ull << 30) : 0;
+      o.compute = mode.compute;
+      o.host_compute_threads = 2;
+      o.calibration_tokens = 8;
+      const std::string what = fixture + " " + dtype + " " + ExpertComputeModeName(mode.compute) +
+                               (mode.host_tier ? " host tier" : " no host tier");
+      Served offloaded = Serve(ckpt, &o);
+      ASSERT_NE(offloaded.engine, nullptr) << what;
+      ASSERT_NE(offloaded.store, nullptr) << what;
+      for (int64_t chunk : {0, 4}) {
+        auto got = RunGreedy(offloaded.engine.get(), 1 + chunk, prompt, 6, chunk);
+        ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+        ExpectClose(*want, *got, what + " chunk " + std::to_string(chunk));
+      }
+      EXPECT_TRUE(offloaded.store->CheckInvariants().ok()) << what;
+      const ExpertStoreStats s = offloaded.store->stats();
+      const ExpertLayerCounters& t = s.total;
+      EXPECT_EQ(t.requests, t.hits + t.prefetch_hits + t.misses + t.host_computes) << what;
+      EXPECT_EQ(s.compute, ExpertComputeModeName(mode.compute));
+      switch (mode.compute) {
+        case ExpertComputeMode::kHost:  // every miss on the host, nothing paged on demand
+          EXPECT_GT(t.host_computes, 0) << what;
+          EXPECT_EQ(t.misses, 0) << what;
+          EXPECT_GT(t.predicted_expert_ns, 0) << what;
+          EXPECT_GT(t.measured_expert_ns, 0) << what;
+          break;
+        case ExpertComputeMode::kDevice:
+          EXPECT_EQ(t.host_computes, 0) << what;
+          EXPECT_GT(t.misses, 0) << what;
+          break;
+        case ExpertComputeMode::kAuto:
+          EXPECT_GT(t.host_computes + t.misses, 0) << what;
+          EXPECT_GT(s.page_bytes_per_s, 0) << what;
+          break;
+      }
+    }
+  }
+}
+
+TEST_P(HostComputeEngineTest, BatchedPrefillAndDecodeOnTheHostEqualResident) {
+  const std::string fixture = GetParam();
+  auto ckpt = OpenBf16(fixture);
+  ASSERT_NE(ckpt, nullptr);
+  ExpertStoreOptions o;
+  o.pack_dir = TempDir(fixture + "_batched");
+  o.device_cache_experts = 2;
+  o.host_cache_bytes = 1ull << 30;
+  o.compute = ExpertComputeMode::kAuto;
+  o.prefetch = PrefetchKind::kAll;
+  o.calibration_tokens = 8;
+  Served resident = Serve(ckpt, nullptr);
+  Served offloaded = Serve(ckpt, &o);
+  ASSERT_NE(offloaded.engine, nullptr);
+  StepRequest req;
+  for (SequenceId id : {1, 2, 3}) {
+    ASSERT_TRUE(resident.engine->AddSequence(id).ok());
+    ASSERT_TRUE(offloaded.engine->AddSequence(id).ok());
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 7 * static_cast<int>(id); ++i)
+      tokens.push_back(static_cast<int32_t>((i * 37 + id * 11) % ckpt->config().vocab_size));
+    req.chunks.push_back({id, tokens, /*all_logits=*/true});
+  }
+  for (int step = 0; step < 3; ++step) {
+    auto a = resident.engine->Step(req);
+    auto b = offloaded.engine->Step(req);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (size_t i = 0; i < a->sequences.size(); ++i) {
+      const auto& x = a->sequences[i].logits;
+      const auto& y = b->sequences[i].logits;
+      ASSERT_EQ(x.size(), y.size());
+      for (size_t j = 0; j < x.size(); ++j)
+        ASSERT_NEAR(x[j], y[j], 1e-5f * std::max(1.0f, std::fabs(x[j]))) << fixture << " " << j;
+    }
+    for (auto& c : req.chunks)
+      c.tokens = {static_cast<int32_t>((c.id * 5 + step) % ckpt->config().vocab_size)};
+  }
+  EXPECT_TRUE(offloaded.store->CheckInvariants().ok());
+  const ExpertLayerCounters t = offloaded.store->stats().total;
+  EXPECT_EQ(t.requests, t.hits + t.prefetch_hits + t.misses + t.host_computes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HostComputeEngineTest,
+                         ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe",
+                                           "qwen3_moe", "deepseek_v3"));
+
+}  // namespace
+}  // namespace expertd::engine
