@@ -7,8 +7,13 @@
 //
 //   bazel build //engine/bench:quant_gemv_benchmark
 //   nice -n 19 bazel-bin/engine/bench/quant_gemv_benchmark --benchmark_repetitions=3
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -28,16 +33,17 @@ struct Matrices {
   uint64_t bytes = 0;  // per matrix, values + scales
 };
 
-// Format codes: 0 bf16 (dense), 1 int8, 2 int4, 3 mxfp4; group 32.
-const Matrices& Weights(int format) {
-  static std::vector<Matrices> cache(4);
-  Matrices& m = cache[format];
+// Format codes: 0 bf16 (dense), 1 int8, 2 int4, 3 mxfp4; group 32 or 128
+// (mxfp4: 32 always).
+const Matrices& Weights(int format, int group) {
+  static std::vector<Matrices> cache(8);
+  Matrices& m = cache[format * 2 + (group == 128)];
   if (!m.values.empty()) return m;
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.0f, 0.02f);
   std::vector<float> w(kN * kK);
   m.quant.format = static_cast<WeightFormat>(format);
-  m.quant.group_size = 32;
+  m.quant.group_size = group;
   m.quant.scale_dtype = format == 3 ? ScaleDType::kE8M0 : ScaleDType::kF16;
   for (int64_t i = 0; i < kMatrices; ++i) {
     for (float& v : w) v = d(rng);
@@ -56,15 +62,27 @@ const Matrices& Weights(int format) {
   return m;
 }
 
-// Args: {format, isa (0 scalar, 1 avx2, 2 avx512), threads}.
+// The generic AVX-512 loop (QuantMatmulAvx512Generic) on the pool, as
+// QuantMatmul splits columns, to compare with the blocked kernel in one run.
+void GenericAvx512(const MatmulParams& p, ThreadPool* pool) {
+  const int64_t n = p.w.rows, chunk = std::max<int64_t>(8, n / (4 * pool->num_threads()));
+  ParallelFor(pool, (n + chunk - 1) / chunk, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::QuantMatmulAvx512Generic(p, i * chunk, std::min(n, (i + 1) * chunk));
+  });
+}
+
+// Args: {format, variant (0 scalar, 1 avx2, 2 avx512, 3 avx512 generic loop), threads,
+// group}.
 void BM_Gemv(benchmark::State& state) {
   const int format = static_cast<int>(state.range(0));
-  const auto isa = static_cast<cpu::CpuIsa>(state.range(1));
+  const bool generic = state.range(1) == 3;
+  const auto isa = generic ? cpu::CpuIsa::kAvx512 : static_cast<cpu::CpuIsa>(state.range(1));
   if (!cpu::CpuSupports(isa)) {
     state.SkipWithError("the CPU lacks this ISA");
     return;
   }
-  const Matrices& m = Weights(format);
+  const Matrices& m = Weights(format, static_cast<int>(state.range(3)));
   ThreadPool pool(static_cast<int>(state.range(2)));
   std::vector<float> x(kK, 0.5f), y(kN);
   MatmulParams p;
@@ -80,6 +98,8 @@ void BM_Gemv(benchmark::State& state) {
     p.w.quant.scales = m.scales[i].data();
     if (format == 0) {
       cpu::Matmul(p, &pool);
+    } else if (generic) {
+      GenericAvx512(p, &pool);
     } else {
       cpu::QuantMatmul(p, &pool, isa);
     }
@@ -89,14 +109,64 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
                                               benchmark::Counter::kIsRate);
   state.SetLabel(std::string(format == 0 ? "bf16 dense" : WeightFormatName(m.quant.format)) +
-                 " " + cpu::CpuIsaName(isa));
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) + " " + cpu::CpuIsaName(isa) + (generic ? "-generic" : ""));
 }
+
+// The floor: the same stored bytes (values + scales of the same 48 matrices,
+// same thread split) only read, with AVX2 loads into an xor, nothing decoded.
+// Args: {format, threads, group}.
+uint64_t XorBytes(const uint8_t* p, uint64_t bytes) {
+  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+  uint64_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    a = _mm256_xor_si256(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_xor_si256(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+  }
+  uint64_t tail = 0;
+  for (; i < bytes; ++i) tail ^= p[i];
+  a = _mm256_xor_si256(a, b);
+  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 3)) ^ tail;
+}
+
+void BM_ReadFloor(benchmark::State& state) {
+  const int format = static_cast<int>(state.range(0));
+  const Matrices& m = Weights(format, static_cast<int>(state.range(2)));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  constexpr int64_t kChunks = 16;  // of the values; the scales read by chunk 0
+  int64_t i = 0;
+  std::vector<uint64_t> sink(kChunks);
+  for (auto _ : state) {
+    const std::vector<uint8_t>& v = m.values[i];
+    const std::vector<uint8_t>& sc = m.scales[i];
+    const uint64_t chunk = v.size() / kChunks;
+    ParallelFor(&pool, kChunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        sink[c] = XorBytes(v.data() + c * chunk, chunk);
+        if (c == 0 && !sc.empty()) sink[c] ^= XorBytes(sc.data(), sc.size());
+      }
+    });
+    benchmark::DoNotOptimize(sink.data());
+    i = (i + 1) % kMatrices;
+  }
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
+                                              benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(format == 0 ? "bf16" : WeightFormatName(m.quant.format)) +
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) + " read only");
+}
+BENCHMARK(BM_ReadFloor)
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2}, {32}})
+    ->Args({1, 1, 128})
+    ->Args({1, 2, 128})
+    ->Args({2, 1, 128})
+    ->Args({2, 2, 128})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    b->Args({0, 1, threads});
-    for (int format : {1, 2, 3}) {
-      for (int isa : {0, 1, 2}) b->Args({format, isa, threads});
+    b->Args({0, 1, threads, 32});
+    for (auto [format, group] : {std::pair{1, 32}, {1, 128}, {2, 32}, {2, 128}, {3, 32}}) {
+      for (int variant : {0, 1, 3, 2}) b->Args({format, variant, threads, group});
     }
   }
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
