@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -91,7 +92,13 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
   const models::ModelConfig& c = w->config();
   const int64_t total = c.num_moe_layers() * c.num_experts;
   ExpertStoreOptions so;
-  ASSIGN_OR_RETURN(so.storage, ParseExpertStorage(dtype, 0));
+  // "int4-g128": --expert_dtype=int4 --expert_group_size=128.
+  const std::vector<std::string> parts = absl::StrSplit(dtype, "-g");
+  int32_t group = 0;
+  if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &group)) {
+    return absl::InvalidArgumentError("format '" + dtype + "': expected DTYPE or DTYPE-gGROUP");
+  }
+  ASSIGN_OR_RETURN(so.storage, ParseExpertStorage(parts[0], group));
   so.pack_dir = o.pack_dir + "/" + dtype;
   if (offloaded) {
     so.device_cache_experts = std::max<int64_t>(2, static_cast<int64_t>(o.budget * total));
@@ -150,7 +157,8 @@ int Main(int argc, char** argv) {
   f.Int("steps", &o.steps, 4, 100000, "timed decode steps per measurement");
   f.Int("rounds", &o.rounds, 1, 100, "alternating rounds over the formats");
   f.Double("budget", &o.budget, 0.01, 1, "offloaded device cache, fraction of all experts");
-  f.String("formats", &o.formats, "--expert_dtype values to compare");
+  f.String("formats", &o.formats,
+           "--expert_dtype values to compare; DTYPE-gG sets --expert_group_size=G");
   f.String("pack_dir", &o.pack_dir, "where the packs are built (one sub-directory per format)");
   absl::Status st = f.Parse(argc, argv, nullptr);
   if (!st.ok() || f.help_requested()) {
