@@ -162,6 +162,97 @@ BENCHMARK(BM_ReadFloor)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// Prefill: y = X W^T for `tokens` rows (the tokens routed to one expert),
+// GFLOP/s = 2 m n k / time. Args: {format, variant (2 avx512, 3 avx512
+// generic loop), tokens, threads, group}. With one thread, compare the CPU
+// time's rate with BM_FmaPeak's.
+void BM_Gemm(benchmark::State& state) {
+  const int format = static_cast<int>(state.range(0));
+  const bool generic = state.range(1) == 3;
+  const int64_t tokens = state.range(2);
+  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
+    state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  const Matrices& m = Weights(format, static_cast<int>(state.range(4)));
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(tokens * kK), y(tokens * kN);
+  for (float& v : x) v = d(rng);
+  MatmulParams p;
+  p.x = x.data();
+  p.x_stride = kK;
+  p.y = y.data();
+  p.y_stride = kN;
+  p.m = tokens;
+  p.w = WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant};
+  int64_t i = 0;
+  for (auto _ : state) {
+    p.w.data = m.values[i].data();
+    p.w.quant.scales = m.scales[i].data();
+    if (format == 0) {
+      cpu::Matmul(p, &pool);
+    } else if (generic) {
+      GenericAvx512(p, &pool);
+    } else {
+      cpu::QuantMatmul(p, &pool, cpu::CpuIsa::kAvx512);
+    }
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % kMatrices;
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+  state.counters["MFLOP"] = 2.0 * tokens * kN * kK / 1e6;  // per call: / CPU us = GFLOP/s
+  state.SetLabel(std::string(format == 0 ? "bf16 dense" : WeightFormatName(m.quant.format)) +
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) +
+                 (format == 0 ? " avx2" : generic ? " avx512-generic" : " avx512"));
+}
+BENCHMARK(BM_Gemm)
+    ->ArgsProduct({{1, 2, 3}, {3, 2}, {16, 64}, {1}, {32}})
+    ->Args({2, 3, 64, 1, 128})
+    ->Args({2, 2, 64, 1, 128})
+    ->Args({0, 1, 16, 1, 32})
+    ->Args({0, 1, 64, 1, 32})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The machine's FMA peak per thread: 12 independent AVX-512 FMA chains in
+// registers (2 flops x 16 lanes per FMA). Args: {threads}.
+__attribute__((target("avx512f"))) void FmaChains(int64_t iters, float* out) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.0001f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, acc[j]);
+  _mm512_storeu_ps(out, s);
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
+    state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  constexpr int64_t kIters = 1 << 16;
+  std::vector<float> out(16 * threads);
+  for (auto _ : state) {
+    ParallelFor(&pool, threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) FmaChains(kIters, out.data() + 16 * t);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 2.0 * 16 * 12 * kIters * threads;
+  state.counters["GFLOPs"] =
+      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["MFLOP"] = flops / 1e6;  // per iteration
+}
+BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({0, 1, threads, 32});

@@ -17,11 +17,31 @@
 // only after cpuid says the CPU has it (QuantMatmulIsa).
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/backend/cpu/quant_matmul.h"
 #include "engine/backend/cpu/simd.h"
 #include "engine/backend/weight_format.h"
+
+namespace expertd::engine::cpu {
+namespace {
+
+// The panel path's per-thread scratch (`which` 0: x, 1: codes), at least n
+// floats, 64-byte aligned, kept across calls. Compiled before the target
+// pragma: the std::vector code it instantiates must stay baseline code (the
+// linker may keep one copy of a template for every caller).
+float* PanelScratch(int which, size_t n) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[which];
+  if (b.size() < n + 16) b.resize(n + 16);
+  const auto addr = reinterpret_cast<uintptr_t>(b.data());
+  return reinterpret_cast<float*>((addr + 63) & ~uintptr_t{63});
+}
+
+}  // namespace
+}  // namespace expertd::engine::cpu
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -31,6 +51,10 @@ namespace {
 
 constexpr int kTileColumns = 8;
 constexpr int64_t kMaxGroups = 512;  // per row: the tile's fp32 scales live on the stack
+// From this many rows on, a tile's codes are decoded once for all rows
+// (PanelColumns) rather than once per row (Tile).
+constexpr int64_t kPanelMinRows = 4;
+
 
 inline float Sum16(__m512 v) {
   const __m256 lo = _mm512_castps512_ps256(v);
@@ -161,8 +185,102 @@ void Tile(const MatmulParams& p, int64_t c0) {
   }
 }
 
+// Prefill (many rows): the tile's codes are decoded once into fp32 (`w`, C
+// rows of k, unscaled, in LoadCodes' lane order) and reused by every row; x
+// is permuted into LoadCodes' order once per call (`x`, m rows of k). Per
+// (row, column) the operations are exactly Tile's (same values, lane order,
+// part / scale / accumulator sequence, horizontal sum), so the results are
+// bitwise those of the one-row path: batch invariance holds across the switch.
+// Register tile: R rows x CC columns share each x and w load.
+template <int kG, int R, int CC>
+void PanelMicro(const MatmulParams& p, const float* x, const float* w, const float* scales,
+                int64_t r0, int64_t c0) {
+  const int64_t k = p.w.cols, groups = k / kG;
+  __m512 acc[R][CC];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
+    for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < groups; ++b) {
+    __m512 part[R][CC];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 8
+      for (int c = 0; c < CC; ++c) part[r][c] = _mm512_setzero_ps();
+    }
+    #pragma GCC unroll 8
+    for (int64_t i = b * kG; i < (b + 1) * kG; i += 16) {
+      __m512 wv[CC];
+      #pragma GCC unroll 8
+      for (int c = 0; c < CC; ++c) wv[c] = _mm512_load_ps(w + c * k + i);
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 xv = _mm512_load_ps(x + r * k + i);
+        #pragma GCC unroll 8
+        for (int c = 0; c < CC; ++c) part[r][c] = _mm512_fmadd_ps(xv, wv[c], part[r][c]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int c = 0; c < CC; ++c) {
+      const __m512 s = _mm512_set1_ps(scales[c * kMaxGroups + b]);
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* y = p.y + (r0 + r) * p.y_stride + c0;
+    for (int c = 0; c < CC; ++c) {
+      float v = Sum16(acc[r][c]);
+      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+      y[c] = p.accumulate ? y[c] + v : v;
+    }
+  }
+}
+
+// Rows [r0, r0 + R) x the tile's `cols` columns from c0, in pairs.
+template <int kG, int R>
+void PanelRows(const MatmulParams& p, const float* x, const float* w, const float* scales,
+               int64_t r0, int64_t c0, int cols) {
+  const int64_t k = p.w.cols;
+  int c = 0;
+  for (; c + 2 <= cols; c += 2) {
+    PanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+  }
+  if (c < cols) PanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+}
+
+template <WeightFormat F, int kG>
+void PanelColumns(const MatmulParams& p, int64_t c0, int64_t c1) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols, m = p.m, groups = k / kG;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  const auto* base = static_cast<const uint8_t*>(p.w.data);
+  const __m512 table = _mm512_load_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  float* x_buf = PanelScratch(0, m * k);
+  float* w_buf = PanelScratch(1, kTileColumns * k);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; i += 16)
+      _mm512_store_ps(x_buf + r * k + i, LoadX<F>(p.x + r * p.x_stride, i));
+  }
+  alignas(64) float scales[kTileColumns * kMaxGroups];
+  for (int64_t c = c0; c < c1; c += kTileColumns) {
+    const int cols = static_cast<int>(c1 - c < kTileColumns ? c1 - c : kTileColumns);
+    for (int j = 0; j < cols; ++j) {
+      ScalesToF32(q, ((c + j) / q.block_rows) * groups, groups, scales + j * kMaxGroups);
+      const uint8_t* row = base + (c + j) * row_bytes;
+      for (int64_t i = 0; i < k; i += 16)
+        _mm512_store_ps(w_buf + j * k + i, LoadCodes<F>(row, i, table));
+    }
+    int64_t r = 0;
+    for (; r + 4 <= m; r += 4) PanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
+    for (; r < m; ++r) PanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
+  }
+}
+
 template <WeightFormat F, int kG>
 void Columns(const MatmulParams& p, int64_t c0, int64_t c1) {
+  if (p.m >= kPanelMinRows) return PanelColumns<F, kG>(p, c0, c1);
   int64_t c = c0;
   for (; c + kTileColumns <= c1; c += kTileColumns) Tile<F, kG, kTileColumns>(p, c);
   for (; c < c1; ++c) Tile<F, kG, 1>(p, c);

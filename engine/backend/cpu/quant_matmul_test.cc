@@ -142,6 +142,25 @@ TEST_P(QuantMatmulTest, RowsAreBatchAndThreadInvariant) {
   }
 }
 
+// The AVX-512 kernel decodes a tile once for many rows (prefill) and once per
+// row for a few (decode): both give a row bitwise the same result, on full and
+// partial column tiles.
+TEST_P(QuantMatmulTest, Avx512PanelRowsEqualSingleRows) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const auto [f, g] = GetParam();
+  if (g % 16 != 0) return;
+  const int64_t n = 37, k = 512, m = 7;
+  QuantWeight q = MakeWeight(f, g, n, k, 29);
+  std::mt19937 rng(31);
+  const std::vector<float> x = reference::RandomVector(m * k, &rng);
+  const std::vector<float> batch = RunVariant(q.ref, x, m, QuantMatmulAvx512, false);
+  for (int64_t r = 0; r < m; ++r) {
+    const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const std::vector<float> one = RunVariant(q.ref, row, 1, QuantMatmulAvx512, false);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(one[c], batch[r * n + c]) << r << "," << c;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest,
                          ::testing::Values(Case{WeightFormat::kInt8, 32},
                                            Case{WeightFormat::kInt8, 128},
