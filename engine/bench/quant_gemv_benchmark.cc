@@ -109,7 +109,8 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
                                               benchmark::Counter::kIsRate);
   state.SetLabel(std::string(format == 0 ? "bf16 dense" : WeightFormatName(m.quant.format)) +
-                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) + " " + cpu::CpuIsaName(isa) + (generic ? "-generic" : ""));
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) + " " +
+                 cpu::CpuIsaName(isa) + (generic ? "-generic" : ""));
 }
 
 // The floor: the same stored bytes (values + scales of the same 48 matrices,
