@@ -1,12 +1,17 @@
 // The quantized GEMV (decode, m = 1) per weight format and per kernel variant
-// (scalar reference, AVX2, AVX-512), on OLMoE-1B-7B's expert shapes, against
-// the bf16 dense kernel on the same shape. The weights of 48 experts' gate
-// matrices are cycled through, so every call reads them from DRAM (more than
-// the 32 MiB L3), as a decode step does. Counter GBps = stored bytes (values +
-// scales) read per second; compare variants within one run.
+// (scalar reference, AVX2, AVX-512 blocked, AVX-512 generic loop), on
+// OLMoE-1B-7B's expert gate shape [1024, 2048], against the bf16 dense kernel
+// on the same shape. The weights of 48 experts' gate matrices are cycled
+// through, so every call reads them from DRAM (more than the 32 MiB L3), as a
+// decode step does. Counter GBps = stored bytes (values + scales) read per
+// second; BM_ReadFloor reads the same bytes without decoding them (the floor).
+// BM_Gemm: the same weights times 16 or 64 token rows (prefill, tokens sorted
+// per expert), GFLOP/s against BM_FmaPeak, the FMA throughput of this machine
+// measured in the same run. Compare variants within one run.
 //
 //   bazel build //engine/bench:quant_gemv_benchmark
-//   nice -n 19 bazel-bin/engine/bench/quant_gemv_benchmark --benchmark_repetitions=3
+//   nice -n 19 bazel-bin/engine/bench/quant_gemv_benchmark --benchmark_repetitions=3 \
+//       --benchmark_enable_random_interleaving=true
 #include <immintrin.h>
 
 #include <algorithm>
@@ -219,12 +224,14 @@ BENCHMARK(BM_Gemm)
     ->UseRealTime();
 
 // The machine's FMA peak per thread: 12 independent AVX-512 FMA chains in
-// registers (2 flops x 16 lanes per FMA). Args: {threads}.
+// registers (2 flops x 16 lanes per FMA; unrolled, or GCC keeps them in
+// memory). Args: {threads}.
 __attribute__((target("avx512f"))) void FmaChains(int64_t iters, float* out) {
   __m512 acc[12];
   for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.0001f);
   for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
     for (int j = 0; j < 12; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   }
   __m512 s = acc[0];
