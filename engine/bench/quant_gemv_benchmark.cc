@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -38,10 +39,31 @@ struct Matrices {
   uint64_t bytes = 0;  // per matrix, values + scales
 };
 
-// Format codes: 0 bf16 (dense), 1 int8, 2 int4, 3 mxfp4; group 32 or 128
-// (mxfp4: 32 always).
+// FP8 E4M3 codes with DeepSeek's 128 x 128 fp32 block scales (amax / 448).
+void QuantizeFp8Blocks(const std::vector<float>& w, uint8_t* codes, float* scales) {
+  constexpr int64_t kB = 128;
+  for (int64_t br = 0; br < kN / kB; ++br) {
+    for (int64_t bc = 0; bc < kK / kB; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * kB; r < (br + 1) * kB; ++r) {
+        for (int64_t c = bc * kB; c < (bc + 1) * kB; ++c) {
+          amax = std::max(amax, std::fabs(w[r * kK + c]));
+        }
+      }
+      const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+      scales[br * (kK / kB) + bc] = scale;
+      for (int64_t r = br * kB; r < (br + 1) * kB; ++r) {
+        for (int64_t c = bc * kB; c < (bc + 1) * kB; ++c)
+          codes[r * kK + c] = models::F32ToE4m3(w[r * kK + c] / scale);
+      }
+    }
+  }
+}
+
+// Format codes: 0 bf16 (dense), 1 int8, 2 int4, 3 mxfp4, 4 fp8 E4M3 with
+// 128 x 128 block scales; group 32 or 128 (mxfp4: 32; fp8: 128).
 const Matrices& Weights(int format, int group) {
-  static std::vector<Matrices> cache(8);
+  static std::vector<Matrices> cache(10);
   Matrices& m = cache[format * 2 + (group == 128)];
   if (!m.values.empty()) return m;
   std::mt19937 rng(1);
@@ -50,8 +72,16 @@ const Matrices& Weights(int format, int group) {
   m.quant.format = static_cast<WeightFormat>(format);
   m.quant.group_size = group;
   m.quant.scale_dtype = format == 3 ? ScaleDType::kE8M0 : ScaleDType::kF16;
+  if (format == 4) m.quant = Fp8BlockQuant(nullptr, 128, 128);
   for (int64_t i = 0; i < kMatrices; ++i) {
     for (float& v : w) v = d(rng);
+    if (format == 4) {
+      m.values.emplace_back(kN * kK);
+      m.scales.emplace_back(kN / 128 * kK / 128 * sizeof(float));
+      QuantizeFp8Blocks(w, m.values.back().data(),
+                        reinterpret_cast<float*>(m.scales.back().data()));
+      continue;
+    }
     if (format == 0) {
       m.values.emplace_back(kN * kK * 2);
       models::ConvertFromF32(models::DType::kBF16, w.data(), m.values.back().data(), w.size());
@@ -96,7 +126,8 @@ void BM_Gemv(benchmark::State& state) {
   p.y = y.data();
   p.y_stride = kN;
   p.m = 1;
-  p.w = WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant};
+  p.w = WeightRef{nullptr, format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16, kN, kK,
+                  m.quant};
   int64_t i = 0;
   for (auto _ : state) {
     p.w.data = m.values[i].data();
@@ -165,6 +196,8 @@ BENCHMARK(BM_ReadFloor)
     ->Args({1, 2, 128})
     ->Args({2, 1, 128})
     ->Args({2, 2, 128})
+    ->Args({4, 1, 128})
+    ->Args({4, 2, 128})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
@@ -192,7 +225,8 @@ void BM_Gemm(benchmark::State& state) {
   p.y = y.data();
   p.y_stride = kN;
   p.m = tokens;
-  p.w = WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant};
+  p.w = WeightRef{nullptr, format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16, kN, kK,
+                  m.quant};
   int64_t i = 0;
   for (auto _ : state) {
     p.w.data = m.values[i].data();
@@ -264,6 +298,7 @@ BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTim
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({0, 1, threads, 32});
+    for (int variant : {1, 2}) b->Args({4, variant, threads, 128});
     for (auto [format, group] : {std::pair{1, 32}, {1, 128}, {2, 32}, {2, 128}, {3, 32}}) {
       for (int variant : {0, 1, 3, 2}) b->Args({format, variant, threads, group});
     }
