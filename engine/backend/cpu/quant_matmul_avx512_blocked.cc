@@ -259,7 +259,7 @@ void PanelRows(const MatmulParams& p, const float* x, const float* w, const floa
 }
 
 template <WeightFormat F, int kG>
-void PanelColumns(const MatmulParams& p, int64_t c0, int64_t c1) {
+void PanelBlock(const MatmulParams& p, int64_t c0, int64_t c1) {
   const WeightQuant& q = p.w.quant;
   const int64_t k = p.w.cols, m = p.m, groups = k / kG;
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
@@ -283,6 +283,22 @@ void PanelColumns(const MatmulParams& p, int64_t c0, int64_t c1) {
     int64_t r = 0;
     for (; r + 4 <= m; r += 4) PanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
     for (; r < m; ++r) PanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
+  }
+}
+
+// Rows in blocks of about 4 MiB of x (at least 4 rows), so the per-thread
+// scratch stays bounded whatever m is (a skewed prefill may route thousands of
+// tokens to one expert); each block decodes the tiles again.
+template <WeightFormat F, int kG>
+void PanelColumns(const MatmulParams& p, int64_t c0, int64_t c1) {
+  const int64_t k = p.w.cols;
+  const int64_t block = ((1 << 20) / k < 4 ? 4 : (1 << 20) / k) / 4 * 4;
+  for (int64_t r0 = 0; r0 < p.m; r0 += block) {
+    MatmulParams rows = p;
+    rows.x = p.x + r0 * p.x_stride;
+    rows.y = p.y + r0 * p.y_stride;
+    rows.m = p.m - r0 < block ? p.m - r0 : block;
+    PanelBlock<F, kG>(rows, c0, c1);
   }
 }
 

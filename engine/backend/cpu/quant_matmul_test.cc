@@ -161,6 +161,22 @@ TEST_P(QuantMatmulTest, Avx512PanelRowsEqualSingleRows) {
   }
 }
 
+// More rows than the panel path's row block (about 4 MiB of x: 256 rows at
+// k = 4096): the second block's rows equal the one-row results too.
+TEST(QuantMatmulBlockedTest, PanelRowBlocks) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t n = 12, k = 4096, m = 300;
+  QuantWeight q = MakeWeight(WeightFormat::kInt4, 128, n, k, 37);
+  std::mt19937 rng(41);
+  const std::vector<float> x = reference::RandomVector(m * k, &rng);
+  const std::vector<float> batch = RunVariant(q.ref, x, m, QuantMatmulAvx512, false);
+  for (int64_t r : {0, 255, 256, 299}) {
+    const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const std::vector<float> one = RunVariant(q.ref, row, 1, QuantMatmulAvx512, false);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(one[c], batch[r * n + c]) << r << "," << c;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest,
                          ::testing::Values(Case{WeightFormat::kInt8, 32},
                                            Case{WeightFormat::kInt8, 128},
