@@ -14,7 +14,8 @@
 // round. Bytes read = the non-expert weights a token touches (bf16) + top_k x
 // layers x stored expert bytes (values + scales) + 2 x the bytes copied host
 // -> device during the timed steps per token (a copy reads and writes them).
-// The machine is shared: rounds alternate the formats (A/B/C/D, A/B/C/D, ...)
+// --prefill=128,512 also times those prompts' prefill (resident; tokens/s of
+// the faster of 2). The machine is shared: rounds alternate the formats (A/B/C/D, A/B/C/D, ...)
 // and each row reports the median step of every round.
 //
 //   bazel build -c opt //engine/bench:quant_decode_benchmark
@@ -29,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -47,6 +50,7 @@ namespace {
 
 struct Options {
   int64_t layers = 2, threads = 2, steps = 24, rounds = 3;
+  std::string prefill;  // prompt lengths, e.g. "128,512": also time their prefill
   double budget = 0.25;
   std::string formats = "bf16,int8,int4,mxfp4", pack_dir = "/tmp/expertd-quant-bench";
 };
@@ -81,6 +85,7 @@ double ReadBandwidth(int threads) {
 }
 
 struct Sample {
+  std::vector<double> prefill_tokens_per_s;  // per --prefill length (min time of 2)
   double ms = 0;           // median decode step
   double bytes_read = 0;   // per token
   uint64_t slot_bytes = 0; // stored bytes per expert (slot)
@@ -91,7 +96,13 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
   const models::ModelConfig& c = w->config();
   const int64_t total = c.num_moe_layers() * c.num_experts;
   ExpertStoreOptions so;
-  ASSIGN_OR_RETURN(so.storage, ParseExpertStorage(dtype, 0));
+  // "int4-g128": --expert_dtype=int4 --expert_group_size=128.
+  const std::vector<std::string> parts = absl::StrSplit(dtype, "-g");
+  int32_t group = 0;
+  if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &group)) {
+    return absl::InvalidArgumentError("format '" + dtype + "': expected DTYPE or DTYPE-gGROUP");
+  }
+  ASSIGN_OR_RETURN(so.storage, ParseExpertStorage(parts[0], group));
   so.pack_dir = o.pack_dir + "/" + dtype;
   if (offloaded) {
     so.device_cache_experts = std::max<int64_t>(2, static_cast<int64_t>(o.budget * total));
@@ -116,6 +127,30 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
     ASSIGN_OR_RETURN(r, engine->Step(StepRequest{{SequenceChunk{1, {next}}}}));
     next = Argmax(r.sequences[0].logits);
   }
+  Sample s;
+  const std::string lengths = offloaded ? "" : o.prefill;
+  for (absl::string_view len : absl::StrSplit(lengths, ',', absl::SkipEmpty())) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(len, &n) || n < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prefill: expected prompt lengths, got '", len, "'"));
+    }
+    std::vector<int32_t> long_prompt(n);
+    for (int64_t i = 0; i < n; ++i) {
+      long_prompt[i] = static_cast<int32_t>((i * 7919 + 13) % 50000);
+    }
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+      const SequenceId id = 1000 + rep;
+      RETURN_IF_ERROR(engine->AddSequence(id));
+      const auto t0 = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(engine->Step(StepRequest{{SequenceChunk{id, long_prompt}}}).status());
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      RETURN_IF_ERROR(engine->RemoveSequence(id));
+    }
+    s.prefill_tokens_per_s.push_back(n / best);
+  }
   const ExpertStoreStats before = store->stats();
   std::vector<double> ms;
   for (int64_t i = 0; i < o.steps; ++i) {
@@ -127,7 +162,6 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
   }
   const ExpertStoreStats after = store->stats();
   std::sort(ms.begin(), ms.end());
-  Sample s;
   s.ms = ms[ms.size() / 2];
   s.slot_bytes = after.slot_bytes;
   const double bf16_expert = 3.0 * c.hidden_size * c.moe_intermediate_size * 2;
@@ -150,7 +184,10 @@ int Main(int argc, char** argv) {
   f.Int("steps", &o.steps, 4, 100000, "timed decode steps per measurement");
   f.Int("rounds", &o.rounds, 1, 100, "alternating rounds over the formats");
   f.Double("budget", &o.budget, 0.01, 1, "offloaded device cache, fraction of all experts");
-  f.String("formats", &o.formats, "--expert_dtype values to compare");
+  f.String("formats", &o.formats,
+           "--expert_dtype values to compare; DTYPE-gG sets --expert_group_size=G");
+  f.String("prefill", &o.prefill,
+           "prompt lengths (e.g. 128,512) whose prefill tokens/s to time too (resident only)");
   f.String("pack_dir", &o.pack_dir, "where the packs are built (one sub-directory per format)");
   absl::Status st = f.Parse(argc, argv, nullptr);
   if (!st.ok() || f.help_requested()) {
@@ -183,8 +220,12 @@ int Main(int argc, char** argv) {
         const double floor_ms = s->bytes_read / (bw * 1e9) * 1e3;
         const std::string row = dtype + (offloaded ? " | offloaded" : " | resident");
         slot_bytes[dtype] = s->slot_bytes;
-        cells[row].push_back(absl::StrFormat("%.1f ms, %.0f MB, %.1f GB/s: **%.2fx**", s->ms,
-                                             s->bytes_read / 1e6, bw, s->ms / floor_ms));
+        std::string prefill;
+        for (double tps : s->prefill_tokens_per_s) {
+          absl::StrAppendFormat(&prefill, ", prefill %.0f tok/s", tps);
+        }
+        cells[row].push_back(absl::StrFormat("%.1f ms, %.0f MB, %.1f GB/s: **%.2fx**%s", s->ms,
+                                             s->bytes_read / 1e6, bw, s->ms / floor_ms, prefill));
         std::fprintf(stderr, "round %lld %s: %.2f ms (floor %.2f ms)\n",
                      static_cast<long long>(round), row.c_str(), s->ms, floor_ms);
       }

@@ -1,14 +1,25 @@
 // The quantized GEMV (decode, m = 1) per weight format and per kernel variant
-// (scalar reference, AVX2, AVX-512), on OLMoE-1B-7B's expert shapes, against
-// the bf16 dense kernel on the same shape. The weights of 48 experts' gate
-// matrices are cycled through, so every call reads them from DRAM (more than
-// the 32 MiB L3), as a decode step does. Counter GBps = stored bytes (values +
-// scales) read per second; compare variants within one run.
+// (scalar reference, AVX2, AVX-512 blocked, AVX-512 generic loop), on
+// OLMoE-1B-7B's expert gate shape [1024, 2048], against the bf16 dense kernel
+// on the same shape. The weights of 48 experts' gate matrices are cycled
+// through, so every call reads them from DRAM (more than the 32 MiB L3), as a
+// decode step does. Counter GBps = stored bytes (values + scales) read per
+// second; BM_ReadFloor reads the same bytes without decoding them (the floor).
+// BM_Gemm: the same weights times 16 or 64 token rows (prefill, tokens sorted
+// per expert), GFLOP/s against BM_FmaPeak, the FMA throughput of this machine
+// measured in the same run. Compare variants within one run.
 //
 //   bazel build //engine/bench:quant_gemv_benchmark
-//   nice -n 19 bazel-bin/engine/bench/quant_gemv_benchmark --benchmark_repetitions=3
+//   nice -n 19 bazel-bin/engine/bench/quant_gemv_benchmark --benchmark_repetitions=3 \
+//       --benchmark_enable_random_interleaving=true
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -28,19 +39,49 @@ struct Matrices {
   uint64_t bytes = 0;  // per matrix, values + scales
 };
 
-// Format codes: 0 bf16 (dense), 1 int8, 2 int4, 3 mxfp4; group 32.
-const Matrices& Weights(int format) {
-  static std::vector<Matrices> cache(4);
-  Matrices& m = cache[format];
+// FP8 E4M3 codes with DeepSeek's 128 x 128 fp32 block scales (amax / 448).
+void QuantizeFp8Blocks(const std::vector<float>& w, uint8_t* codes, float* scales) {
+  constexpr int64_t kB = 128;
+  for (int64_t br = 0; br < kN / kB; ++br) {
+    for (int64_t bc = 0; bc < kK / kB; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * kB; r < (br + 1) * kB; ++r) {
+        for (int64_t c = bc * kB; c < (bc + 1) * kB; ++c) {
+          amax = std::max(amax, std::fabs(w[r * kK + c]));
+        }
+      }
+      const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+      scales[br * (kK / kB) + bc] = scale;
+      for (int64_t r = br * kB; r < (br + 1) * kB; ++r) {
+        for (int64_t c = bc * kB; c < (bc + 1) * kB; ++c)
+          codes[r * kK + c] = models::F32ToE4m3(w[r * kK + c] / scale);
+      }
+    }
+  }
+}
+
+// Format codes: 0 bf16 (dense), 1 int8, 2 int4, 3 mxfp4, 4 fp8 E4M3 with
+// 128 x 128 block scales; group 32 or 128 (mxfp4: 32; fp8: 128).
+const Matrices& Weights(int format, int group) {
+  static std::vector<Matrices> cache(10);
+  Matrices& m = cache[format * 2 + (group == 128)];
   if (!m.values.empty()) return m;
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.0f, 0.02f);
   std::vector<float> w(kN * kK);
   m.quant.format = static_cast<WeightFormat>(format);
-  m.quant.group_size = 32;
+  m.quant.group_size = group;
   m.quant.scale_dtype = format == 3 ? ScaleDType::kE8M0 : ScaleDType::kF16;
+  if (format == 4) m.quant = Fp8BlockQuant(nullptr, 128, 128);
   for (int64_t i = 0; i < kMatrices; ++i) {
     for (float& v : w) v = d(rng);
+    if (format == 4) {
+      m.values.emplace_back(kN * kK);
+      m.scales.emplace_back(kN / 128 * kK / 128 * sizeof(float));
+      QuantizeFp8Blocks(w, m.values.back().data(),
+                        reinterpret_cast<float*>(m.scales.back().data()));
+      continue;
+    }
     if (format == 0) {
       m.values.emplace_back(kN * kK * 2);
       models::ConvertFromF32(models::DType::kBF16, w.data(), m.values.back().data(), w.size());
@@ -56,15 +97,27 @@ const Matrices& Weights(int format) {
   return m;
 }
 
-// Args: {format, isa (0 scalar, 1 avx2, 2 avx512), threads}.
+// The generic AVX-512 loop (QuantMatmulAvx512Generic) on the pool, as
+// QuantMatmul splits columns, to compare with the blocked kernel in one run.
+void GenericAvx512(const MatmulParams& p, ThreadPool* pool) {
+  const int64_t n = p.w.rows, chunk = std::max<int64_t>(8, n / (4 * pool->num_threads()));
+  ParallelFor(pool, (n + chunk - 1) / chunk, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      cpu::QuantMatmulAvx512Generic(p, i * chunk, std::min(n, (i + 1) * chunk));
+  });
+}
+
+// Args: {format, variant (0 scalar, 1 avx2, 2 avx512, 3 avx512 generic loop), threads,
+// group}.
 void BM_Gemv(benchmark::State& state) {
   const int format = static_cast<int>(state.range(0));
-  const auto isa = static_cast<cpu::CpuIsa>(state.range(1));
+  const bool generic = state.range(1) == 3;
+  const auto isa = generic ? cpu::CpuIsa::kAvx512 : static_cast<cpu::CpuIsa>(state.range(1));
   if (!cpu::CpuSupports(isa)) {
     state.SkipWithError("the CPU lacks this ISA");
     return;
   }
-  const Matrices& m = Weights(format);
+  const Matrices& m = Weights(format, static_cast<int>(state.range(3)));
   ThreadPool pool(static_cast<int>(state.range(2)));
   std::vector<float> x(kK, 0.5f), y(kN);
   MatmulParams p;
@@ -73,13 +126,16 @@ void BM_Gemv(benchmark::State& state) {
   p.y = y.data();
   p.y_stride = kN;
   p.m = 1;
-  p.w = WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant};
+  p.w = WeightRef{nullptr, format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16, kN, kK,
+                  m.quant};
   int64_t i = 0;
   for (auto _ : state) {
     p.w.data = m.values[i].data();
     p.w.quant.scales = m.scales[i].data();
     if (format == 0) {
       cpu::Matmul(p, &pool);
+    } else if (generic) {
+      GenericAvx512(p, &pool);
     } else {
       cpu::QuantMatmul(p, &pool, isa);
     }
@@ -89,14 +145,162 @@ void BM_Gemv(benchmark::State& state) {
   state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
                                               benchmark::Counter::kIsRate);
   state.SetLabel(std::string(format == 0 ? "bf16 dense" : WeightFormatName(m.quant.format)) +
-                 " " + cpu::CpuIsaName(isa));
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) + " " +
+                 cpu::CpuIsaName(isa) + (generic ? "-generic" : ""));
 }
+
+// The floor: the same stored bytes (values + scales of the same 48 matrices,
+// same thread split) only read, with AVX2 loads into an xor, nothing decoded.
+// Args: {format, threads, group}.
+uint64_t XorBytes(const uint8_t* p, uint64_t bytes) {
+  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+  uint64_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    a = _mm256_xor_si256(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_xor_si256(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+  }
+  uint64_t tail = 0;
+  for (; i < bytes; ++i) tail ^= p[i];
+  a = _mm256_xor_si256(a, b);
+  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) ^ _mm256_extract_epi64(a, 3)) ^ tail;
+}
+
+void BM_ReadFloor(benchmark::State& state) {
+  const int format = static_cast<int>(state.range(0));
+  const Matrices& m = Weights(format, static_cast<int>(state.range(2)));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  constexpr int64_t kChunks = 16;  // of the values; the scales read by chunk 0
+  int64_t i = 0;
+  std::vector<uint64_t> sink(kChunks);
+  for (auto _ : state) {
+    const std::vector<uint8_t>& v = m.values[i];
+    const std::vector<uint8_t>& sc = m.scales[i];
+    const uint64_t chunk = v.size() / kChunks;
+    ParallelFor(&pool, kChunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        sink[c] = XorBytes(v.data() + c * chunk, chunk);
+        if (c == 0 && !sc.empty()) sink[c] ^= XorBytes(sc.data(), sc.size());
+      }
+    });
+    benchmark::DoNotOptimize(sink.data());
+    i = (i + 1) % kMatrices;
+  }
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
+                                              benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(format == 0 ? "bf16" : WeightFormatName(m.quant.format)) +
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) + " read only");
+}
+BENCHMARK(BM_ReadFloor)
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2}, {32}})
+    ->Args({1, 1, 128})
+    ->Args({1, 2, 128})
+    ->Args({2, 1, 128})
+    ->Args({2, 2, 128})
+    ->Args({4, 1, 128})
+    ->Args({4, 2, 128})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Prefill: y = X W^T for `tokens` rows (the tokens routed to one expert),
+// GFLOP/s = 2 m n k / time. Args: {format, variant (2 avx512, 3 avx512
+// generic loop), tokens, threads, group}. With one thread, compare the CPU
+// time's rate with BM_FmaPeak's.
+void BM_Gemm(benchmark::State& state) {
+  const int format = static_cast<int>(state.range(0));
+  const bool generic = state.range(1) == 3;
+  const int64_t tokens = state.range(2);
+  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
+    state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  const Matrices& m = Weights(format, static_cast<int>(state.range(4)));
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(tokens * kK), y(tokens * kN);
+  for (float& v : x) v = d(rng);
+  MatmulParams p;
+  p.x = x.data();
+  p.x_stride = kK;
+  p.y = y.data();
+  p.y_stride = kN;
+  p.m = tokens;
+  p.w = WeightRef{nullptr, format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16, kN, kK,
+                  m.quant};
+  int64_t i = 0;
+  for (auto _ : state) {
+    p.w.data = m.values[i].data();
+    p.w.quant.scales = m.scales[i].data();
+    if (format == 0) {
+      cpu::Matmul(p, &pool);
+    } else if (generic) {
+      GenericAvx512(p, &pool);
+    } else {
+      cpu::QuantMatmul(p, &pool, cpu::CpuIsa::kAvx512);
+    }
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % kMatrices;
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+  state.counters["MFLOP"] = 2.0 * tokens * kN * kK / 1e6;  // per call: / CPU us = GFLOP/s
+  state.SetLabel(std::string(format == 0 ? "bf16 dense" : WeightFormatName(m.quant.format)) +
+                 (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) +
+                 (format == 0 ? " avx2" : generic ? " avx512-generic" : " avx512"));
+}
+BENCHMARK(BM_Gemm)
+    ->ArgsProduct({{1, 2, 3}, {3, 2}, {16, 64}, {1}, {32}})
+    ->Args({2, 3, 64, 1, 128})
+    ->Args({2, 2, 64, 1, 128})
+    ->Args({0, 1, 16, 1, 32})
+    ->Args({0, 1, 64, 1, 32})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The machine's FMA peak per thread: 12 independent AVX-512 FMA chains in
+// registers (2 flops x 16 lanes per FMA; unrolled, or GCC keeps them in
+// memory). Args: {threads}.
+__attribute__((target("avx512f"))) void FmaChains(int64_t iters, float* out) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.0001f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, acc[j]);
+  _mm512_storeu_ps(out, s);
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
+    state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  constexpr int64_t kIters = 1 << 16;
+  std::vector<float> out(16 * threads);
+  for (auto _ : state) {
+    ParallelFor(&pool, threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) FmaChains(kIters, out.data() + 16 * t);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 2.0 * 16 * 12 * kIters * threads;
+  state.counters["GFLOPs"] =
+      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["MFLOP"] = flops / 1e6;  // per iteration
+}
+BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    b->Args({0, 1, threads});
-    for (int format : {1, 2, 3}) {
-      for (int isa : {0, 1, 2}) b->Args({format, isa, threads});
+    b->Args({0, 1, threads, 32});
+    for (int variant : {1, 2}) b->Args({4, variant, threads, 128});
+    for (auto [format, group] : {std::pair{1, 32}, {1, 128}, {2, 32}, {2, 128}, {3, 32}}) {
+      for (int variant : {0, 1, 3, 2}) b->Args({format, variant, threads, group});
     }
   }
   b->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "engine/backend/cpu/matmul_fp8.h"
 #include "models/dtype/dtype.h"
@@ -15,15 +16,20 @@
 namespace expertd::engine::cpu::internal {
 namespace {
 
-// Sixteen E4M3 codes -> sixteen fp32 values / 256 (exact), NaN codes -> NaN.
-inline __m512 E4m3x16Over256(const uint8_t* codes) {
-  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-  const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
-  __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8),
-                              _mm256_slli_epi16(mag, 7));
-  const __m256i nan = _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7f));
-  h = _mm256_or_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x7fff)));
-  return _mm512_cvtph_ps(h);
+// Sixteen E4M3 codes -> fl(E4M3 value * scale) (scale256 = the block scale
+// * 256), NaN codes -> NaN. The sign-extended code shifted left by 7 is the
+// IEEE half of value E4M3 / 256 once bit 14 (a copy of the sign) is cleared;
+// the NaN codes (0x7f, 0xff) are found on the bytes and masked into the
+// product: 8 instructions per 16 weights with the FMA, against 12 for
+// widening, masking and shifting sign and magnitude apart.
+inline __m512 E4m3x16Scaled(const uint8_t* codes, __m512 scale256) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+  const __mmask16 finite = _mm_cmpneq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8(-128)),
+                                                _mm_set1_epi8(-1));
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
+                                     _mm256_set1_epi16(static_cast<int16_t>(0xbfff)));
+  return _mm512_mask_mul_ps(_mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()), finite,
+                            _mm512_cvtph_ps(h), scale256);
 }
 
 // Fixed order: the two 8-lane halves added lane-wise, then the 8-lane tree
@@ -53,9 +59,13 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0) {
   const Fp8BlockGrid fs = Fp8GridOf(p.w.quant, p.w.cols);
   const auto* codes = static_cast<const uint8_t*>(p.w.data);
   __m512 acc[R][C];
-  for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
   const float* srow[C];
+  #pragma GCC unroll 8
   for (int c = 0; c < C; ++c)
     srow[c] = fs.scale + ((fs.row0 + c0 + c) / fs.block_rows) * fs.scale_cols;
   const int64_t k16 = k / 16 * 16;
@@ -64,15 +74,20 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0) {
   for (int64_t kb = 0; kb < k16; kb += fs.block_cols) {
     const int64_t kend = Min(k16, kb + fs.block_cols);
     __m512 s[C];
+    #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) s[c] = _mm512_set1_ps(srow[c][kb / fs.block_cols] * 256.0f);
     for (int64_t kk = kb; kk < kend; kk += 16) {
       if (prefetch && (kk & 63) == 0) {
+        #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) _mm_prefetch(next + c * k + kk, _MM_HINT_T0);
       }
       __m512 xv[R];
+      #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(p.x + (r0 + r) * p.x_stride + kk);
+      #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
-        const __m512 wv = _mm512_mul_ps(E4m3x16Over256(codes + (c0 + c) * k + kk), s[c]);
+        const __m512 wv = E4m3x16Scaled(codes + (c0 + c) * k + kk, s[c]);
+        #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
       }
     }

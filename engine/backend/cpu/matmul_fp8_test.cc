@@ -169,16 +169,22 @@ TEST(MatmulFp8Test, RowSliceUsesItsParentsScaleGridAndBiasAccumulates) {
   }
 }
 
+// k = 32: the 16-code steps; k = 256: the AVX-512 tile's 64-code steps (one
+// NaN check per 64 codes and column), NaN codes at either end of a step.
 TEST(MatmulFp8Test, NanCodesGiveNan) {
-  Fp8Weight w = MakeWeight(4, 32, 128, 128, 1);
-  w.codes[1 * 32 + 5] = 0x7f;
-  w.codes[3 * 32 + 31] = 0xff;
-  const std::vector<float> x = RandomRows(1, 32, 2);
-  for (Fp8Isa isa : SupportedIsas()) {
-    const std::vector<float> y = RunMm(x, 1, w.ref(), nullptr, &isa);
-    EXPECT_FALSE(std::isnan(y[0]));
-    EXPECT_TRUE(std::isnan(y[1]));
-    EXPECT_TRUE(std::isnan(y[3]));
+  for (int64_t k : {32, 256}) {
+    Fp8Weight w = MakeWeight(10, k, 128, 128, 1);
+    w.codes[1 * k + 5] = 0x7f;
+    w.codes[3 * k + k - 1] = 0xff;
+    w.codes[9 * k + k / 2] = 0x7f;
+    const std::vector<float> x = RandomRows(1, k, 2);
+    for (Fp8Isa isa : SupportedIsas()) {
+      const std::vector<float> y = RunMm(x, 1, w.ref(), nullptr, &isa);
+      for (int64_t c = 0; c < 10; ++c) {
+        EXPECT_EQ(std::isnan(y[c]), c == 1 || c == 3 || c == 9)
+            << Fp8IsaName(isa) << " k=" << k << " column " << c;
+      }
+    }
   }
 }
 

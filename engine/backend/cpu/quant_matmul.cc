@@ -63,10 +63,13 @@ void QuantMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
       columns = QuantMatmulAvx512;
       break;
   }
-  // Column chunks of multiples of 4 columns, several per thread.
+  // Column chunks of multiples of 8 columns (the blocked kernel's tile),
+  // about 4 per thread.
   const int threads = pool == nullptr ? 1 : pool->num_threads();
   int64_t chunk = n;
-  if (threads > 1) chunk = std::max<int64_t>(8, ((n + threads * 4 - 1) / (threads * 4) + 3) / 4 * 4);
+  if (threads > 1) {
+    chunk = std::max<int64_t>(8, ((n + threads * 4 - 1) / (threads * 4) + 7) / 8 * 8);
+  }
   const int64_t chunks = (n + chunk - 1) / chunk;
   const int64_t grain = p.m * n * p.w.cols < (1 << 16) ? chunks : 1;
   ParallelFor(pool, chunks, grain, [&](int64_t begin, int64_t end) {

@@ -7,8 +7,8 @@
 // with fp32 FMA, the inner sums kept in vector lanes and one horizontal sum
 // at the end, so a row's result does not depend on m, on the other rows or
 // on the thread split (batch invariance, op_params.h). Variants differ from
-// each other (lane count) by fp32 rounding only: each is tested against the
-// scalar one, which is the reference.
+// each other (lane count and lane order) by fp32 rounding only: each is
+// tested against the scalar one, which is the reference.
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_QUANT_MATMUL_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_QUANT_MATMUL_H_
 
@@ -26,6 +26,12 @@ namespace expertd::engine::cpu {
 void QuantMatmulScalar(const MatmulParams& p, int64_t c0, int64_t c1);
 void QuantMatmulAvx2(const MatmulParams& p, int64_t c0, int64_t c1);
 void QuantMatmulAvx512(const MatmulParams& p, int64_t c0, int64_t c1);
+// The two halves of QuantMatmulAvx512. Blocked: group size 32, 64 or 128 and
+// k a whole number of 64-byte lines of codes (and k / group_size <= 512); it
+// returns false, computing nothing, for any other weight. Generic: any group
+// size % 16 == 0 (the per-group tile loop the AVX2 variant also runs).
+bool QuantMatmulAvx512Blocked(const MatmulParams& p, int64_t c0, int64_t c1);
+void QuantMatmulAvx512Generic(const MatmulParams& p, int64_t c0, int64_t c1);
 
 // The widest variant `isa` allows that fits the weight's group size.
 CpuIsa QuantMatmulIsa(const MatmulParams& p, CpuIsa isa);

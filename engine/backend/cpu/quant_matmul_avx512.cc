@@ -1,4 +1,7 @@
-// The AVX-512 variant of the quantized matmul (quant_matmul.h): 16 lanes.
+// The generic AVX-512 variant of the quantized matmul (quant_matmul.h): 16
+// lanes, any group size that is a multiple of 16; QuantMatmulAvx512 runs the
+// blocked kernel (quant_matmul_avx512_blocked.cc) where it applies, this
+// elsewhere.
 // The build's baseline is AVX2, so everything below the pragma is compiled
 // for AVX-512 F/BW/VL/DQ and only ever called after cpuid says the CPU has it
 // (QuantMatmulIsa). Headers are included before the pragma so their inline
@@ -59,8 +62,12 @@ struct Avx512Traits {
 
 }  // namespace
 
-void QuantMatmulAvx512(const MatmulParams& p, int64_t c0, int64_t c1) {
+void QuantMatmulAvx512Generic(const MatmulParams& p, int64_t c0, int64_t c1) {
   QuantColumnsAnyFormat<Avx512Traits>(p, c0, c1);
+}
+
+void QuantMatmulAvx512(const MatmulParams& p, int64_t c0, int64_t c1) {
+  if (!QuantMatmulAvx512Blocked(p, c0, c1)) QuantMatmulAvx512Generic(p, c0, c1);
 }
 
 }  // namespace expertd::engine::cpu

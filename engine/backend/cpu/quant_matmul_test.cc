@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/cpu/kernels.h"
@@ -53,6 +54,8 @@ std::vector<float> RunVariant(const WeightRef& w, const std::vector<float>& x, i
   return y;
 }
 
+using Variant = void (*)(const MatmulParams&, int64_t, int64_t);
+
 struct Case {
   WeightFormat format;
   int group;
@@ -77,25 +80,35 @@ TEST_P(QuantMatmulTest, ScalarReferenceEqualsTheDequantizedProduct) {
   }
 }
 
+// k = 512 takes the blocked AVX-512 kernel for groups 32-128; k = 160 is not
+// a whole number of 64-byte lines, so QuantMatmulAvx512 falls back to the
+// generic loop there.
 TEST_P(QuantMatmulTest, SimdVariantsMatchTheScalarReference) {
   const auto [f, g] = GetParam();
-  const int64_t n = 37, k = 512, m = 5;
-  QuantWeight q = MakeWeight(f, g, n, k, 11);
-  std::mt19937 rng(5);
-  const std::vector<float> x = reference::RandomVector(m * k, &rng);
-  for (bool accumulate : {false, true}) {
-    const std::vector<float> want = RunVariant(q.ref, x, m, QuantMatmulScalar, accumulate);
-    std::vector<std::pair<CpuIsa, void (*)(const MatmulParams&, int64_t, int64_t)>> variants = {
-        {CpuIsa::kAvx2, QuantMatmulAvx2}, {CpuIsa::kAvx512, QuantMatmulAvx512}};
-    for (auto [isa, variant] : variants) {
-      if (!CpuSupports(isa)) {
-        std::printf("%s not supported by this CPU: not checked\n", CpuIsaName(isa));
-        continue;
+  for (int64_t k : {512, 160}) {
+    if (k % g != 0) continue;
+    const int64_t n = 37, m = 5;  // 37: full 8-column tiles and single columns
+    QuantWeight q = MakeWeight(f, g, n, k, 11);
+    std::mt19937 rng(5);
+    const std::vector<float> x = reference::RandomVector(m * k, &rng);
+    for (bool accumulate : {false, true}) {
+      const std::vector<float> want = RunVariant(q.ref, x, m, QuantMatmulScalar, accumulate);
+      const std::vector<std::tuple<const char*, CpuIsa, Variant>> variants = {
+          {"avx2", CpuIsa::kAvx2, QuantMatmulAvx2},
+          {"avx512", CpuIsa::kAvx512, QuantMatmulAvx512},
+          {"avx512-generic", CpuIsa::kAvx512, QuantMatmulAvx512Generic}};
+      for (auto [name, isa, variant] : variants) {
+        if (!CpuSupports(isa)) {
+          std::printf("%s not supported by this CPU: not checked\n", name);
+          continue;
+        }
+        if (g % (isa == CpuIsa::kAvx512 ? 16 : 8) != 0) continue;  // never picked
+        const std::vector<float> got = RunVariant(q.ref, x, m, variant, accumulate);
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
+              << name << " k=" << k << " " << i;
+        }
       }
-      if (g % (isa == CpuIsa::kAvx512 ? 16 : 8) != 0) continue;  // QuantMatmulIsa never picks it
-      const std::vector<float> got = RunVariant(q.ref, x, m, variant, accumulate);
-      for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << CpuIsaName(isa) << i;
     }
   }
 }
@@ -129,17 +142,105 @@ TEST_P(QuantMatmulTest, RowsAreBatchAndThreadInvariant) {
   }
 }
 
+// The AVX-512 kernel decodes a tile once for many rows (prefill) and once per
+// row for a few (decode): both give a row bitwise the same result, on full and
+// partial column tiles.
+TEST_P(QuantMatmulTest, Avx512PanelRowsEqualSingleRows) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const auto [f, g] = GetParam();
+  if (g % 16 != 0) return;
+  const int64_t n = 37, k = 512, m = 7;
+  QuantWeight q = MakeWeight(f, g, n, k, 29);
+  std::mt19937 rng(31);
+  const std::vector<float> x = reference::RandomVector(m * k, &rng);
+  const std::vector<float> batch = RunVariant(q.ref, x, m, QuantMatmulAvx512, false);
+  for (int64_t r = 0; r < m; ++r) {
+    const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const std::vector<float> one = RunVariant(q.ref, row, 1, QuantMatmulAvx512, false);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(one[c], batch[r * n + c]) << r << "," << c;
+  }
+}
+
+// More rows than the panel path's row block (about 4 MiB of x: 256 rows at
+// k = 4096): the second block's rows equal the one-row results too.
+TEST(QuantMatmulBlockedTest, PanelRowBlocks) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t n = 12, k = 4096, m = 300;
+  QuantWeight q = MakeWeight(WeightFormat::kInt4, 128, n, k, 37);
+  std::mt19937 rng(41);
+  const std::vector<float> x = reference::RandomVector(m * k, &rng);
+  const std::vector<float> batch = RunVariant(q.ref, x, m, QuantMatmulAvx512, false);
+  for (int64_t r : {0, 255, 256, 299}) {
+    const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const std::vector<float> one = RunVariant(q.ref, row, 1, QuantMatmulAvx512, false);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(one[c], batch[r * n + c]) << r << "," << c;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest,
                          ::testing::Values(Case{WeightFormat::kInt8, 32},
                                            Case{WeightFormat::kInt8, 128},
                                            Case{WeightFormat::kInt4, 32},
                                            Case{WeightFormat::kInt4, 128},
+                                           Case{WeightFormat::kInt4, 64},
                                            Case{WeightFormat::kMxfp4, 32},
                                            Case{WeightFormat::kInt8, 8}),  // AVX2 at most
                          [](const auto& info) {
                            return std::string(WeightFormatName(info.param.format)) + "_g" +
                                   std::to_string(info.param.group);
                          });
+
+// The blocked AVX-512 kernel takes the shapes it was written for, and only those.
+TEST(QuantMatmulBlockedTest, TakesWholeLinesOfCodesInGroupsOf32To128) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t n = 8;
+  for (auto [f, g, k, blocked] :
+       std::vector<std::tuple<WeightFormat, int, int64_t, bool>>{
+           {WeightFormat::kInt8, 32, 64, true},
+           {WeightFormat::kInt8, 32, 96, false},  // half a line
+           {WeightFormat::kInt8, 16, 64, false},
+           {WeightFormat::kInt4, 128, 128, true},
+           {WeightFormat::kInt4, 32, 64, false},  // half a line
+           {WeightFormat::kMxfp4, 32, 256, true},
+           {WeightFormat::kInt8, 32, 32 * 513, false}}) {  // too many groups per row
+    QuantWeight q = MakeWeight(f, g, n, k, 17);
+    std::vector<float> x(k, 1.0f), y(n, -1.0f);
+    MatmulParams p;
+    p.x = x.data();
+    p.x_stride = k;
+    p.w = q.ref;
+    p.y = y.data();
+    p.y_stride = n;
+    p.m = 1;
+    EXPECT_EQ(QuantMatmulAvx512Blocked(p, 0, n), blocked) << WeightFormatName(f) << g << " " << k;
+    if (!blocked) EXPECT_EQ(y[0], -1.0f) << "a refused weight must be left alone";
+  }
+}
+
+// E8M0 scales at the ends of their range (2^-127, NaN) convert as the scalar
+// reference converts them.
+TEST(QuantMatmulBlockedTest, Mxfp4ExtremeScales) {
+  const int64_t n = 9, k = 512;
+  QuantWeight q = MakeWeight(WeightFormat::kMxfp4, 32, n, k, 19);
+  const int64_t groups = k / 32;
+  for (int64_t i = 0; i < n * groups; ++i) {
+    const uint8_t e[] = {0, 1, 100, 127, 140, 150};
+    q.scales[i] = e[i % 6];
+  }
+  q.scales[3 * groups + 5] = 255;  // column 3: NaN
+  std::mt19937 rng(23);
+  const std::vector<float> x = reference::RandomVector(k, &rng);
+  const std::vector<float> want = RunVariant(q.ref, x, 1, QuantMatmulScalar, false);
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const std::vector<float> got = RunVariant(q.ref, x, 1, QuantMatmulAvx512, false);
+  for (int64_t c = 0; c < n; ++c) {
+    if (c == 3) {
+      EXPECT_TRUE(std::isnan(want[c]) && std::isnan(got[c]));
+    } else {
+      EXPECT_NEAR(got[c], want[c], 2e-5 * (1 + std::fabs(want[c]))) << c;
+    }
+  }
+}
 
 TEST(QuantMatmulIsaTest, GroupSizesTheWideVariantsCannotStepFallBack) {
   WeightRef w;

@@ -38,6 +38,8 @@ inline float TileScale(const WeightQuant& q, int64_t i) {
 }
 
 // C columns starting at c0, one row x: out[c] = dot(x, dequant(w[c0 + c])).
+// The column loops are unrolled by pragma (GCC at -O2 would otherwise keep
+// the C accumulators in memory, a load and a store per FMA).
 template <typename T, WeightFormat F, int C>
 inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool prefetch,
                       float out[C]) {
@@ -49,6 +51,7 @@ inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool pr
   const uint8_t* base = static_cast<const uint8_t*>(p.w.data);
   const uint8_t* w[C];
   int64_t scale_index[C];
+  #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
     w[c] = base + (c0 + c) * row_bytes;
     scale_index[c] = ((c0 + c) / q.block_rows) * groups;
@@ -57,9 +60,11 @@ inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool pr
   // (see matmul.cc for why this matters on cold weights).
   const uint8_t* next = base + (c0 + C) * row_bytes;
   V acc[C];
+  #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) acc[c] = T::Zero();
   for (int64_t b = 0; b < groups; ++b) {
     if (prefetch) {
+      #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
         for (uint64_t off = 0; off < group_bytes; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(next + c * row_bytes + b * group_bytes + off),
@@ -67,16 +72,20 @@ inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool pr
       }
     }
     V part[C];
+    #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) part[c] = T::Zero();
     for (int64_t i = b * g; i < (b + 1) * g; i += T::kLanes) {
       const V xv = T::LoadX(x + i);
+      #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) part[c] = T::Fma(xv, T::template LoadW<F>(w[c], i), part[c]);
     }
+    #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       const float s = TileScale<T>(q, scale_index[c] + b);
       acc[c] = T::Fma(part[c], T::Set1(s), acc[c]);
     }
   }
+  #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) out[c] = T::Sum(acc[c]);
 }
 

@@ -1,0 +1,353 @@
+// The AVX-512 quantized matmul for the shapes decode runs (quant_matmul.h):
+// group size 32, 64 or 128, k a whole number of 64-byte lines of codes. Per
+// 16 weights it spends 3 vector instructions besides the FMA's x load:
+//   int8          vpmovsxbd (from memory), vcvtdq2ps, vfmadd
+//   int4, mxfp4   vpbroadcastq (a load), vpsrlvq, vpermps (a 16-entry table
+//                 of the codes' values: the nibble needs no masking, vpermps
+//                 reads the low 4 bits of each index), vfmadd
+// and per group and column one FMA with the scale broadcast from memory: the
+// tile's scales are converted to fp32 once (16 per instruction), not per
+// group. The shifted broadcast puts nibble (l & 1) * 8 + l / 2 in lane l, so
+// x is permuted the same way (one vpermps per 16 x values, shared by the
+// tile's 8 columns): the lane sums pair the same x and w as the generic
+// variant, in another lane order (a difference of fp32 rounding only).
+// Prefetch: one per 64-byte line of each of the next tile's rows.
+//
+// Everything after the pragma is compiled for AVX-512 F/BW/VL/DQ and called
+// only after cpuid says the CPU has it (QuantMatmulIsa).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/cpu/quant_matmul.h"
+#include "engine/backend/cpu/simd.h"
+#include "engine/backend/weight_format.h"
+
+namespace expertd::engine::cpu {
+namespace {
+
+// The panel path's per-thread scratch (`which` 0: x, 1: codes), at least n
+// floats, 64-byte aligned, kept across calls. Compiled before the target
+// pragma: the std::vector code it instantiates must stay baseline code (the
+// linker may keep one copy of a template for every caller).
+float* PanelScratch(int which, size_t n) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[which];
+  if (b.size() < n + 16) b.resize(n + 16);
+  const auto addr = reinterpret_cast<uintptr_t>(b.data());
+  return reinterpret_cast<float*>((addr + 63) & ~uintptr_t{63});
+}
+
+}  // namespace
+}  // namespace expertd::engine::cpu
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+
+namespace expertd::engine::cpu {
+namespace {
+
+constexpr int kTileColumns = 8;
+constexpr int64_t kMaxGroups = 512;  // per row: the tile's fp32 scales live on the stack
+// From this many rows on, a tile's codes are decoded once for all rows
+// (PanelColumns) rather than once per row (Tile).
+constexpr int64_t kPanelMinRows = 4;
+
+
+inline float Sum16(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  return HorizontalSum(_mm256_add_ps(lo, hi));
+}
+
+// The values of the 16 four-bit codes, as fp32.
+alignas(64) constexpr float kInt4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+                                               -8, -7, -6, -5, -4, -3, -2, -1};
+
+template <WeightFormat F>
+constexpr int64_t kWeightsPerLine = F == WeightFormat::kInt8 ? 64 : 128;
+
+// Scales [s0, s0 + count) of `q` as fp32 into out (exact, as LoadScaleF32).
+void ScalesToF32(const WeightQuant& q, int64_t s0, int64_t count, float* out) {
+  int64_t i = 0;
+  if (q.scale_dtype == ScaleDType::kF16) {
+    const auto* s = static_cast<const uint16_t*>(q.scales) + s0;
+    for (; i + 16 <= count; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
+    }
+  } else if (q.scale_dtype == ScaleDType::kE8M0) {
+    const auto* s = static_cast<const uint8_t*>(q.scales) + s0;
+    for (; i + 16 <= count; i += 16) {
+      const __m512i e =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+      __m512i bits = _mm512_slli_epi32(e, 23);  // 2^(e - 127)
+      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
+                                   _mm512_set1_epi32(0x00400000));  // 2^-127, subnormal
+      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)),
+                                   _mm512_set1_epi32(0x7fc00000));  // NaN
+      _mm512_storeu_ps(out + i, _mm512_castsi512_ps(bits));
+    }
+  }
+  for (; i < count; ++i) out[i] = LoadScaleF32(q.scales, q.scale_dtype, s0 + i);
+}
+
+// 16 decoded codes of a row starting at column col (a multiple of 16), in the
+// lane order the file comment describes; `table` is the 4-bit formats' values.
+template <WeightFormat F>
+inline __m512 LoadCodes(const uint8_t* row, int64_t col, __m512 table) {
+  if constexpr (F == WeightFormat::kInt8) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + col));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+  } else {
+    int64_t word;
+    __builtin_memcpy(&word, row + col / 2, 8);
+    const __m512i shifts = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i idx = _mm512_srlv_epi64(_mm512_set1_epi64(word), shifts);
+    return _mm512_permutexvar_ps(idx, table);
+  }
+}
+
+// 16 x values starting at col, in the lane order of LoadCodes<F>.
+template <WeightFormat F>
+inline __m512 LoadX(const float* x, int64_t col) {
+  const __m512 v = _mm512_loadu_ps(x + col);
+  if constexpr (F == WeightFormat::kInt8) {
+    return v;
+  } else {
+    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    return _mm512_permutexvar_ps(order, v);
+  }
+}
+
+// C columns from c0, every row: per column, per group, the group's lane sums
+// scaled into the accumulator; the horizontal sum last.
+template <WeightFormat F, int kG, int C>
+void Tile(const MatmulParams& p, int64_t c0) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols, groups = k / kG;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  const auto* base = static_cast<const uint8_t*>(p.w.data);
+  alignas(64) float scales[C][kMaxGroups];
+  const uint8_t* w[C];
+  for (int c = 0; c < C; ++c) {
+    w[c] = base + (c0 + c) * row_bytes;
+    ScalesToF32(q, ((c0 + c) / q.block_rows) * groups, groups, scales[c]);
+  }
+  const __m512 table = _mm512_load_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  // A chunk: whole groups and whole 64-byte lines.
+  constexpr int64_t kChunk = kG > kWeightsPerLine<F> ? kG : kWeightsPerLine<F>;
+  constexpr int64_t kLinesPerChunk = kChunk / kWeightsPerLine<F>;
+  const uint8_t* next = base + (c0 + C) * row_bytes;
+  const bool prefetch = c0 + 2 * C <= p.w.rows;
+  for (int64_t r = 0; r < p.m; ++r) {
+    const float* x = p.x + r * p.x_stride;
+    __m512 acc[C];
+    #pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t i0 = 0; i0 < k; i0 += kChunk) {
+      if (prefetch && r == 0) {
+        const uint64_t off = QuantValueBytes(F, 1, i0);
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) {
+          #pragma GCC unroll 16
+          for (int64_t l = 0; l < kLinesPerChunk; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(next + c * row_bytes + off + 64 * l),
+                         _MM_HINT_T0);
+        }
+      }
+      #pragma GCC unroll 16
+      for (int64_t g0 = i0; g0 < i0 + kChunk; g0 += kG) {
+        __m512 part[C];
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) part[c] = _mm512_setzero_ps();
+        #pragma GCC unroll 16
+        for (int64_t i = g0; i < g0 + kG; i += 16) {
+          const __m512 xv = LoadX<F>(x, i);
+          #pragma GCC unroll 16
+          for (int c = 0; c < C; ++c)
+            part[c] = _mm512_fmadd_ps(xv, LoadCodes<F>(w[c], i, table), part[c]);
+        }
+        const int64_t b = g0 / kG;
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c)
+          acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[c][b]), acc[c]);
+      }
+    }
+    float* y = p.y + r * p.y_stride + c0;
+    for (int c = 0; c < C; ++c) {
+      float v = Sum16(acc[c]);
+      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+      y[c] = p.accumulate ? y[c] + v : v;
+    }
+  }
+}
+
+// Prefill (many rows): the tile's codes are decoded once into fp32 (`w`, C
+// rows of k, unscaled, in LoadCodes' lane order) and reused by every row; x
+// is permuted into LoadCodes' order once per call (`x`, m rows of k). Per
+// (row, column) the operations are exactly Tile's (same values, lane order,
+// part / scale / accumulator sequence, horizontal sum), so the results are
+// bitwise those of the one-row path: batch invariance holds across the switch.
+// Register tile: R rows x CC columns share each x and w load.
+template <int kG, int R, int CC>
+void PanelMicro(const MatmulParams& p, const float* x, const float* w, const float* scales,
+                int64_t r0, int64_t c0) {
+  const int64_t k = p.w.cols, groups = k / kG;
+  __m512 acc[R][CC];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
+    for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < groups; ++b) {
+    __m512 part[R][CC];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 8
+      for (int c = 0; c < CC; ++c) part[r][c] = _mm512_setzero_ps();
+    }
+    #pragma GCC unroll 8
+    for (int64_t i = b * kG; i < (b + 1) * kG; i += 16) {
+      __m512 wv[CC];
+      #pragma GCC unroll 8
+      for (int c = 0; c < CC; ++c) wv[c] = _mm512_load_ps(w + c * k + i);
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        __m512 xv = _mm512_load_ps(x + r * k + i);
+        // Held in a register: GCC would otherwise fold the load into each
+        // of the CC FMAs (CC loads instead of one; loads then bound the tile).
+        __asm__("" : "+v"(xv));
+        #pragma GCC unroll 8
+        for (int c = 0; c < CC; ++c) part[r][c] = _mm512_fmadd_ps(xv, wv[c], part[r][c]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (int c = 0; c < CC; ++c) {
+      const __m512 s = _mm512_set1_ps(scales[c * kMaxGroups + b]);
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* y = p.y + (r0 + r) * p.y_stride + c0;
+    for (int c = 0; c < CC; ++c) {
+      float v = Sum16(acc[r][c]);
+      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+      y[c] = p.accumulate ? y[c] + v : v;
+    }
+  }
+}
+
+// Rows [r0, r0 + R) x the tile's `cols` columns from c0: three at a time
+// (R = 4: 24 accumulators, 7 loads per 12 FMAs), then the rest.
+template <int kG, int R>
+void PanelRows(const MatmulParams& p, const float* x, const float* w, const float* scales,
+               int64_t r0, int64_t c0, int cols) {
+  const int64_t k = p.w.cols;
+  int c = 0;
+  for (; c + 3 <= cols; c += 3) {
+    PanelMicro<kG, R, 3>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+  }
+  if (cols - c == 2) {
+    PanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+  } else if (cols - c == 1) {
+    PanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+  }
+}
+
+template <WeightFormat F, int kG>
+void PanelBlock(const MatmulParams& p, int64_t c0, int64_t c1) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols, m = p.m, groups = k / kG;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  const auto* base = static_cast<const uint8_t*>(p.w.data);
+  const __m512 table = _mm512_load_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  float* x_buf = PanelScratch(0, m * k);
+  float* w_buf = PanelScratch(1, kTileColumns * k);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; i += 16)
+      _mm512_store_ps(x_buf + r * k + i, LoadX<F>(p.x + r * p.x_stride, i));
+  }
+  alignas(64) float scales[kTileColumns * kMaxGroups];
+  for (int64_t c = c0; c < c1; c += kTileColumns) {
+    const int cols = static_cast<int>(c1 - c < kTileColumns ? c1 - c : kTileColumns);
+    for (int j = 0; j < cols; ++j) {
+      ScalesToF32(q, ((c + j) / q.block_rows) * groups, groups, scales + j * kMaxGroups);
+      const uint8_t* row = base + (c + j) * row_bytes;
+      for (int64_t i = 0; i < k; i += 16)
+        _mm512_store_ps(w_buf + j * k + i, LoadCodes<F>(row, i, table));
+    }
+    int64_t r = 0;
+    for (; r + 4 <= m; r += 4) PanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
+    for (; r < m; ++r) PanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
+  }
+}
+
+// Rows in blocks of about 4 MiB of x (at least 4 rows), so the per-thread
+// scratch stays bounded whatever m is (a skewed prefill may route thousands of
+// tokens to one expert); each block decodes the tiles again.
+template <WeightFormat F, int kG>
+void PanelColumns(const MatmulParams& p, int64_t c0, int64_t c1) {
+  const int64_t k = p.w.cols;
+  const int64_t block = ((1 << 20) / k < 4 ? 4 : (1 << 20) / k) / 4 * 4;
+  for (int64_t r0 = 0; r0 < p.m; r0 += block) {
+    MatmulParams rows = p;
+    rows.x = p.x + r0 * p.x_stride;
+    rows.y = p.y + r0 * p.y_stride;
+    rows.m = p.m - r0 < block ? p.m - r0 : block;
+    PanelBlock<F, kG>(rows, c0, c1);
+  }
+}
+
+template <WeightFormat F, int kG>
+void Columns(const MatmulParams& p, int64_t c0, int64_t c1) {
+  if (p.m >= kPanelMinRows) return PanelColumns<F, kG>(p, c0, c1);
+  int64_t c = c0;
+  for (; c + kTileColumns <= c1; c += kTileColumns) Tile<F, kG, kTileColumns>(p, c);
+  for (; c < c1; ++c) Tile<F, kG, 1>(p, c);
+}
+
+template <WeightFormat F>
+bool ColumnsForGroup(const MatmulParams& p, int64_t c0, int64_t c1) {
+  switch (p.w.quant.group_size) {
+    case 32:
+      Columns<F, 32>(p, c0, c1);
+      return true;
+    case 64:
+      Columns<F, 64>(p, c0, c1);
+      return true;
+    case 128:
+      Columns<F, 128>(p, c0, c1);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool QuantMatmulAvx512Blocked(const MatmulParams& p, int64_t c0, int64_t c1) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols;
+  if (q.group_size <= 0 || k % q.group_size != 0 || k / q.group_size > kMaxGroups) return false;
+  switch (q.format) {
+    case WeightFormat::kInt8:
+      return k % kWeightsPerLine<WeightFormat::kInt8> == 0 &&
+             ColumnsForGroup<WeightFormat::kInt8>(p, c0, c1);
+    case WeightFormat::kInt4:
+      return k % kWeightsPerLine<WeightFormat::kInt4> == 0 &&
+             ColumnsForGroup<WeightFormat::kInt4>(p, c0, c1);
+    case WeightFormat::kMxfp4:
+      return k % kWeightsPerLine<WeightFormat::kMxfp4> == 0 &&
+             ColumnsForGroup<WeightFormat::kMxfp4>(p, c0, c1);
+    default:
+      return false;
+  }
+}
+
+}  // namespace expertd::engine::cpu
+
+#pragma GCC pop_options
