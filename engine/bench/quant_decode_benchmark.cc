@@ -3,7 +3,7 @@
 // memory-traffic floor of the bytes each token actually reads.
 //
 // Model: OLMoE-1B-7B's layer shapes (hidden 2048, 64 experts of width 1024,
-// top-8, vocab 50304), --layers layers, random bf16 weights in memory; the
+// top-8, vocab 50304 or --vocab), --layers layers, random bf16 weights in memory; the
 // experts go through the ExpertStore, which builds one pack per format under
 // --pack_dir (quantized when built). Modes: "resident" (the cache holds every
 // expert) and "offloaded" (the device cache holds --budget of the experts, a
@@ -49,7 +49,7 @@ namespace expertd::engine {
 namespace {
 
 struct Options {
-  int64_t layers = 2, threads = 2, steps = 24, rounds = 3;
+  int64_t layers = 2, threads = 2, steps = 24, rounds = 3, vocab = 50304;
   std::string prefill;  // prompt lengths, e.g. "128,512": also time their prefill
   double budget = 0.25;
   std::string formats = "bf16,int8,int4,mxfp4", pack_dir = "/tmp/expertd-quant-bench";
@@ -119,7 +119,8 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
     return std::unique_ptr<ExpertProvider>(std::move(s));
   };
   ASSIGN_OR_RETURN(auto engine, Engine::Create(w, eo));
-  const std::vector<int32_t> prompt = {11, 2027, 305, 9, 4000, 77, 123, 50000};
+  std::vector<int32_t> prompt = {11, 2027, 305, 9, 4000, 77, 123, 50000};
+  for (int32_t& id : prompt) id %= static_cast<int32_t>(c.vocab_size);
   RETURN_IF_ERROR(engine->AddSequence(1));
   ASSIGN_OR_RETURN(StepResult r, engine->Step(StepRequest{{SequenceChunk{1, prompt}}}));
   int32_t next = Argmax(r.sequences[0].logits);
@@ -180,6 +181,8 @@ int Main(int argc, char** argv) {
   Options o;
   FlagSet f("quant_decode_benchmark: decode ms/token per expert storage format");
   f.Int("layers", &o.layers, 1, 16, "decoder layers (OLMoE-1B-7B shapes)");
+  f.Int("vocab", &o.vocab, 259, 1 << 20,
+        "vocabulary (2048: the zoo's olmoe_1b7b_4l checkpoint, as the llama.cpp peer runs it)");
   f.Int("threads", &o.threads, 1, 256, "CPU threads");
   f.Int("steps", &o.steps, 4, 100000, "timed decode steps per measurement");
   f.Int("rounds", &o.rounds, 1, 100, "alternating rounds over the formats");
@@ -196,7 +199,7 @@ int Main(int argc, char** argv) {
   }
   log::SetMinLevel(log::Level::kWarn);
   auto spec = models::zoo::PresetSpec("olmoe_1b7b_4l", models::Architecture::kOlmoe);
-  spec->vocab = 50304;
+  spec->vocab = o.vocab;
   spec->layers = o.layers;
   spec->dtype = models::DType::kBF16;
   spec->seed = 7;

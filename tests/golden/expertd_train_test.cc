@@ -221,6 +221,57 @@ TEST(ExpertdTrainPregateTest, TrainsAndWritesPregates) {
   EXPECT_NE(text.find("\"expertd_pregate\": true"), std::string::npos) << text;
 }
 
+// --rows_per_step=N: step s trains on rows [s*N, s*N + N) of the batch, wrapping around.
+TEST(ExpertdTrainRowsPerStepTest, StreamsTheRows) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> rows(5);
+  for (auto& row : rows) {
+    for (int t = 0; t < 9; ++t) row.push_back(static_cast<int32_t>(rng() % 512));
+  }
+  auto write = [&](const std::string& name, std::vector<int> pick) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int r : pick) ids.push_back(rows[r]);
+    const std::string path = TmpDir() + "/" + name;
+    std::ofstream(path) << nlohmann::json{{"input_ids", ids}}.dump();
+    return path;
+  };
+  const std::string all = write("rows_all.json", {0, 1, 2, 3, 4});
+  const std::string args = "--model=" + FixtureDir("mixtral") + " --lr=1e-2 --batch=";
+  auto losses = [](const Output& o) {
+    std::vector<double> out;
+    const nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+    if (j.is_discarded()) return out;
+    for (const auto& step : j.at("steps")) out.push_back(step.at("loss_total").get<double>());
+    out.push_back(j.at("loss_after_final_step").get<double>());
+    return out;
+  };
+  // Every row per step is the plain run.
+  Output plain = RunTrain(args + all + " --steps=2");
+  Output every = RunTrain(args + all + " --steps=2 --rows_per_step=5");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(every.status, 0) << every.err;
+  EXPECT_EQ(losses(plain), losses(every));
+  // The first step trains on rows {0, 1} alone: its loss is a plain run's on those rows.
+  Output streamed = RunTrain(args + all + " --steps=3 --rows_per_step=2");
+  Output first = RunTrain(args + write("rows_01.json", {0, 1}) + " --steps=2");
+  ASSERT_EQ(streamed.status, 0) << streamed.err;
+  ASSERT_EQ(first.status, 0) << first.err;
+  const std::vector<double> s = losses(streamed), f = losses(first);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0], f[0]);
+  EXPECT_NE(s[1], f[1]);  // the second step moved on to rows {2, 3}
+  // Wrapping: 3 rows at 2 per step read {0,1}, {2,0}, {1,2}: the same steps as the rows
+  // written out twice without wrapping.
+  const std::string stream3 = " --steps=3 --rows_per_step=2";
+  Output wrapped = RunTrain(args + write("rows_012.json", {0, 1, 2}) + stream3);
+  Output unrolled = RunTrain(args + write("rows_012012.json", {0, 1, 2, 0, 1, 2}) + stream3);
+  ASSERT_EQ(wrapped.status, 0) << wrapped.err;
+  ASSERT_EQ(unrolled.status, 0) << unrolled.err;
+  EXPECT_EQ(losses(wrapped), losses(unrolled));
+  EXPECT_NE(losses(wrapped), losses(RunTrain(args + write("rows_012b.json", {0, 1, 2}) +
+                                             " --steps=3")));
+}
+
 TEST(ExpertdTrainErrorsTest, ClearErrors) {
   const std::string bad_batch = TmpDir() + "/bad_batch.json";
   std::ofstream(bad_batch) << R"({"input_ids": [[1, 2, 3], [4, 5]]})";

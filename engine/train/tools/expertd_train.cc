@@ -7,11 +7,15 @@
 //                 [--weights_out=MODEL.safetensors]
 //                 [--lora_rank=8 --lora_alpha=16 --seed=0 --lora_out=DIR]
 //                 [--scope=pregate --eval_batch=HELD_OUT.json --pregate_out=DIR]
+//                 [--rows_per_step=N]
 //
 // BATCH.json is {"input_ids": [[...], ...]} (equal-length sequences); labels
 // are the input ids, shifted inside as Hugging Face does. Every step trains on
 // that same batch with AdamW(betas 0.9/0.999, eps 1e-8) and global-norm
-// clipping. Prints ONE JSON object on stdout:
+// clipping; with --rows_per_step=N, step s trains on the N rows starting at row
+// s * N (mod the row count, wrapping around), so a tokenized corpus cut into
+// rows trains as a stream of mini-batches, and the final loss is that of the
+// last step's rows. Prints ONE JSON object on stdout:
 //   {"steps": [{"loss_total", "ce_loss", "aux_loss", "grad_norm_before_clip"}, ...],
 //    "loss_after_final_step": x}
 // --grads_out writes the first step's gradients (before clipping) as fp32
@@ -30,6 +34,7 @@
 // each MoE layer's device imbalance and pinned experts). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -51,7 +56,7 @@ namespace {
 struct Options {
   std::string model, batch, grads_out, weights_out, weights;
   std::string scope = "full", schedule = "constant", lora_out, eval_batch, pregate_out;
-  int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0;
+  int64_t steps = 1, threads = 1, warmup_steps = 0, lora_rank = 8, seed = 0, rows_per_step = 0;
   // Memory schedules (train_schedule.h).
   bool offload_experts = false;
   int64_t moe_chunks = 1, micro_batches = 1, device_memory_bytes = 0, host_memory_bytes = 0;
@@ -89,6 +94,19 @@ absl::StatusOr<train::TrainBatch> ReadBatch(const std::string& path) {
     ++batch.batch;
   }
   return batch;
+}
+
+// Rows [first, first + rows) of `all`, wrapping around at the end.
+train::TrainBatch SliceRows(const train::TrainBatch& all, int64_t first, int64_t rows) {
+  train::TrainBatch b;
+  b.batch = rows;
+  b.seq_len = all.seq_len;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = (first + r) % all.batch;
+    b.input_ids.insert(b.input_ids.end(), all.input_ids.begin() + row * all.seq_len,
+                       all.input_ids.begin() + (row + 1) * all.seq_len);
+  }
+  return b;
 }
 
 absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
@@ -230,13 +248,13 @@ absl::Status RunPregate(const Options& o, const train::TrainBatch& batch,
 absl::Status Run(const Options& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model=DIR is required");
   if (o.batch.empty()) return absl::InvalidArgumentError("--batch=BATCH.json is required");
-  ASSIGN_OR_RETURN(train::TrainBatch batch, ReadBatch(o.batch));
+  ASSIGN_OR_RETURN(train::TrainBatch all_rows, ReadBatch(o.batch));
   ASSIGN_OR_RETURN(train::TrainOptions topts, MakeOptions(o));
   models::CheckpointOptions copts;
   copts.weights_file = o.weights;
   ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model,
                    train::TrainModel::Load(o.model, copts));
-  if (o.scope == "pregate") return RunPregate(o, batch, model.get());
+  if (o.scope == "pregate") return RunPregate(o, all_rows, model.get());
   train::LoraOptions lora;
   lora.rank = o.lora_rank;
   lora.alpha = o.lora_alpha;
@@ -244,6 +262,8 @@ absl::Status Run(const Options& o) {
   if (topts.scope == train::TrainScope::kLora)
     RETURN_IF_ERROR(train::AttachLora(lora, model.get()));
   train::Trainer trainer(model.get(), topts);
+  const int64_t rows = o.rows_per_step > 0 ? std::min(o.rows_per_step, all_rows.batch) : 0;
+  train::TrainBatch batch = rows > 0 ? SliceRows(all_rows, 0, rows) : all_rows;
   std::vector<std::pair<models::TensorSpec, std::vector<float>>> grads;
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json schedule = nlohmann::json::array();
@@ -251,6 +271,7 @@ absl::Status Run(const Options& o) {
     auto observe = [&](const train::TrainModel& m) {
       if (s == 0 && !o.grads_out.empty()) grads = SnapshotGrads(m);
     };
+    if (rows > 0) batch = SliceRows(all_rows, s * rows, rows);
     ASSIGN_OR_RETURN(train::StepReport r, trainer.Step({batch}, observe));
     steps.push_back({{"loss_total", r.loss.total},
                      {"ce_loss", r.loss.ce},
@@ -328,6 +349,8 @@ int main(int argc, char** argv) {
   flags.String("ssd_dir", &o.ssd_dir, "directory of the SSD tier (past --host_memory_bytes)");
   flags.String("trace_out", &o.trace_out,
                "write a Chrome trace JSON of uploads, expert compute and optimizer steps");
+  flags.Int("rows_per_step", &o.rows_per_step, 0, 1 << 30,
+            "train step s on the N rows of BATCH.json from row s*N, wrapping (0 = every row)");
   flags.String("schedule", &o.schedule, "constant | linear | cosine (after warmup)");
   flags.Int("warmup_steps", &o.warmup_steps, 0, 1 << 30, "linear warmup steps");
   absl::Status parsed = flags.Parse(argc, argv, nullptr);

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Decode ms/token, expertd against llama.cpp, on the same model shape and threads, in
+# alternating rounds (the machine is shared): expertd's quant_decode_benchmark (OLMoE-1B-7B
+# layer shapes, --layers 2, vocab 2048, routed experts bf16 / int8-g32 / int4-g32 through the
+# ExpertStore, every other weight bf16) then llama.cpp (llama_peer decode) on GGUFs of the zoo
+# checkpoint with the same spec (expertd-zoo --arch=olmoe --preset=olmoe_1b7b_4l --layers=2
+# --seed=7): BF16 written by gguf_write.py, Q8_0 / Q4_0 by llama.cpp's own quantizer from it.
+#
+#   tools/bazel.sh build //models/zoo:expertd-zoo //engine/bench:quant_decode_benchmark
+#   tools/peer/decode_ab.sh WORK_DIR NODE_LLAMA_CPP_BINS_DIR [ROUNDS]
+# Needs ~4.5 GB under WORK_DIR (checkpoint + three GGUFs), deleted at the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+W="${1:?usage: decode_ab.sh WORK_DIR NODE_LLAMA_CPP_BINS_DIR [ROUNDS]}"
+LIB="${2:?usage: decode_ab.sh WORK_DIR NODE_LLAMA_CPP_BINS_DIR [ROUNDS]}"
+ROUNDS="${3:-3}"
+THREADS="${THREADS:-2}"
+STEPS="${STEPS:-24}"
+B=bazel-bin
+mkdir -p "$W"
+trap 'rm -rf "$W/big" "$W"/big_*.gguf "$W/packs"' EXIT
+gcc -O2 -o "$W/llama_peer" tools/peer/llama_peer.c -L"$LIB" -l:libllama.v0.5.0.so \
+  -l:libggml.v0.5.0.so -Wl,-rpath,"$LIB" -lm
+export LLAMA_PEER_LIBDIR="$LIB"
+[ -f "$W/big/config.json" ] || "$B/models/zoo/expertd-zoo" --arch=olmoe --preset=olmoe_1b7b_4l \
+  --layers=2 --seed=7 --out="$W/big" > /dev/null
+[ -f "$W/big_bf16.gguf" ] || python3 tools/peer/gguf_write.py "$W/big" "$W/big_bf16.gguf" \
+  --type=bf16 --scope=all > /dev/null
+for t in q8_0 q4_0; do
+  [ -f "$W/big_$t.gguf" ] || "$W/llama_peer" "$W/big_bf16.gguf" quantize "$W/big_$t.gguf" "$t" \
+    "$THREADS"
+done
+for r in $(seq "$ROUNDS"); do
+  echo "## round $r expertd"
+  nice -n 19 "$B/engine/bench/quant_decode_benchmark" --layers=2 --vocab=2048 \
+    --threads="$THREADS" --steps="$STEPS" --rounds=1 --formats=bf16,int8,int4 \
+    --pack_dir="$W/packs"
+  echo "## round $r llama.cpp"
+  for t in bf16 q8_0 q4_0; do
+    echo "llama.cpp $t $(nice -n 19 "$W/llama_peer" "$W/big_$t.gguf" decode 8 "$STEPS" "$THREADS")"
+  done
+done
