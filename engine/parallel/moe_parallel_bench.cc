@@ -101,15 +101,16 @@ std::vector<int32_t> Route(int64_t tokens, int64_t e, int64_t k, double s, uint3
 }
 
 absl::Status LoadHeld(Backend* be, const std::vector<float>& src, int64_t rows, int64_t cols,
-                      int64_t r0, int64_t r1, int64_t c0, int64_t c1, DeviceBuffer* buf,
+                      int64_t r0, int64_t r1, int64_t c0, int64_t c1, HeldExpert* held,
                       WeightRef* ref) {
   std::vector<float> block;
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = c0; c < c1; ++c) block.push_back(src[r * cols + c]);
   (void)rows;
-  ASSIGN_OR_RETURN(*buf, be->Allocate(std::max<uint64_t>(block.size() * 4, 64)));
-  RETURN_IF_ERROR(be->CopyToDevice(buf->data(), block.data(), block.size() * 4));
-  *ref = WeightRef{buf->data(), models::DType::kF32, r1 - r0, c1 - c0};
+  ASSIGN_OR_RETURN(DeviceBuffer buf, be->Allocate(std::max<uint64_t>(block.size() * 4, 64)));
+  RETURN_IF_ERROR(be->CopyToDevice(buf.data(), block.data(), block.size() * 4));
+  *ref = WeightRef{buf.data(), models::DType::kF32, r1 - r0, c1 - c0};
+  held->buffers.push_back(std::move(buf));
   return absl::OkStatus();
 }
 
@@ -151,11 +152,11 @@ absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, cons
       HeldExpert& h = r->experts[k];
       Backend* be = r->backend.get();
       RETURN_IF_ERROR(LoadHeld(be, x.gate[k], o.intermediate, o.hidden, cols.begin, cols.end, 0,
-                               o.hidden, &h.gate, &h.w.gate));
+                               o.hidden, &h, &h.w.gate));
       RETURN_IF_ERROR(LoadHeld(be, x.up[k], o.intermediate, o.hidden, cols.begin, cols.end, 0,
-                               o.hidden, &h.up, &h.w.up));
+                               o.hidden, &h, &h.w.up));
       RETURN_IF_ERROR(LoadHeld(be, x.down[k], o.hidden, o.intermediate, 0, o.hidden, cols.begin,
-                               cols.end, &h.down, &h.w.down));
+                               cols.end, &h, &h.w.down));
     }
     r->serialize_compute = serialize;
     ranks.r.push_back(std::move(r));

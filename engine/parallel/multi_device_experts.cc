@@ -14,56 +14,21 @@
 namespace expertd::engine::parallel {
 namespace {
 
-// Copies rows [r0, r1) and columns [c0, c1) of a row-major host tensor
-// [rows, cols] into `dst` of rank device memory, as [r1 - r0, c1 - c0].
-absl::Status LoadBlock(Backend* be, const models::TensorView& t, int64_t r0, int64_t r1, int64_t c0,
-                       int64_t c1, DeviceBuffer* dst, WeightRef* ref) {
-  const int64_t cols = t.shape.back(), esize = models::DTypeSize(t.dtype);
-  std::vector<char> host((r1 - r0) * (c1 - c0) * esize);
-  for (int64_t r = r0; r < r1; ++r) {
-    std::memcpy(host.data() + (r - r0) * (c1 - c0) * esize,
-                static_cast<const char*>(t.data) + (r * cols + c0) * esize, (c1 - c0) * esize);
-  }
-  ASSIGN_OR_RETURN(*dst, be->Allocate(std::max<uint64_t>(host.size(), 64)));
-  RETURN_IF_ERROR(be->CopyToDevice(dst->data(), host.data(), host.size()));
-  *ref = WeightRef{dst->data(), t.dtype, r1 - r0, c1 - c0};
-  return absl::OkStatus();
-}
-
-absl::StatusOr<models::TensorView> Expect(const WeightSource& src, const std::string& name,
-                                          int64_t rows, int64_t cols) {
-  ASSIGN_OR_RETURN(models::TensorView t, src.Get(name));
-  if (t.dtype == models::DType::kF8E4M3) {  // slicing would have to slice the block scales too
-    return absl::UnimplementedError(
-        absl::StrCat(name, ": FP8 block-quantized experts cannot be sharded across devices yet"));
-  }
-  if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": expected shape [", rows, ", ", cols, "]"));
-  }
-  return t;
-}
-
-// Loads what `rank` holds of one expert: a column shard (kShard) or the
+// Loads what `rank` holds of one expert: its column shard (kShard) or the
 // whole expert when it owns it (kExpert).
-absl::Status LoadExpert(const ExpertProviderContext& ctx, MoeParallelism mode, RankState& r,
-                        int layer, int e) {
+absl::Status LoadExpert(const ExpertProviderContext& ctx, const MultiDeviceOptions& options,
+                        int64_t unit, RankState& r, int layer, int e) {
   const models::ModelConfig& c = *ctx.config;
-  const int64_t h = c.hidden_size, inter = c.moe_intermediate_size;
-  ShardRange cols{0, inter};
-  if (mode == MoeParallelism::kShard)
-    cols = EvenShard(inter, r.topology.world_size(), r.topology.rank());
-  if (mode == MoeParallelism::kExpert && r.owner[e] != r.topology.rank()) return absl::OkStatus();
-  if (cols.size() == 0) return absl::OkStatus();
-  const ExpertTensorNames names = ExpertTensorNamesFor(c, layer, e);
+  ShardRange cols{0, c.moe_intermediate_size};
+  if (options.mode == MoeParallelism::kShard) {
+    cols = ExpertColumns(c.moe_intermediate_size, unit, r.topology.world_size(),
+                         r.topology.rank());
+  }
+  if (options.mode == MoeParallelism::kExpert && r.owner[e] != r.topology.rank())
+    return absl::OkStatus();
   HeldExpert& held = r.experts[static_cast<int64_t>(layer) * c.num_experts + e];
-  ASSIGN_OR_RETURN(models::TensorView gate, Expect(*ctx.weights, names.gate, inter, h));
-  ASSIGN_OR_RETURN(models::TensorView up, Expect(*ctx.weights, names.up, inter, h));
-  ASSIGN_OR_RETURN(models::TensorView down, Expect(*ctx.weights, names.down, h, inter));
-  RETURN_IF_ERROR(
-      LoadBlock(r.backend.get(), gate, cols.begin, cols.end, 0, h, &held.gate, &held.w.gate));
-  RETURN_IF_ERROR(LoadBlock(r.backend.get(), up, cols.begin, cols.end, 0, h, &held.up, &held.w.up));
-  return LoadBlock(r.backend.get(), down, 0, h, cols.begin, cols.end, &held.down, &held.w.down);
+  return LoadExpertShard(r.backend.get(), *ctx.weights, c, layer, e, cols, options.storage,
+                         &held);
 }
 
 class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
@@ -113,6 +78,7 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       const ShardRange mine = EvenShard(config_.num_experts, options_.devices, d);
       for (int64_t e = mine.begin; e < mine.end; ++e) owner[e] = d;
     }
+    ASSIGN_OR_RETURN(int64_t unit, ExpertShardUnit(config_, options_.storage));
     for (int d = 0; d < options_.devices; ++d) {
       auto r = std::make_unique<RankState>();
       r->comm = group_->Join(d);
@@ -124,7 +90,7 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
         if (!config_.is_moe_layer[layer]) continue;
         for (int e = 0; e < config_.num_experts; ++e)
-          RETURN_IF_ERROR(LoadExpert(ctx, options_.mode, *r, layer, e));
+          RETURN_IF_ERROR(LoadExpert(ctx, options_, unit, *r, layer, e));
       }
       ranks_.push_back(std::move(r));
     }

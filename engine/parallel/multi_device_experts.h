@@ -12,7 +12,8 @@
 //  kShard (MoEShard): every expert's gate/up are split by rows of the HF
 //    [intermediate, hidden] tensors (columns of W in x W) and down by the
 //    matching columns of [hidden, intermediate] into D contiguous shards
-//    (EvenShard: uneven splits handled). Each device runs ITS shard of every
+//    (ExpertColumns, expert_shard.h: cut on the scale-block boundaries of
+//    FP8 / quantized experts, uneven splits handled). Each device runs ITS shard of every
 //    routed expert over ALL tokens routed to that expert, combines with the
 //    routing weights into a partial [rows, hidden], and the partials are
 //    summed by AllReduceSum (rank order, so reproducible). Every device does
@@ -31,7 +32,9 @@
 //
 // Devices: with the CPU backend each device is a virtual device: its own
 // CpuBackend (threads_per_device workers) and budget, one thread per rank
-// (RankThreads), InProcessCollectives between them. Expert offloading is not
+// (RankThreads), InProcessCollectives between them. Experts are stored as
+// MultiDeviceOptions::storage says (the checkpoint's dtype, FP8 included, or
+// int8 / int4 / mxfp4 quantized at load like the expert pack would). Expert offloading is not
 // combined with this provider: each device keeps its shards resident.
 //
 // Thread safety: the ExpertProvider / RoutedExperts methods are called by the
@@ -48,6 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/backend/backend.h"
 #include "engine/model/expert_provider.h"
+#include "engine/parallel/expert_shard.h"
 #include "engine/parallel/in_process_collectives.h"
 
 namespace expertd::engine::parallel {
@@ -89,6 +93,7 @@ struct MultiDeviceOptions {
   BackendOptions device_backend;                  // each virtual device's backend ("cpu")
   InProcessOptions collectives;                   // rendezvous deadline
   std::shared_ptr<MultiDeviceCounters> counters;  // optional
+  ExpertShardStorage storage;                     // kDense: as the checkpoint stores them
 };
 
 // InvalidArgument naming the bad field.

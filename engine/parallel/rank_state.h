@@ -16,14 +16,9 @@
 #include "engine/model/expert_provider.h"
 #include "engine/model/workspace.h"
 #include "engine/parallel/collectives.h"
+#include "engine/parallel/expert_shard.h"
 
 namespace expertd::engine::parallel {
-
-// One expert's weights (whole or one shard) as this device holds them.
-struct HeldExpert {
-  DeviceBuffer gate, up, down;
-  ExpertWeights w;  // refs into the buffers; empty when not held
-};
 
 // The step's rows grouped by expert (counting sort by expert id).
 struct ExpertGroups {
