@@ -9,7 +9,9 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/model/layer_context.h"
 #include "engine/parallel/rank_state.h"
+#include "engine/experts/expert_store.h"
 #include "engine/parallel/rank_threads.h"
+#include "engine/parallel/shard_weight_source.h"
 
 namespace expertd::engine::parallel {
 namespace {
@@ -31,6 +33,17 @@ absl::Status LoadExpert(const ExpertProviderContext& ctx, const MultiDeviceOptio
                          &held);
 }
 
+// The format each device's experts are computed in (the store's, offloaded).
+ExpertShardStorage StorageOf(const MultiDeviceOptions& o) {
+  if (!o.offload.has_value()) return o.storage;
+  ExpertShardStorage q;
+  q.format = o.offload->storage.format;
+  q.group_size = o.offload->storage.group_size;
+  q.block_rows = o.offload->storage.block_rows;
+  q.scale_dtype = o.offload->storage.scale_dtype;
+  return q;
+}
+
 class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
  public:
   static absl::StatusOr<std::unique_ptr<ExpertProvider>> Create(const ExpertProviderContext& ctx,
@@ -41,6 +54,14 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     return std::unique_ptr<ExpertProvider>(std::move(p));
   }
 
+  void BeginStep(int64_t num_tokens) override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->BeginStep(num_tokens);
+  }
+  void EndStep() override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->EndStep();
+  }
   void OnRouting(int, absl::Span<const int32_t>) override {}
   absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) override {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -78,7 +99,7 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       const ShardRange mine = EvenShard(config_.num_experts, options_.devices, d);
       for (int64_t e = mine.begin; e < mine.end; ++e) owner[e] = d;
     }
-    ASSIGN_OR_RETURN(int64_t unit, ExpertShardUnit(config_, options_.storage));
+    ASSIGN_OR_RETURN(int64_t unit, ExpertShardUnit(config_, StorageOf(options_)));
     for (int d = 0; d < options_.devices; ++d) {
       auto r = std::make_unique<RankState>();
       r->comm = group_->Join(d);
@@ -87,14 +108,48 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       r->ws = std::make_unique<Workspace>(r->backend.get(), ModelDims::From(config_));
       r->owner = owner;
       r->experts.resize(static_cast<int64_t>(config_.num_hidden_layers) * config_.num_experts);
-      for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
-        if (!config_.is_moe_layer[layer]) continue;
-        for (int e = 0; e < config_.num_experts; ++e)
-          RETURN_IF_ERROR(LoadExpert(ctx, options_, unit, *r, layer, e));
+      if (options_.offload.has_value()) {
+        RETURN_IF_ERROR(CreateStore(ctx, unit, *r));
+      } else {
+        for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
+          if (!config_.is_moe_layer[layer]) continue;
+          for (int e = 0; e < config_.num_experts; ++e)
+            RETURN_IF_ERROR(LoadExpert(ctx, options_, unit, *r, layer, e));
+        }
       }
       ranks_.push_back(std::move(r));
     }
+    if (options_.counters != nullptr) options_.counters->SetExpertBytes(ExpertBytes());
     return absl::OkStatus();
+  }
+
+  // Device r's store over its slice of every expert (none for an empty slice).
+  absl::Status CreateStore(const ExpertProviderContext& ctx, int64_t unit, RankState& r) {
+    const int world = r.topology.world_size(), rank = r.topology.rank();
+    const ShardRange cols = ExpertColumns(config_.moe_intermediate_size, unit, world, rank);
+    if (cols.size() == 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardWeightSource> source,
+                     ShardWeightSource::Create(ctx.weights, cols));
+    ExpertStoreOptions so = *options_.offload;
+    if (!so.pack_dir.empty()) so.pack_dir = absl::StrCat(so.pack_dir, "/shard-", rank, "-of-", world);
+    ExpertProviderContext shard_ctx{r.backend.get(), &source->config(), source.get()};
+    r.shard_source = std::move(source);
+    ASSIGN_OR_RETURN(r.store, ExpertStoreFactory(so)(shard_ctx));
+    return absl::OkStatus();
+  }
+
+  // Per device: the expert bytes it holds (resident) or packs and pages.
+  std::vector<uint64_t> ExpertBytes() const {
+    std::vector<uint64_t> bytes;
+    for (const auto& r : ranks_) {
+      uint64_t b = 0;
+      for (const HeldExpert& h : r->experts) b += h.bytes;
+      if (auto* store = dynamic_cast<const ExpertStore*>(r->store.get())) {
+        b += store->layout().expert_bytes * store->layout().num_entries();
+      }
+      bytes.push_back(b);
+    }
+    return bytes;
   }
 
   // Rank 0 receives the layer's input and routing from the engine; the
@@ -187,6 +242,14 @@ absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& o) {
   if (o.capacity_factor < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("capacity factor must be >= 0, got ", o.capacity_factor));
+  }
+  if (o.offload.has_value() && o.mode != MoeParallelism::kShard) {
+    return absl::UnimplementedError(
+        "expert offloading over several devices is built for MoEShard (--moe_parallel=shard) only");
+  }
+  if (o.offload.has_value() && o.storage.quantized()) {
+    return absl::InvalidArgumentError(
+        "with expert offloading the storage format is the store's (ExpertStoreOptions::storage)");
   }
   if (o.capacity_factor > 0 && o.mode != MoeParallelism::kExpert) {
     return absl::InvalidArgumentError(

@@ -32,7 +32,12 @@
 //
 // Devices: with the CPU backend each device is a virtual device: its own
 // CpuBackend (threads_per_device workers) and budget, one thread per rank
-// (RankThreads), InProcessCollectives between them. Experts are stored as
+// (RankThreads), InProcessCollectives between them. With
+// MultiDeviceOptions::offload (MoEShard only) each device's experts are not
+// resident: each device gets its own ExpertStore over a ShardWeightSource,
+// so it packs, caches and pages only its slice (1/D of every expert's bytes),
+// with the store's budget, tiers, policy and storage format applied per
+// device. Experts are stored as
 // MultiDeviceOptions::storage says (the checkpoint's dtype, FP8 included, or
 // int8 / int4 / mxfp4 quantized at load like the expert pack would). Expert offloading is not
 // combined with this provider: each device keeps its shards resident.
@@ -44,12 +49,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/backend/backend.h"
+#include "engine/experts/expert_store_options.h"
 #include "engine/model/expert_provider.h"
 #include "engine/parallel/expert_shard.h"
 #include "engine/parallel/in_process_collectives.h"
@@ -69,10 +76,16 @@ class MultiDeviceCounters {
   struct Snapshot {
     int64_t dropped_assignments = 0;   // kExpert: (token, expert) pairs over capacity
     std::vector<int64_t> device_work;  // per device: rows x intermediate columns computed
+    std::vector<uint64_t> device_expert_bytes;  // per device: expert bytes it holds or pages
+                                                // (one slot per expert when offloading)
   };
   Snapshot Get() const {
     absl::MutexLock lock(&mu_);
     return s_;
+  }
+  void SetExpertBytes(std::vector<uint64_t> bytes) {
+    absl::MutexLock lock(&mu_);
+    s_.device_expert_bytes = std::move(bytes);
   }
   void Add(int64_t dropped, const std::vector<int64_t>& work) {
     absl::MutexLock lock(&mu_);
@@ -94,6 +107,11 @@ struct MultiDeviceOptions {
   InProcessOptions collectives;                   // rendezvous deadline
   std::shared_ptr<MultiDeviceCounters> counters;  // optional
   ExpertShardStorage storage;                     // kDense: as the checkpoint stores them
+  // Set: expert offloading, one store per device over its shard (kShard only;
+  // storage comes from offload->storage, `storage` above must stay dense).
+  // A pack_dir gets one subdirectory per device; empty, each device's pack
+  // goes to the store's cache directory under its own content fingerprint.
+  std::optional<ExpertStoreOptions> offload;
 };
 
 // InvalidArgument naming the bad field.

@@ -40,6 +40,11 @@ struct LayerStep {
 struct RankState {
   ParallelTopology topology;
   std::unique_ptr<Backend> backend;
+  // With expert offloading: this device's slice of every expert and the
+  // store that packs and pages it (null when offloading is off, or when the
+  // device holds no shard). The store reads the source: declared after it.
+  std::unique_ptr<WeightSource> shard_source;
+  std::unique_ptr<ExpertProvider> store;
   std::unique_ptr<Workspace> ws;
   std::unique_ptr<Collectives> comm;
   std::vector<HeldExpert> experts;  // [layer * num_experts + expert]
