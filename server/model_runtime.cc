@@ -87,11 +87,13 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   ASSIGN_OR_RETURN(std::optional<engine::parallel::MultiDeviceOptions> multi,
                    engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads));
   if (multi.has_value()) {
+    multi->offload = offload;  // each device pages only its shards
     eo.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(*multi);
     EXPERTD_LOG(Info, "multi-device experts")
         .With("devices", multi->devices)
         .With("moe_parallel", engine::parallel::MoeParallelismName(multi->mode))
-        .With("capacity_factor", multi->capacity_factor);
+        .With("capacity_factor", multi->capacity_factor)
+        .With("expert_offload", multi->offload.has_value());
   }
   ASSIGN_OR_RETURN(rt->engine_, engine::Engine::Create(rt->checkpoint_, eo));
   if (rt->expert_store_ != nullptr) {

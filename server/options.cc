@@ -180,8 +180,11 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
   }
   auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o->parallel, o->threads);
   if (!multi.ok()) return multi.status();
-  if (multi->has_value() && experts->has_value()) {
-    return FlagError("devices", "multi-device experts and --expert_offload cannot be combined yet");
+  if (multi->has_value() && experts->has_value() &&
+      (*multi)->mode != engine::parallel::MoeParallelism::kShard) {
+    return FlagError("moe_parallel",
+                     "--expert_offload over several --devices pages each device's shards: it "
+                     "needs --moe_parallel=shard");
   }
   if (multi->has_value() && o->backend == "cuda") {
     return FlagError(

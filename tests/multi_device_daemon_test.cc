@@ -73,15 +73,21 @@ TEST(MultiDeviceDaemonTest, TwoDevicesServeTheSameTokensAsOne) {
   for (const auto& tokens : one) ASSERT_EQ(tokens.size(), 8u);
   EXPECT_EQ(Serve({"--devices=2"}, prompts), one);
   EXPECT_EQ(Serve({"--devices=2", "--moe_parallel=expert"}, prompts), one);
+  // Each device pages only its shards of every expert.
+  EXPECT_EQ(Serve({"--devices=2", "--expert_offload",
+                   "--expert_pack_dir=" + ::testing::TempDir() + "/sharded_packs"},
+                  prompts),
+            one);
 }
 
-TEST(MultiDeviceDaemonTest, OffloadWithSeveralDevicesIsRefusedNamingTheFlag) {
+TEST(MultiDeviceDaemonTest, OffloadWithExpertParallelismIsRefusedNamingTheFlag) {
   testing::Subprocess p;
   ASSERT_TRUE(p.Start({testing::RunfilePath("server/expertd"), std::string("--model_dir=") + kModel,
-                       "--listen=127.0.0.1:0", "--devices=2", "--expert_offload"},
+                       "--listen=127.0.0.1:0", "--devices=2", "--moe_parallel=expert",
+                       "--expert_offload"},
                       ::testing::TempDir() + "/refused.log"));
   EXPECT_EQ(p.Wait(absl::Seconds(20)), 2);
-  EXPECT_NE(p.Output().find("--devices"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("--moe_parallel"), std::string::npos) << p.Output();
 }
 
 }  // namespace

@@ -101,15 +101,16 @@ std::vector<int32_t> Route(int64_t tokens, int64_t e, int64_t k, double s, uint3
 }
 
 absl::Status LoadHeld(Backend* be, const std::vector<float>& src, int64_t rows, int64_t cols,
-                      int64_t r0, int64_t r1, int64_t c0, int64_t c1, DeviceBuffer* buf,
+                      int64_t r0, int64_t r1, int64_t c0, int64_t c1, HeldExpert* held,
                       WeightRef* ref) {
   std::vector<float> block;
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = c0; c < c1; ++c) block.push_back(src[r * cols + c]);
   (void)rows;
-  ASSIGN_OR_RETURN(*buf, be->Allocate(std::max<uint64_t>(block.size() * 4, 64)));
-  RETURN_IF_ERROR(be->CopyToDevice(buf->data(), block.data(), block.size() * 4));
-  *ref = WeightRef{buf->data(), models::DType::kF32, r1 - r0, c1 - c0};
+  ASSIGN_OR_RETURN(DeviceBuffer buf, be->Allocate(std::max<uint64_t>(block.size() * 4, 64)));
+  RETURN_IF_ERROR(be->CopyToDevice(buf.data(), block.data(), block.size() * 4));
+  *ref = WeightRef{buf.data(), models::DType::kF32, r1 - r0, c1 - c0};
+  held->buffers.push_back(std::move(buf));
   return absl::OkStatus();
 }
 
@@ -118,10 +119,9 @@ struct Ranks {
   std::vector<std::unique_ptr<RankState>> r;
 };
 
-absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, const Experts& x,
-                                int64_t e, absl::Mutex* serialize) {
+absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, int d, MoeParallelism mode,
+                                const Experts& x, int64_t e, absl::Mutex* serialize) {
   Ranks ranks;
-  const int d = static_cast<int>(o.devices);
   ranks.group = InProcessGroup::Create(d);
   for (int i = 0; i < d; ++i) {
     auto r = std::make_unique<RankState>();
@@ -151,11 +151,11 @@ absl::StatusOr<Ranks> MakeRanks(const BenchOptions& o, MoeParallelism mode, cons
       HeldExpert& h = r->experts[k];
       Backend* be = r->backend.get();
       RETURN_IF_ERROR(LoadHeld(be, x.gate[k], o.intermediate, o.hidden, cols.begin, cols.end, 0,
-                               o.hidden, &h.gate, &h.w.gate));
+                               o.hidden, &h, &h.w.gate));
       RETURN_IF_ERROR(LoadHeld(be, x.up[k], o.intermediate, o.hidden, cols.begin, cols.end, 0,
-                               o.hidden, &h.up, &h.w.up));
+                               o.hidden, &h, &h.w.up));
       RETURN_IF_ERROR(LoadHeld(be, x.down[k], o.hidden, o.intermediate, 0, o.hidden, cols.begin,
-                               cols.end, &h.down, &h.w.down));
+                               cols.end, &h, &h.w.down));
     }
     r->serialize_compute = serialize;
     ranks.r.push_back(std::move(r));
@@ -185,7 +185,8 @@ struct Measured {
 // Best of `reps` of the serialised step: per-device compute alone.
 absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoeParallelism mode,
                                      const LayerStep& s) {
-  RankThreads threads(static_cast<int>(o.devices));
+  const int d = static_cast<int>(ranks.r.size());
+  RankThreads threads(d);
   Measured best;
   best.compute_max_ms = 1e30;
   for (int64_t rep = 0; rep <= o.reps; ++rep) {  // rep 0 warms up
@@ -209,12 +210,52 @@ absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoePar
     }
     if (mx < best.compute_max_ms) {
       best.compute_max_ms = mx;
-      best.compute_mean_ms = sum / o.devices;
-      best.time_imbalance = mx / (sum / o.devices);
-      best.work_imbalance = wsum > 0 ? wmx / (wsum / o.devices) : 1.0;
+      best.compute_mean_ms = sum / d;
+      best.time_imbalance = mx / (sum / d);
+      best.work_imbalance = wsum > 0 ? wmx / (wsum / d) : 1.0;
     }
   }
   return best;
+}
+
+// counts[s][t]: the (token, expert) rows source s sends to t under expert
+// parallelism (tokens EvenShard over sources, experts over owners).
+std::vector<std::vector<int64_t>> DispatchCounts(const BenchOptions& o,
+                                                 const std::vector<int32_t>& ids,
+                                                 const std::vector<int32_t>& owner,
+                                                 int64_t tokens) {
+  const int d = static_cast<int>(o.devices);
+  std::vector<std::vector<int64_t>> counts(d, std::vector<int64_t>(d, 0));
+  for (int src = 0; src < d; ++src) {
+    const ShardRange rows = EvenShard(tokens, d, src);
+    for (int64_t t = rows.begin; t < rows.end; ++t)
+      for (int64_t j = 0; j < o.top_k; ++j) counts[src][owner[ids[t * o.top_k + j]]]++;
+  }
+  return counts;
+}
+
+// Bytes the busiest device receives in one step's collectives (what a
+// link-bandwidth model would charge): MoEShard's ring all-reduce receives
+// 2 (D-1)/D of the [tokens, hidden] output; expert parallelism receives its
+// experts' rows from the other devices, its tokens' results back, and the
+// other devices' output rows (all-gather).
+double MaxRecvBytes(const BenchOptions& o, MoeParallelism mode, const std::vector<int32_t>& ids,
+                    const std::vector<int32_t>& owner, int64_t tokens) {
+  const int d = static_cast<int>(o.devices);
+  const double row = o.hidden * 4.0;
+  if (mode == MoeParallelism::kShard) return 2.0 * (d - 1) / d * tokens * row;
+  const auto counts = DispatchCounts(o, ids, owner, tokens);
+  double worst = 0;
+  for (int i = 0; i < d; ++i) {
+    double recv = 0;
+    for (int t = 0; t < d; ++t) {
+      if (t == i) continue;
+      recv += (counts[t][i] + counts[i][t]) * row;  // rows in + results back
+    }
+    recv += (d - 1) * ((tokens + d - 1) / d) * row;  // all-gather
+    worst = std::max(worst, recv);
+  }
+  return worst;
 }
 
 // The step's collectives alone, on the in-process backend (best of reps).
@@ -223,13 +264,7 @@ absl::StatusOr<double> TimeCollectives(const BenchOptions& o, MoeParallelism mod
                                        const std::vector<int32_t>& owner, int64_t tokens) {
   const int d = static_cast<int>(o.devices);
   const int64_t row = o.hidden * 4;
-  // counts[s][t]: rows source s sends to t (expert parallelism).
-  std::vector<std::vector<int64_t>> counts(d, std::vector<int64_t>(d, 0));
-  for (int src = 0; src < d; ++src) {
-    const ShardRange rows = EvenShard(tokens, d, src);
-    for (int64_t t = rows.begin; t < rows.end; ++t)
-      for (int64_t j = 0; j < o.top_k; ++j) counts[src][owner[ids[t * o.top_k + j]]]++;
-  }
+  const std::vector<std::vector<int64_t>> counts = DispatchCounts(o, ids, owner, tokens);
   std::shared_ptr<InProcessGroup> group = InProcessGroup::Create(d);
   std::vector<std::unique_ptr<Collectives>> comm;
   for (int i = 0; i < d; ++i) comm.push_back(group->Join(i));
@@ -276,11 +311,10 @@ absl::Status Main(const BenchOptions& o) {
       (long long)o.devices, (long long)o.hidden, (long long)o.intermediate, (long long)o.top_k,
       (long long)o.prompt_len);
   std::printf(
-      "| experts | prompts | zipf | shard work max/mean | EP work max/mean | shard compute ms "
-      "(max) | "
-      "EP compute ms (max) | shard coll. ms | EP coll. ms | shard step ms | EP step ms | EP/shard "
-      "|\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| experts | prompts | zipf | shard work max/mean | EP work max/mean | 1-device ms | shard "
+      "compute ms (max) | shard eff. | EP compute ms (max) | shard coll. ms | EP coll. ms | shard "
+      "recv MB | EP recv MB | shard step ms | EP step ms | EP/shard compute | EP/shard step |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (double ef : ParseList(o.experts)) {
     const int64_t e = static_cast<int64_t>(ef);
     const Experts x = MakeExperts(e, o.hidden, o.intermediate);
@@ -293,22 +327,36 @@ absl::Status Main(const BenchOptions& o) {
         std::normal_distribution<float> nd(0.0f, 1.0f);
         for (float& f : xin) f = nd(rng);
         const LayerStep step{0, tokens, o.top_k, o.hidden, e, 0.0};
-        Measured m[2];
+        Measured m[2], one;
+        {  // the same layer on one device: the work MoEShard divides by D
+          absl::Mutex serialize;
+          ASSIGN_OR_RETURN(Ranks ranks, MakeRanks(o, 1, MoeParallelism::kShard, x, e, &serialize));
+          RETURN_IF_ERROR(Stage(ranks, xin, ids, w, tokens));
+          ASSIGN_OR_RETURN(one, TimeCompute(o, ranks, MoeParallelism::kShard, step));
+        }
+        double recv_mb[2];
         for (MoeParallelism mode : {MoeParallelism::kShard, MoeParallelism::kExpert}) {
           absl::Mutex serialize;
-          ASSIGN_OR_RETURN(Ranks ranks, MakeRanks(o, mode, x, e, &serialize));
+          ASSIGN_OR_RETURN(Ranks ranks,
+                           MakeRanks(o, static_cast<int>(o.devices), mode, x, e, &serialize));
           RETURN_IF_ERROR(Stage(ranks, xin, ids, w, tokens));
           const int i = mode == MoeParallelism::kShard ? 0 : 1;
           ASSIGN_OR_RETURN(m[i], TimeCompute(o, ranks, mode, step));
           ASSIGN_OR_RETURN(m[i].collective_ms,
                            TimeCollectives(o, mode, ids, ranks.r[0]->owner, tokens));
+          recv_mb[i] = MaxRecvBytes(o, mode, ids, ranks.r[0]->owner, tokens) / 1e6;
         }
+        // shard eff. = the ideal 1/D of the one-device time over the slowest
+        // device's measured share (1.0 = perfect split).
         std::printf(
-            "| %lld | %lld | %.1f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx "
-            "|\n",
+            "| %lld | %lld | %.1f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | "
+            "%.2f | %.2f | %.2f | %.2fx | %.2fx |\n",
             (long long)e, (long long)pf, s, m[0].work_imbalance, m[1].work_imbalance,
-            m[0].compute_max_ms, m[1].compute_max_ms, m[0].collective_ms, m[1].collective_ms,
-            m[0].step_ms(), m[1].step_ms(), m[1].step_ms() / m[0].step_ms());
+            one.compute_max_ms, m[0].compute_max_ms,
+            one.compute_max_ms / o.devices / m[0].compute_max_ms, m[1].compute_max_ms,
+            m[0].collective_ms, m[1].collective_ms, recv_mb[0], recv_mb[1], m[0].step_ms(),
+            m[1].step_ms(), m[1].compute_max_ms / m[0].compute_max_ms,
+            m[1].step_ms() / m[0].step_ms());
         std::fflush(stdout);
       }
     }

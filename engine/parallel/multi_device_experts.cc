@@ -9,61 +9,39 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/model/layer_context.h"
 #include "engine/parallel/rank_state.h"
+#include "engine/experts/expert_store.h"
 #include "engine/parallel/rank_threads.h"
+#include "engine/parallel/shard_weight_source.h"
 
 namespace expertd::engine::parallel {
 namespace {
 
-// Copies rows [r0, r1) and columns [c0, c1) of a row-major host tensor
-// [rows, cols] into `dst` of rank device memory, as [r1 - r0, c1 - c0].
-absl::Status LoadBlock(Backend* be, const models::TensorView& t, int64_t r0, int64_t r1, int64_t c0,
-                       int64_t c1, DeviceBuffer* dst, WeightRef* ref) {
-  const int64_t cols = t.shape.back(), esize = models::DTypeSize(t.dtype);
-  std::vector<char> host((r1 - r0) * (c1 - c0) * esize);
-  for (int64_t r = r0; r < r1; ++r) {
-    std::memcpy(host.data() + (r - r0) * (c1 - c0) * esize,
-                static_cast<const char*>(t.data) + (r * cols + c0) * esize, (c1 - c0) * esize);
-  }
-  ASSIGN_OR_RETURN(*dst, be->Allocate(std::max<uint64_t>(host.size(), 64)));
-  RETURN_IF_ERROR(be->CopyToDevice(dst->data(), host.data(), host.size()));
-  *ref = WeightRef{dst->data(), t.dtype, r1 - r0, c1 - c0};
-  return absl::OkStatus();
-}
-
-absl::StatusOr<models::TensorView> Expect(const WeightSource& src, const std::string& name,
-                                          int64_t rows, int64_t cols) {
-  ASSIGN_OR_RETURN(models::TensorView t, src.Get(name));
-  if (t.dtype == models::DType::kF8E4M3) {  // slicing would have to slice the block scales too
-    return absl::UnimplementedError(
-        absl::StrCat(name, ": FP8 block-quantized experts cannot be sharded across devices yet"));
-  }
-  if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": expected shape [", rows, ", ", cols, "]"));
-  }
-  return t;
-}
-
-// Loads what `rank` holds of one expert: a column shard (kShard) or the
+// Loads what `rank` holds of one expert: its column shard (kShard) or the
 // whole expert when it owns it (kExpert).
-absl::Status LoadExpert(const ExpertProviderContext& ctx, MoeParallelism mode, RankState& r,
-                        int layer, int e) {
+absl::Status LoadExpert(const ExpertProviderContext& ctx, const MultiDeviceOptions& options,
+                        int64_t unit, RankState& r, int layer, int e) {
   const models::ModelConfig& c = *ctx.config;
-  const int64_t h = c.hidden_size, inter = c.moe_intermediate_size;
-  ShardRange cols{0, inter};
-  if (mode == MoeParallelism::kShard)
-    cols = EvenShard(inter, r.topology.world_size(), r.topology.rank());
-  if (mode == MoeParallelism::kExpert && r.owner[e] != r.topology.rank()) return absl::OkStatus();
-  if (cols.size() == 0) return absl::OkStatus();
-  const ExpertTensorNames names = ExpertTensorNamesFor(c, layer, e);
+  ShardRange cols{0, c.moe_intermediate_size};
+  if (options.mode == MoeParallelism::kShard) {
+    cols = ExpertColumns(c.moe_intermediate_size, unit, r.topology.world_size(),
+                         r.topology.rank());
+  }
+  if (options.mode == MoeParallelism::kExpert && r.owner[e] != r.topology.rank())
+    return absl::OkStatus();
   HeldExpert& held = r.experts[static_cast<int64_t>(layer) * c.num_experts + e];
-  ASSIGN_OR_RETURN(models::TensorView gate, Expect(*ctx.weights, names.gate, inter, h));
-  ASSIGN_OR_RETURN(models::TensorView up, Expect(*ctx.weights, names.up, inter, h));
-  ASSIGN_OR_RETURN(models::TensorView down, Expect(*ctx.weights, names.down, h, inter));
-  RETURN_IF_ERROR(
-      LoadBlock(r.backend.get(), gate, cols.begin, cols.end, 0, h, &held.gate, &held.w.gate));
-  RETURN_IF_ERROR(LoadBlock(r.backend.get(), up, cols.begin, cols.end, 0, h, &held.up, &held.w.up));
-  return LoadBlock(r.backend.get(), down, 0, h, cols.begin, cols.end, &held.down, &held.w.down);
+  return LoadExpertShard(r.backend.get(), *ctx.weights, c, layer, e, cols, options.storage,
+                         &held);
+}
+
+// The format each device's experts are computed in (the store's, offloaded).
+ExpertShardStorage StorageOf(const MultiDeviceOptions& o) {
+  if (!o.offload.has_value()) return o.storage;
+  ExpertShardStorage q;
+  q.format = o.offload->storage.format;
+  q.group_size = o.offload->storage.group_size;
+  q.block_rows = o.offload->storage.block_rows;
+  q.scale_dtype = o.offload->storage.scale_dtype;
+  return q;
 }
 
 class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
@@ -76,6 +54,14 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     return std::unique_ptr<ExpertProvider>(std::move(p));
   }
 
+  void BeginStep(int64_t num_tokens) override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->BeginStep(num_tokens);
+  }
+  void EndStep() override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->EndStep();
+  }
   void OnRouting(int, absl::Span<const int32_t>) override {}
   absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) override {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -113,6 +99,7 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       const ShardRange mine = EvenShard(config_.num_experts, options_.devices, d);
       for (int64_t e = mine.begin; e < mine.end; ++e) owner[e] = d;
     }
+    ASSIGN_OR_RETURN(int64_t unit, ExpertShardUnit(config_, StorageOf(options_)));
     for (int d = 0; d < options_.devices; ++d) {
       auto r = std::make_unique<RankState>();
       r->comm = group_->Join(d);
@@ -121,14 +108,48 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       r->ws = std::make_unique<Workspace>(r->backend.get(), ModelDims::From(config_));
       r->owner = owner;
       r->experts.resize(static_cast<int64_t>(config_.num_hidden_layers) * config_.num_experts);
-      for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
-        if (!config_.is_moe_layer[layer]) continue;
-        for (int e = 0; e < config_.num_experts; ++e)
-          RETURN_IF_ERROR(LoadExpert(ctx, options_.mode, *r, layer, e));
+      if (options_.offload.has_value()) {
+        RETURN_IF_ERROR(CreateStore(ctx, unit, *r));
+      } else {
+        for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
+          if (!config_.is_moe_layer[layer]) continue;
+          for (int e = 0; e < config_.num_experts; ++e)
+            RETURN_IF_ERROR(LoadExpert(ctx, options_, unit, *r, layer, e));
+        }
       }
       ranks_.push_back(std::move(r));
     }
+    if (options_.counters != nullptr) options_.counters->SetExpertBytes(ExpertBytes());
     return absl::OkStatus();
+  }
+
+  // Device r's store over its slice of every expert (none for an empty slice).
+  absl::Status CreateStore(const ExpertProviderContext& ctx, int64_t unit, RankState& r) {
+    const int world = r.topology.world_size(), rank = r.topology.rank();
+    const ShardRange cols = ExpertColumns(config_.moe_intermediate_size, unit, world, rank);
+    if (cols.size() == 0) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardWeightSource> source,
+                     ShardWeightSource::Create(ctx.weights, cols));
+    ExpertStoreOptions so = *options_.offload;
+    if (!so.pack_dir.empty()) so.pack_dir = absl::StrCat(so.pack_dir, "/shard-", rank, "-of-", world);
+    ExpertProviderContext shard_ctx{r.backend.get(), &source->config(), source.get()};
+    r.shard_source = std::move(source);
+    ASSIGN_OR_RETURN(r.store, ExpertStoreFactory(so)(shard_ctx));
+    return absl::OkStatus();
+  }
+
+  // Per device: the expert bytes it holds (resident) or packs and pages.
+  std::vector<uint64_t> ExpertBytes() const {
+    std::vector<uint64_t> bytes;
+    for (const auto& r : ranks_) {
+      uint64_t b = 0;
+      for (const HeldExpert& h : r->experts) b += h.bytes;
+      if (auto* store = dynamic_cast<const ExpertStore*>(r->store.get())) {
+        b += store->layout().expert_bytes * store->layout().num_entries();
+      }
+      bytes.push_back(b);
+    }
+    return bytes;
   }
 
   // Rank 0 receives the layer's input and routing from the engine; the
@@ -221,6 +242,14 @@ absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& o) {
   if (o.capacity_factor < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("capacity factor must be >= 0, got ", o.capacity_factor));
+  }
+  if (o.offload.has_value() && o.mode != MoeParallelism::kShard) {
+    return absl::UnimplementedError(
+        "expert offloading over several devices is built for MoEShard (--moe_parallel=shard) only");
+  }
+  if (o.offload.has_value() && o.storage.quantized()) {
+    return absl::InvalidArgumentError(
+        "with expert offloading the storage format is the store's (ExpertStoreOptions::storage)");
   }
   if (o.capacity_factor > 0 && o.mode != MoeParallelism::kExpert) {
     return absl::InvalidArgumentError(

@@ -12,7 +12,8 @@
 //  kShard (MoEShard): every expert's gate/up are split by rows of the HF
 //    [intermediate, hidden] tensors (columns of W in x W) and down by the
 //    matching columns of [hidden, intermediate] into D contiguous shards
-//    (EvenShard: uneven splits handled). Each device runs ITS shard of every
+//    (ExpertColumns, expert_shard.h: cut on the scale-block boundaries of
+//    FP8 / quantized experts, uneven splits handled). Each device runs ITS shard of every
 //    routed expert over ALL tokens routed to that expert, combines with the
 //    routing weights into a partial [rows, hidden], and the partials are
 //    summed by AllReduceSum (rank order, so reproducible). Every device does
@@ -31,7 +32,14 @@
 //
 // Devices: with the CPU backend each device is a virtual device: its own
 // CpuBackend (threads_per_device workers) and budget, one thread per rank
-// (RankThreads), InProcessCollectives between them. Expert offloading is not
+// (RankThreads), InProcessCollectives between them. With
+// MultiDeviceOptions::offload (MoEShard only) each device's experts are not
+// resident: each device gets its own ExpertStore over a ShardWeightSource,
+// so it packs, caches and pages only its slice (1/D of every expert's bytes),
+// with the store's budget, tiers, policy and storage format applied per
+// device. Experts are stored as
+// MultiDeviceOptions::storage says (the checkpoint's dtype, FP8 included, or
+// int8 / int4 / mxfp4 quantized at load like the expert pack would). Expert offloading is not
 // combined with this provider: each device keeps its shards resident.
 //
 // Thread safety: the ExpertProvider / RoutedExperts methods are called by the
@@ -41,13 +49,16 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/backend/backend.h"
+#include "engine/experts/expert_store_options.h"
 #include "engine/model/expert_provider.h"
+#include "engine/parallel/expert_shard.h"
 #include "engine/parallel/in_process_collectives.h"
 
 namespace expertd::engine::parallel {
@@ -65,10 +76,16 @@ class MultiDeviceCounters {
   struct Snapshot {
     int64_t dropped_assignments = 0;   // kExpert: (token, expert) pairs over capacity
     std::vector<int64_t> device_work;  // per device: rows x intermediate columns computed
+    std::vector<uint64_t> device_expert_bytes;  // per device: expert bytes it holds or pages
+                                                // (one slot per expert when offloading)
   };
   Snapshot Get() const {
     absl::MutexLock lock(&mu_);
     return s_;
+  }
+  void SetExpertBytes(std::vector<uint64_t> bytes) {
+    absl::MutexLock lock(&mu_);
+    s_.device_expert_bytes = std::move(bytes);
   }
   void Add(int64_t dropped, const std::vector<int64_t>& work) {
     absl::MutexLock lock(&mu_);
@@ -89,6 +106,12 @@ struct MultiDeviceOptions {
   BackendOptions device_backend;                  // each virtual device's backend ("cpu")
   InProcessOptions collectives;                   // rendezvous deadline
   std::shared_ptr<MultiDeviceCounters> counters;  // optional
+  ExpertShardStorage storage;                     // kDense: as the checkpoint stores them
+  // Set: expert offloading, one store per device over its shard (kShard only;
+  // storage comes from offload->storage, `storage` above must stay dense).
+  // A pack_dir gets one subdirectory per device; empty, each device's pack
+  // goes to the store's cache directory under its own content fingerprint.
+  std::optional<ExpertStoreOptions> offload;
 };
 
 // InvalidArgument naming the bad field.

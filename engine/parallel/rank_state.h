@@ -16,14 +16,9 @@
 #include "engine/model/expert_provider.h"
 #include "engine/model/workspace.h"
 #include "engine/parallel/collectives.h"
+#include "engine/parallel/expert_shard.h"
 
 namespace expertd::engine::parallel {
-
-// One expert's weights (whole or one shard) as this device holds them.
-struct HeldExpert {
-  DeviceBuffer gate, up, down;
-  ExpertWeights w;  // refs into the buffers; empty when not held
-};
 
 // The step's rows grouped by expert (counting sort by expert id).
 struct ExpertGroups {
@@ -45,6 +40,11 @@ struct LayerStep {
 struct RankState {
   ParallelTopology topology;
   std::unique_ptr<Backend> backend;
+  // With expert offloading: this device's slice of every expert and the
+  // store that packs and pages it (null when offloading is off, or when the
+  // device holds no shard). The store reads the source: declared after it.
+  std::unique_ptr<WeightSource> shard_source;
+  std::unique_ptr<ExpertProvider> store;
   std::unique_ptr<Workspace> ws;
   std::unique_ptr<Collectives> comm;
   std::vector<HeldExpert> experts;  // [layer * num_experts + expert]

@@ -51,11 +51,21 @@ absl::Status ShardCompute(RankState& r, const LayerStep& s) {
   RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), g.row.data(), g.row.size() * 4));
   RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kSlotIndex), g.slot.data(), g.slot.size() * 4));
   float* out = ws->f(Buf::kFfnOut);
+  if (r.store != nullptr) {
+    std::vector<int32_t> routed;
+    for (int64_t e = 0; e < s.num_experts; ++e)
+      if (g.offset[e + 1] > g.offset[e]) routed.push_back(static_cast<int32_t>(e));
+    r.store->OnRouting(s.layer, routed);
+  }
   bool any = false;
   for (int64_t e = 0; e < s.num_experts; ++e) {
     const int64_t off = g.offset[e], n = g.offset[e + 1] - off;
-    const ExpertWeights& w = r.experts[s.layer * s.num_experts + e].w;
-    if (n == 0 || w.gate.empty()) continue;  // not routed, or an empty shard (D > intermediate)
+    if (n == 0) continue;
+    ExpertWeights w = r.experts[s.layer * s.num_experts + e].w;
+    if (r.store != nullptr) {
+      ASSIGN_OR_RETURN(w, r.store->Acquire(s.layer, static_cast<int>(e)));
+    }
+    if (w.gate.empty()) continue;  // an empty shard (fewer units than devices)
     any = true;
     be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex) + off,
                                     ws->f(Buf::kExpertIn), n, s.hidden});
@@ -65,6 +75,10 @@ absl::Status ShardCompute(RankState& r, const LayerStep& s) {
     be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
                                       ws->f(Buf::kSlots), n, s.hidden});
     r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
+    if (r.store != nullptr) {
+      RETURN_IF_ERROR(be->Synchronize());  // the weights stay pinned until the expert is done
+      r.store->Release(s.layer, static_cast<int>(e));
+    }
   }
   if (any) {
     be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights),

@@ -122,8 +122,13 @@ absl::Status Run(const Options& o) {
   auto offload = engine::ExpertStoreOptionsFromFlags(o.experts);
   if (!offload.ok()) return offload.status();
   if (multi->has_value() && offload->has_value()) {
-    return absl::InvalidArgumentError(
-        "flag --devices: multi-device experts and --expert_offload cannot be combined yet");
+    if ((*multi)->mode != engine::parallel::MoeParallelism::kShard) {
+      return absl::InvalidArgumentError(
+          "flag --moe_parallel: --expert_offload over several --devices needs "
+          "--moe_parallel=shard");
+    }
+    (*multi)->offload = std::move(*offload);  // each device pages only its shards
+    offload->reset();
   }
   if (o.experts.expert_cache_percent > 0 && o.device_memory_bytes == 0 && o.backend != "cuda") {
     return absl::InvalidArgumentError(
