@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/backend/cpu/cpu_features.h"
 #include "models/dtype/dtype.h"
 
 namespace expertd::train {
@@ -59,6 +60,18 @@ void AdamWUpdateAvx2(const AdamWConstants& c, const float* g, float* p, float* m
   AdamWUpdateScalar(c, g + i, p + i, m + i, v + i, n - i);
 }
 
+void AdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
+                 int64_t n) {
+  switch (engine::cpu::BestCpuIsa()) {
+    case engine::cpu::CpuIsa::kAvx512:
+      return AdamWUpdateAvx512(c, g, p, m, v, n);
+    case engine::cpu::CpuIsa::kAvx2:
+      return AdamWUpdateAvx2(c, g, p, m, v, n);
+    case engine::cpu::CpuIsa::kScalar:
+      return AdamWUpdateScalar(c, g, p, m, v, n);
+  }
+}
+
 void AdamW::Step(std::vector<Parameter>* params, double lr, engine::ThreadPool* pool) {
   Prepare(params->size());
   for (size_t i = 0; i < params->size(); ++i) StepOne(&(*params)[i], i, lr, pool);
@@ -83,7 +96,7 @@ void AdamW::StepOne(Parameter* param, size_t i, double lr, engine::ThreadPool* p
   float* weights = s.master.empty() ? p.value.data() : s.master.data();
   // Elementwise: chunks are independent, so any split gives the same bits.
   engine::ParallelFor(pool, p.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    AdamWUpdateAvx2(c, p.grad.data() + begin, weights + begin, s.m.data() + begin,
+    AdamWUpdate(c, p.grad.data() + begin, weights + begin, s.m.data() + begin,
                     s.v.data() + begin, end - begin);
   });
   if (!s.master.empty()) {  // the model weight: master rounded to the stored dtype

@@ -35,12 +35,18 @@ struct AdamWConstants {
 AdamWConstants MakeAdamWConstants(const AdamWOptions& o, double lr, int64_t step);
 
 // The update over n elements, in place on p, m, v. The scalar form is the
-// reference; the AVX2 form does the same IEEE operations in the same order
-// (no FMA contraction), so both give bitwise the same result.
+// reference; the AVX2 and AVX-512 forms do the same IEEE operations in the
+// same order (no FMA contraction), so all give bitwise the same result.
+// AdamWUpdate picks the widest one this CPU runs (EXPERTD_CPU_ISA caps it).
 void AdamWUpdateScalar(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
                        int64_t n);
 void AdamWUpdateAvx2(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
                      int64_t n);
+// REQUIRES: the CPU supports AVX-512 F.
+void AdamWUpdateAvx512(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
+                       int64_t n);
+void AdamWUpdate(const AdamWConstants& c, const float* g, float* p, float* m, float* v,
+                 int64_t n);
 
 struct AdamWParamState {
   int64_t step = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "models/dtype/dtype.h"
@@ -26,6 +27,29 @@ TEST(AdamWTest, Avx2MatchesScalarBitwise) {
     const AdamWConstants c = MakeAdamWConstants(AdamWOptions{}, 1e-3, 3);
     AdamWUpdateScalar(c, g.data(), p.data(), m.data(), v.data(), n);
     AdamWUpdateAvx2(c, g.data(), p2.data(), m2.data(), v2.data(), n);
+    EXPECT_EQ(p, p2) << n;
+    EXPECT_EQ(m, m2) << n;
+    EXPECT_EQ(v, v2) << n;
+  }
+}
+
+// So is the AVX-512 update, where the CPU has it.
+TEST(AdamWTest, Avx512MatchesScalarBitwise) {
+  if (!engine::cpu::CpuSupports(engine::cpu::CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist;
+  for (int64_t n : {1, 15, 16, 17, 1000, 1009}) {
+    std::vector<float> g(n), p(n), m(n), v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      g[i] = dist(rng);
+      p[i] = dist(rng);
+      m[i] = dist(rng) * 0.1f;
+      v[i] = std::fabs(dist(rng)) * 0.01f;
+    }
+    std::vector<float> p2 = p, m2 = m, v2 = v;
+    const AdamWConstants c = MakeAdamWConstants(AdamWOptions{}, 1e-3, 5);
+    AdamWUpdateScalar(c, g.data(), p.data(), m.data(), v.data(), n);
+    AdamWUpdateAvx512(c, g.data(), p2.data(), m2.data(), v2.data(), n);
     EXPECT_EQ(p, p2) << n;
     EXPECT_EQ(m, m2) << n;
     EXPECT_EQ(v, v2) << n;

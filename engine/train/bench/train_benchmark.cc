@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/flags.h"
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/train/adamw.h"
 #include "engine/train/trainer.h"
@@ -95,13 +96,14 @@ absl::Status BenchAdamW(const Options& o) {
     const train::AdamWConstants c = train::MakeAdamWConstants(train::AdamWOptions{}, 1e-3, rep + 1);
     const auto t0 = std::chrono::steady_clock::now();
     engine::ParallelFor(pool.get(), n, 1 << 14, [&](int64_t begin, int64_t end) {
-      train::AdamWUpdateAvx2(c, &g[begin], &p[begin], &m[begin], &v[begin], end - begin);
+      train::AdamWUpdate(c, &g[begin], &p[begin], &m[begin], &v[begin], end - begin);
     });
     params_per_s.push_back(n / Seconds(t0, std::chrono::steady_clock::now()));
     fraction.push_back(params_per_s.back() / (copy_bw.back() / 28.0));
   }
   nlohmann::json out = {{"params", n},
                         {"threads", o.threads},
+                        {"isa", engine::cpu::CpuIsaName(engine::cpu::BestCpuIsa())},
                         {"params_per_s", Median(params_per_s)},
                         {"copy_bytes_per_s", Median(copy_bw)},
                         {"bound_params_per_s", Median(copy_bw) / 28.0},
