@@ -3,7 +3,8 @@
 // weights the forward uses, the gradient, the AdamW moments and (bf16/fp16)
 // the fp32 master - lives in the model's Parameters and the optimizer's
 // state while the expert is "resident", and otherwise in one aligned record
-// of a RecordFile under the tier directory (read and written with O_DIRECT).
+// of a RecordFile under the tier directory (read and written with O_DIRECT;
+// buffered, with a warning, where the file system refuses it).
 // At most capacity() experts are resident (the host budget divided by the
 // record size).
 //
@@ -19,8 +20,7 @@
 // has three aligned sections (values, gradients, AdamW state), and a load
 // reads only what the use needs: a gradient cleared since it was written is
 // skipped, the state only for kAll (an expert on the host without it
-// reads it in when a kAll pin comes). Unpinned,
-// non-resident experts' vectors are empty and belong to the I/O thread; a
+// reads it in when a kAll pin comes). Unpinned, non-resident experts' vectors are empty and belong to the I/O thread; a
 // Parameter's has_grad, shape and dtype stay valid always (the record holds a
 // gradient only while has_grad). Outside BeginStep/EndStep the I/O thread
 // only serves pins (no prefetch, no trimming), so the caller may change
