@@ -384,9 +384,10 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   std::vector<float> dweight(n * s.top_k, 0.0f);
   live.Add(RouterBackwardBytes(s));
   if (group_ != nullptr) {
+    // The devices' packed exchange buffers are the collectives' (as NCCL's
+    // would be), not activations: not counted.
     RETURN_IF_ERROR(group_->Backward(p, s, ordinal, a, dy, &dweight, dx));
-    // Each device's packed d(input) and d(weight) buffers.
-    live.Add(group_->devices() * (n * s.top_k * (hidden + 1)) * kF);
+    live.Add(ExpertBackwardBytes(s, r));  // one expert's backward temporaries
   } else {
     const auto start = std::chrono::steady_clock::now();
     const bool from_host = !save && state.restore == ActivationRestore::kOffload;

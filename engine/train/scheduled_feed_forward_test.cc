@@ -240,6 +240,8 @@ TEST(ScheduledFeedForwardTest, DeviceGroupIsBitwiseOneDevice) {
       EXPECT_LE(r.report.device_imbalance[0], devices);
       EXPECT_EQ(r.report.pinned_experts[0], 0);  // a first step has nothing to pin
       EXPECT_GT(r.report.placed_upload_bytes, 0);
+      EXPECT_EQ(r.report.measured_peak_activation_bytes,
+                r.report.predicted_peak_activation_bytes);
     }
   }
   TrainSchedule s;
