@@ -72,6 +72,7 @@ absl::Status DeviceGroupExperts::Forward(const FeedForwardParams& p, const MoeSh
     flops[e] = 18 * h * w.width();  // forward 6*H*F per row, backward twice that
   }
   auto placer = placers_.try_emplace(layer, devices(), model_).first;
+  placer->second.set_model(model_);
   const ExpertPlacement placement = placer->second.Place(rows, bytes, flops);
   placement_[layer] = placement.device;
   a->expert_inputs.assign(s.experts, {});
@@ -112,6 +113,15 @@ absl::Status DeviceGroupExperts::Forward(const FeedForwardParams& p, const MoeSh
   r = DevicePlacementReport();
   r.imbalance = placement.imbalance();
   r.measured_imbalance = MaxOverMean(busy);
+  r.flops_per_second = model_.flops_per_second;
+  double forward_flops = 0;  // a third of the forward + backward FLOPs the placement costs
+  for (int64_t e = 0; e < s.experts; ++e) forward_flops += rows[e] * (flops[e] / 3.0);
+  const double busy_seconds = std::accumulate(busy.begin(), busy.end(), 0.0);
+  if (forward_flops > 0 && busy_seconds > 0) {
+    const double rate = forward_flops / busy_seconds;
+    model_.flops_per_second = rate_measured_ ? 0.5 * (model_.flops_per_second + rate) : rate;
+    rate_measured_ = true;
+  }
   r.experts_per_device.assign(devices(), 0);
   for (int64_t e = 0; e < s.experts; ++e) {
     if (rows[e] == 0) continue;

@@ -1,6 +1,10 @@
 // DeviceGroupExperts: a MoE layer's routed experts run over D devices, placed
 // every step by ExpertPlacer (ES-MoE: Graham's greedy on upload +
 // token-proportional compute, the previous step's hottest quarter pinned).
+// The compute rate of the cost model is measured: the first forward's
+// devices' FLOPs / busy seconds replaces the default, and every later forward
+// moves it halfway to its own (the upload rate stays the model's: virtual
+// devices copy nothing).
 //
 // The devices are CPU virtual devices: one thread per device (RankThreads),
 // talking only through the Collectives interface (InProcessCollectives), as
@@ -44,6 +48,7 @@ namespace expertd::train {
 struct DevicePlacementReport {
   double imbalance = 1.0;           // modelled max / mean load
   double measured_imbalance = 1.0;  // max / mean of the devices' compute seconds
+  double flops_per_second = 0;      // the compute rate the placement assumed
   int pinned_experts = 0;           // kept resident from the previous step
   int64_t placed_upload_bytes = 0;  // expert weights the unpinned placement moves
   std::vector<int> experts_per_device;
@@ -76,7 +81,10 @@ class DeviceGroupExperts {
   absl::Status RunGroup(const std::function<absl::Status(int, engine::parallel::Collectives*)>& fn);
 
   engine::parallel::RankThreads threads_;
-  const PlacementCostModel model_;
+  // The placement's cost model; its compute rate follows the devices'
+  // measured expert forward rate (FLOPs over busy seconds, averaged).
+  PlacementCostModel model_;
+  bool rate_measured_ = false;
   std::map<int, ExpertPlacer> placers_;
   std::map<int, std::vector<int>> placement_;  // by layer: device per expert
   std::map<int, DevicePlacementReport> reports_;

@@ -550,6 +550,7 @@ void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
     r->measured_device_imbalance.push_back(d.measured_imbalance);
     r->pinned_experts.push_back(d.pinned_experts);
     r->placed_upload_bytes += d.placed_upload_bytes;
+    r->placement_flops_per_second = d.flops_per_second;
   }
 }
 

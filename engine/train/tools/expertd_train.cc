@@ -185,6 +185,7 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
     j["measured_device_imbalance"] = r.measured_device_imbalance;
     j["pinned_experts"] = r.pinned_experts;
     j["placed_upload_bytes"] = r.placed_upload_bytes;
+    j["placement_flops_per_second"] = r.placement_flops_per_second;
   }
   return j;
 }
