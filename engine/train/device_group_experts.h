@@ -62,15 +62,18 @@ class DeviceGroupExperts {
   int devices() const { return threads_.world_size(); }
 
   // The routed experts' forward for the layer whose routing is in *a
-  // (MoeRoute done): saves a->expert_inputs / expert_acts, y += the weighted
-  // outputs. `layer` keys the placement history (the MoE layer's ordinal).
+  // (MoeRoute done; a->expert_slices set): y += the weighted outputs. With
+  // one slice it saves a->expert_inputs / expert_acts; with more (MemFine's
+  // chunks) each device runs its experts' slices in order and keeps nothing.
+  // `layer` keys the placement history (the MoE layer's ordinal).
   absl::Status Forward(const FeedForwardParams& p, const MoeShape& s, int layer, const float* x,
                        FeedForwardActivations* a, float* y);
-  // The routed experts' backward under the forward's placement: gradients of
-  // the experts accumulate, dweight (N*K) is written, dx += d(input).
-  absl::Status Backward(const FeedForwardParams& p, const MoeShape& s, int layer,
+  // The routed experts' backward under the forward's placement (sliced:
+  // each slice recomputed, adding its FLOPs to *recomputed_flops): gradients
+  // of the experts accumulate, dweight (N*K) is written, dx += d(input).
+  absl::Status Backward(const FeedForwardParams& p, const MoeShape& s, int layer, const float* x,
                         const FeedForwardActivations& a, const float* dy,
-                        std::vector<float>* dweight, float* dx);
+                        std::vector<float>* dweight, float* dx, int64_t* recomputed_flops);
 
   // The last forward's report of every layer, by layer.
   const std::map<int, DevicePlacementReport>& reports() const { return reports_; }
