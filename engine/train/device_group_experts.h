@@ -1,6 +1,10 @@
 // DeviceGroupExperts: a MoE layer's routed experts run over D devices, placed
 // every step by ExpertPlacer (ES-MoE: Graham's greedy on upload +
 // token-proportional compute, the previous step's hottest quarter pinned).
+// The compute rate of the cost model is measured: the first forward's
+// devices' FLOPs / busy seconds replaces the default, and every later forward
+// moves it halfway to its own (the upload rate stays the model's: virtual
+// devices copy nothing).
 //
 // The devices are CPU virtual devices: one thread per device (RankThreads),
 // talking only through the Collectives interface (InProcessCollectives), as
@@ -44,6 +48,7 @@ namespace expertd::train {
 struct DevicePlacementReport {
   double imbalance = 1.0;           // modelled max / mean load
   double measured_imbalance = 1.0;  // max / mean of the devices' compute seconds
+  double flops_per_second = 0;      // the compute rate the placement assumed
   int pinned_experts = 0;           // kept resident from the previous step
   int64_t placed_upload_bytes = 0;  // expert weights the unpinned placement moves
   std::vector<int> experts_per_device;
@@ -57,15 +62,18 @@ class DeviceGroupExperts {
   int devices() const { return threads_.world_size(); }
 
   // The routed experts' forward for the layer whose routing is in *a
-  // (MoeRoute done): saves a->expert_inputs / expert_acts, y += the weighted
-  // outputs. `layer` keys the placement history (the MoE layer's ordinal).
+  // (MoeRoute done; a->expert_slices set): y += the weighted outputs. With
+  // one slice it saves a->expert_inputs / expert_acts; with more (MemFine's
+  // chunks) each device runs its experts' slices in order and keeps nothing.
+  // `layer` keys the placement history (the MoE layer's ordinal).
   absl::Status Forward(const FeedForwardParams& p, const MoeShape& s, int layer, const float* x,
                        FeedForwardActivations* a, float* y);
-  // The routed experts' backward under the forward's placement: gradients of
-  // the experts accumulate, dweight (N*K) is written, dx += d(input).
-  absl::Status Backward(const FeedForwardParams& p, const MoeShape& s, int layer,
+  // The routed experts' backward under the forward's placement (sliced:
+  // each slice recomputed, adding its FLOPs to *recomputed_flops): gradients
+  // of the experts accumulate, dweight (N*K) is written, dx += d(input).
+  absl::Status Backward(const FeedForwardParams& p, const MoeShape& s, int layer, const float* x,
                         const FeedForwardActivations& a, const float* dy,
-                        std::vector<float>* dweight, float* dx);
+                        std::vector<float>* dweight, float* dx, int64_t* recomputed_flops);
 
   // The last forward's report of every layer, by layer.
   const std::map<int, DevicePlacementReport>& reports() const { return reports_; }
@@ -76,7 +84,10 @@ class DeviceGroupExperts {
   absl::Status RunGroup(const std::function<absl::Status(int, engine::parallel::Collectives*)>& fn);
 
   engine::parallel::RankThreads threads_;
-  const PlacementCostModel model_;
+  // The placement's cost model; its compute rate follows the devices'
+  // measured expert forward rate (FLOPs over busy seconds, averaged).
+  PlacementCostModel model_;
+  bool rate_measured_ = false;
   std::map<int, ExpertPlacer> placers_;
   std::map<int, std::vector<int>> placement_;  // by layer: device per expert
   std::map<int, DevicePlacementReport> reports_;

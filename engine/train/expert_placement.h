@@ -59,10 +59,13 @@ class ExpertPlacer {
                         const std::vector<int64_t>& flops_per_row);
 
   int devices() const { return devices_; }
+  // The model for the next Place (e.g. a compute rate measured on the devices).
+  void set_model(const PlacementCostModel& model) { model_ = model; }
+  const PlacementCostModel& model() const { return model_; }
 
  private:
   const int devices_;
-  const PlacementCostModel model_;
+  PlacementCostModel model_;
   std::vector<int64_t> previous_rows_;
   std::vector<int> previous_device_;
 };

@@ -226,10 +226,10 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
            2 * n * s.top_k * 4);
   const auto start = std::chrono::steady_clock::now();
   if (group_ != nullptr) {
-    if (!save || offload_) {
+    if (mb > 1 || offload_) {
       return absl::FailedPreconditionError(
-          "several training devices run the experts resident and unsliced: no expert offload, "
-          "--moe_chunks=1, --micro_batches=1");
+          "several training devices run the experts resident, without micro-batches: no expert "
+          "offload, --micro_batches=1");
     }
     RETURN_IF_ERROR(group_->Forward(p, s, ordinal, x, a, y));
     for (int64_t e = 0; e < s.experts; ++e) {
@@ -383,9 +383,14 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
   std::vector<float> dweight(n * s.top_k, 0.0f);
   live.Add(RouterBackwardBytes(s));
   if (group_ != nullptr) {
-    RETURN_IF_ERROR(group_->Backward(p, s, ordinal, a, dy, &dweight, dx));
-    // Each device's packed d(input) and d(weight) buffers.
-    live.Add(group_->devices() * (n * s.top_k * (hidden + 1)) * kF);
+    // The devices' packed exchange buffers are the collectives' (as NCCL's
+    // would be), not activations: not counted.
+    int64_t flops = 0;
+    RETURN_IF_ERROR(group_->Backward(p, s, ordinal, x, a, dy, &dweight, dx, &flops));
+    // One slice's (or expert's) backward temporaries, and a sliced forward.
+    live.Add(ExpertBackwardBytes(s, r) + (save ? 0 : ExpertForwardBytes(s, r)));
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.recomputed_flops += flops;
   } else {
     const auto start = std::chrono::steady_clock::now();
     const bool from_host = !save && state.restore == ActivationRestore::kOffload;
@@ -554,6 +559,7 @@ void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
     r->measured_device_imbalance.push_back(d.measured_imbalance);
     r->pinned_experts.push_back(d.pinned_experts);
     r->placed_upload_bytes += d.placed_upload_bytes;
+    r->placement_flops_per_second = d.flops_per_second;
   }
 }
 

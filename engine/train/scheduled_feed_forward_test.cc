@@ -222,7 +222,8 @@ TEST(ScheduledFeedForwardTest, ActivationMemoryFallsWithMicroBatches) {
 }
 
 // ES-MoE over a device group: bitwise one device's outputs and gradients,
-// with more devices than experts too; slicing does not combine with it.
+// with more devices than experts too, and with chunks; micro-batches do not
+// combine with it.
 TEST(ScheduledFeedForwardTest, DeviceGroupIsBitwiseOneDevice) {
   for (bool skewed : {false, true}) {
     InMemoryFeedForwardExecutor plain;
@@ -240,11 +241,29 @@ TEST(ScheduledFeedForwardTest, DeviceGroupIsBitwiseOneDevice) {
       EXPECT_LE(r.report.device_imbalance[0], devices);
       EXPECT_EQ(r.report.pinned_experts[0], 0);  // a first step has nothing to pin
       EXPECT_GT(r.report.placed_upload_bytes, 0);
+      EXPECT_EQ(r.report.measured_peak_activation_bytes,
+                r.report.predicted_peak_activation_bytes);
     }
+  }
+  // MemFine's chunks on every device: bitwise the single-device chunked run.
+  for (int chunks : {2, 4}) {
+    TrainSchedule one;
+    one.moe_chunks = chunks;
+    const Result ref = RunScheduled(one, false, true);
+    ASSERT_TRUE(ref.status.ok()) << ref.status;
+    TrainSchedule s = one;
+    s.train_devices = 3;
+    const Result r = RunScheduled(s, false, true);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.y, ref.y) << chunks;
+    EXPECT_EQ(r.dx, ref.dx) << chunks;
+    EXPECT_EQ(r.grads, ref.grads) << chunks;
+    EXPECT_EQ(r.report.recomputed_flops, ref.report.recomputed_flops) << chunks;
+    EXPECT_EQ(r.report.measured_peak_activation_bytes, r.report.predicted_peak_activation_bytes);
   }
   TrainSchedule s;
   s.train_devices = 2;
-  s.moe_chunks = 2;
+  s.micro_batches = 2;
   EXPECT_EQ(RunScheduled(s, false, false).status.code(), absl::StatusCode::kFailedPrecondition);
 }
 

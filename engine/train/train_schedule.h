@@ -104,6 +104,7 @@ struct ScheduleReport {
   std::vector<double> measured_device_imbalance;
   std::vector<int> pinned_experts;
   int64_t placed_upload_bytes = 0;
+  double placement_flops_per_second = 0;  // the compute rate the last placement assumed
 };
 
 }  // namespace expertd::train

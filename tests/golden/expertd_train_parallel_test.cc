@@ -2,7 +2,8 @@
 // - --train_devices=N: each MoE layer's routed experts run over N CPU virtual
 //   devices (one thread each, combined through the in-process collectives),
 //   placed per step by Graham's greedy with the previous step's hottest
-//   quarter pinned; the weights are bitwise those of one device.
+//   quarter pinned; the weights are bitwise those of one device (with
+//   --moe_chunks too).
 // - --micro_batches=N with --activation_restore=recompute|offload: MPMoE's
 //   pipelined micro-batches; both strategies give bitwise the same weights.
 #include <sys/wait.h>
@@ -146,6 +147,35 @@ TEST_P(ExpertdTrainDevicesTest, MatchesTheReferenceAndOneDeviceBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainDevicesTest, ::testing::ValuesIn(TrainFixtures()));
+
+// MemFine's chunks on every device: the reference holds and the weights are
+// the single-device chunked run's, bitwise.
+TEST(ExpertdTrainDevicesTest, ChunksOnEveryDeviceAreBitwiseOneDevice) {
+  for (const std::string arch : {"mixtral", "qwen3_moe"}) {
+    auto golden = LoadTrainGolden(arch);
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    const std::string prefix = TmpDir() + "/devices_chunks_" + arch;
+    const std::string one = prefix + "_one.safetensors", three = prefix + "_three.safetensors";
+    Output plain =
+        RunTrain(GoldenArgs(arch, *golden, prefix) + " --moe_chunks=2 --weights_out=" + one);
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    nlohmann::json j;
+    ASSERT_NO_FATAL_FAILURE(j = RunAndCheckGolden(*golden,
+                                                  GoldenArgs(arch, *golden, prefix) +
+                                                      " --moe_chunks=2 --train_devices=3"
+                                                      " --weights_out=" +
+                                                      three,
+                                                  prefix));
+    for (const nlohmann::json& r : j.at("schedule")) {
+      EXPECT_GT(r.at("recomputed_flops").get<int64_t>(), 0) << r;
+      for (const nlohmann::json& c : r.at("moe_chunks")) EXPECT_EQ(c.get<int>(), 2) << r;
+    }
+    const std::string a = ReadFile(one), b = ReadFile(three);
+    EXPECT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << arch << ": three devices changed the chunked run's bits";
+    for (const std::string& f : {one, three}) std::remove(f.c_str());
+  }
+}
 
 TEST(ExpertdTrainDevicesErrorsTest, ClearErrors) {
   const std::string batch = TmpDir() + "/devices_errors_batch.json";

@@ -35,7 +35,9 @@ print('$*' or '(none)', '| n', last['micro_batches'], '| restore', last['activat
       '| offloaded bytes/step %.0f' % mean('offloaded_activation_bytes'),
       '| step %.3f s' % mean('step_seconds'),
       '| imbalance', [round(v, 3) for v in last.get('device_imbalance', [])],
-      'measured', [round(v, 3) for v in last.get('measured_device_imbalance', [])])"
+      'measured', [round(v, 3) for v in last.get('measured_device_imbalance', [])],
+      '| pinned', last.get('pinned_experts', []),
+      '| GFLOP/s %.1f' % (last.get('placement_flops_per_second', 0) / 1e9))"
 }
 run
 for n in 2 4 8; do

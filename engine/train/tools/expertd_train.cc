@@ -130,10 +130,10 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
     return absl::InvalidArgumentError("--activation_restore: expected auto, recompute or offload, "
                                       "got '" + o.activation_restore + "'");
   }
-  if (o.train_devices > 1 && (o.offload_experts || o.moe_chunks != 1 || o.micro_batches != 1)) {
+  if (o.train_devices > 1 && (o.offload_experts || o.micro_batches != 1)) {
     return absl::InvalidArgumentError(
-        "--train_devices > 1 runs the experts resident and unsliced on each device: it does not "
-        "combine with --offload_experts, --moe_chunks or --micro_batches");
+        "--train_devices > 1 runs the experts resident on each device, without micro-batches: "
+        "it does not combine with --offload_experts or --micro_batches (--moe_chunks does)");
   }
   if (!o.ssd_dir.empty() || o.host_memory_bytes > 0) {
     if (!o.offload_experts) {
@@ -207,6 +207,7 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
     j["measured_device_imbalance"] = r.measured_device_imbalance;
     j["pinned_experts"] = r.pinned_experts;
     j["placed_upload_bytes"] = r.placed_upload_bytes;
+    j["placement_flops_per_second"] = r.placement_flops_per_second;
   }
   return j;
 }
