@@ -170,19 +170,36 @@ absl::StatusOr<CheckpointActivator::Target> CheckpointActivator::Resolve(
         "ActivateCheckpoint: job system not enabled (--data_dir); only checkpoint_id \"base\" "
         "(the model the daemon started with) can be activated");
   }
-  ASSIGN_OR_RETURN(jobs::CheckpointRecord record, catalog->Resolve(job_id, checkpoint_id));
+  ASSIGN_OR_RETURN(jobs::CheckpointRecord record, catalog->ResolveAndPin(job_id, checkpoint_id));
   Target t;
   t.checkpoint_id = record.id;
   t.model_name = record.model_name.empty() ? record.id : record.model_name;
   t.dir = record.path;
+  t.pinned_in = catalog;
   return t;
 }
 
 absl::StatusOr<ActivationResult> CheckpointActivator::Run(const std::string& job_id,
                                                           const std::string& checkpoint_id) {
+  std::shared_ptr<const LoadedModel> before = state_->model();
+  const std::string previous = before != nullptr ? before->checkpoint_id : "";
+  before.reset();
   absl::StatusOr<Target> target = Resolve(job_id, checkpoint_id);
   absl::StatusOr<ActivationResult> result =
       target.ok() ? LoadAndSwitch(*target) : absl::StatusOr<ActivationResult>(target.status());
+  // Exactly one pin stays on the served checkpoint.
+  if (target.ok() && target->pinned_in != nullptr &&
+      (!result.ok() || previous == target->checkpoint_id)) {
+    target->pinned_in->Unpin(target->checkpoint_id);
+  }
+  if (result.ok() && !previous.empty() && previous != result->checkpoint_id) {
+    jobs::CheckpointCatalog* catalog;
+    {
+      absl::MutexLock lock(&mu_);
+      catalog = catalog_;
+    }
+    if (catalog != nullptr) catalog->Unpin(previous);
+  }
   if (metrics_ != nullptr) {
     metrics_->OnCheckpointActivation(result.ok(), result.ok() ? result->model_name : "",
                                      result.ok() ? result->checkpoint_id : "");

@@ -21,6 +21,10 @@
 // - One activation at a time: a call while another is loading gets ABORTED
 //   (retry once the first returns) instead of queueing behind a load that
 //   may take minutes.
+// - The checkpoint being loaded and the one served stay pinned in the
+//   catalog, so the job system's checkpoint retention never deletes them;
+//   the pin of a checkpoint is released when another one replaces it (or
+//   when its activation fails).
 //
 // Thread-safe.
 #ifndef EXPERTD_SERVER_CHECKPOINT_ACTIVATION_H_
@@ -78,6 +82,9 @@ class CheckpointActivator {
     std::string checkpoint_id;
     std::string model_name;
     std::string dir;
+    // The catalog that pinned the checkpoint (retention keeps it); null for
+    // "base".
+    jobs::CheckpointCatalog* pinned_in = nullptr;
   };
 
   absl::StatusOr<ActivationResult> Run(const std::string& job_id, const std::string& checkpoint_id);

@@ -70,9 +70,27 @@ class FakeCatalog : public jobs::CheckpointCatalog {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint '", checkpoint_id, "' / job '", job_id, "'"));
   }
+  absl::StatusOr<jobs::CheckpointRecord> ResolveAndPin(absl::string_view job_id,
+                                                       absl::string_view checkpoint_id) override {
+    absl::StatusOr<jobs::CheckpointRecord> record = Resolve(job_id, checkpoint_id);
+    absl::MutexLock lock(&mu_);
+    if (record.ok()) ++pins_[record->id];
+    return record;
+  }
+  void Unpin(absl::string_view checkpoint_id) override {
+    absl::MutexLock lock(&mu_);
+    auto it = pins_.find(std::string(checkpoint_id));
+    if (it != pins_.end() && --it->second == 0) pins_.erase(it);
+  }
+  // Checkpoint id -> pins held.
+  std::map<std::string, int> pins() {
+    absl::MutexLock lock(&mu_);
+    return pins_;
+  }
 
  private:
   absl::Mutex mu_;
+  std::map<std::string, int> pins_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, jobs::CheckpointRecord> records_ ABSL_GUARDED_BY(mu_);
   absl::Notification* entered_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Notification* gate_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -372,6 +390,22 @@ TEST_F(CheckpointActivationTest, RefusedCheckpointsLeaveTheServedModelServing) {
   EXPECT_EQ(ServedName(), "base-model");
   EXPECT_EQ(Greedy(kShort), base);
   EXPECT_NE(daemon_->metrics()->Render().find("result=\"error\"} 3"), std::string::npos);
+}
+
+// The served checkpoint, and only it, stays pinned in the catalog, so the
+// job system's retention never deletes it; a refused one is not pinned.
+TEST_F(CheckpointActivationTest, OnlyTheServedCheckpointStaysPinned) {
+  StartDaemon();
+  using Pins = std::map<std::string, int>;
+  ASSERT_TRUE(Activate("", "ckpt-tuned-1").ok());
+  EXPECT_EQ(catalog_.pins(), (Pins{{"ckpt-tuned-1", 1}}));
+  ASSERT_TRUE(Activate("job-tuned", "").ok());  // already served: no second pin
+  EXPECT_EQ(catalog_.pins(), (Pins{{"ckpt-tuned-1", 1}}));
+  EXPECT_FALSE(Activate("", "ckpt-mixtral-1").ok());  // refused: the served one stays
+  EXPECT_FALSE(Activate("job-corrupt", "").ok());
+  EXPECT_EQ(catalog_.pins(), (Pins{{"ckpt-tuned-1", 1}}));
+  ASSERT_TRUE(Activate("", "base").ok());
+  EXPECT_EQ(catalog_.pins(), Pins{});
 }
 
 TEST_F(CheckpointActivationTest, WithoutJobSystemOnlyBaseCanBeActivated) {

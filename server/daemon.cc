@@ -199,6 +199,7 @@ void Daemon::OpenJobSystem() {
   jobs::JobSystemOptions options;
   options.data_dir = o.data_dir;
   options.max_upload_bytes = o.max_upload_bytes;
+  options.keep_last_checkpoints = static_cast<uint32_t>(o.keep_last_checkpoints);
   options.clock = state_.clock();
   // Training keeps off the serving threads: --train_threads, else half the cores.
   jobs::TrainingExecutorOptions training;

@@ -95,6 +95,9 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
             "checkpoints; empty: the job and file RPCs answer FAILED_PRECONDITION");
   f->ByteSize("max_upload_bytes", &o->max_upload_bytes,
               "largest file UploadFile accepts (RESOURCE_EXHAUSTED past it)");
+  f->Int("keep_last_checkpoints", &o->keep_last_checkpoints, 0, 1 << 20,
+         "checkpoints a fine-tune job keeps (its newest; older ones are deleted) unless its "
+         "spec sets hyperparameters.keep_last_checkpoints (0: keep all)");
   f->Int("train_threads", &o->train_threads, 0, 1024,
          "CPU threads a fine-tune job may use, so serving keeps priority (0: half the cores)");
   f->ByteSize("train_device_memory_bytes", &o->train_device_memory_bytes,

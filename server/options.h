@@ -64,6 +64,7 @@ struct ServerOptions {
   // Fine-tune jobs (docs/jobs.md).
   std::string data_dir;  // job records, uploads, checkpoints; empty = job RPCs refused
   uint64_t max_upload_bytes = 1ull << 30;  // UploadFile size cap
+  int64_t keep_last_checkpoints = 3;       // per job, unless its spec says; 0 = all
   int64_t train_threads = 0;               // training threads; 0 = half the cores (at least 1)
   uint64_t train_device_memory_bytes = 0;  // fine-tune jobs' device budget; 0 = unlimited
 

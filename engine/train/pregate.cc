@@ -69,7 +69,8 @@ double Distill(const std::vector<float>& x, const std::vector<float>& target,
 }  // namespace
 
 absl::StatusOr<PregateHeads> TrainPregates(TrainModel* model, const std::vector<TrainBatch>& data,
-                                           const PregateOptions& options, ThreadPool* pool) {
+                                           const PregateOptions& options, ThreadPool* pool,
+                                           const PregateStepFn& on_step) {
   const models::ModelConfig& c = model->config();
   ASSIGN_OR_RETURN(std::vector<TrainModel::RouterTrace> traces, Trace(model, data, pool));
   std::vector<Parameter> heads;
@@ -101,6 +102,15 @@ absl::StatusOr<PregateHeads> TrainPregates(TrainModel* model, const std::vector<
     }
     out.step_losses.push_back(static_cast<float>(loss / heads.size()));
     opt.Step(&heads, options.lr, pool);
+    if (on_step) {
+      auto snapshot = [&]() {
+        PregateHeads copy;
+        for (size_t i = 0; i < heads.size(); ++i) copy.heads[layer_of[i]] = heads[i].value;
+        copy.step_losses = out.step_losses;
+        return copy;
+      };
+      RETURN_IF_ERROR(on_step(step + 1, snapshot));
+    }
   }
   for (size_t i = 0; i < heads.size(); ++i) out.heads[layer_of[i]] = std::move(heads[i].value);
   return out;

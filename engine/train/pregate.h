@@ -9,6 +9,7 @@
 #define EXPERTD_ENGINE_TRAIN_PREGATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,8 +39,18 @@ struct PredictionQuality {
   int64_t tokens = 0;
 };
 
+// Called after each step with the steps done and a way to copy the heads as
+// they stand (a snapshot costs one copy of every head: take it only when
+// needed, e.g. for a checkpoint). A non-OK status (e.g. CancelledError for a
+// stop request) ends the training and is returned by TrainPregates.
+using PregateStepFn =
+    std::function<absl::Status(int64_t steps_done, const std::function<PregateHeads()>& snapshot)>;
+
+// Full-batch and without randomness: the same model, data, options and
+// thread count give bitwise the same heads, also when a run is restarted.
 absl::StatusOr<PregateHeads> TrainPregates(TrainModel* model, const std::vector<TrainBatch>& data,
-                                           const PregateOptions& options, ThreadPool* pool);
+                                           const PregateOptions& options, ThreadPool* pool,
+                                           const PregateStepFn& on_step = nullptr);
 
 // Quality of `heads` (trained) or, with heads == nullptr, of the speculative
 // guess (the next MoE layer's router on this layer's router input).

@@ -113,6 +113,16 @@ class CheckpointCatalog {
   // NotFound for an unknown job/checkpoint or a job without a checkpoint.
   virtual absl::StatusOr<CheckpointRecord> Resolve(absl::string_view job_id,
                                                    absl::string_view checkpoint_id) = 0;
+  // Resolve, and pins the checkpoint in the same step: checkpoint retention
+  // (keep_last_checkpoints) never deletes a pinned checkpoint. The activator
+  // pins the checkpoint it loads and keeps the pin while it is served; every
+  // pin is released by one Unpin.
+  virtual absl::StatusOr<CheckpointRecord> ResolveAndPin(absl::string_view job_id,
+                                                         absl::string_view checkpoint_id) {
+    return Resolve(job_id, checkpoint_id);
+  }
+  // Releases one pin of `checkpoint_id`; no-op for one without pins.
+  virtual void Unpin(absl::string_view checkpoint_id) {}
 };
 
 }  // namespace expertd::server::jobs

@@ -270,6 +270,21 @@ absl::StatusOr<CheckpointRecord> JobManager::Resolve(absl::string_view job_id,
   return all.back();
 }
 
+absl::StatusOr<CheckpointRecord> JobManager::ResolveAndPin(absl::string_view job_id,
+                                                           absl::string_view checkpoint_id) {
+  // Under mu_, as retention decides under it: no deletion between the two.
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(CheckpointRecord record, Resolve(job_id, checkpoint_id));
+  ++pins_[record.id];
+  return record;
+}
+
+void JobManager::Unpin(absl::string_view checkpoint_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = pins_.find(checkpoint_id);
+  if (it != pins_.end() && --it->second <= 0) pins_.erase(it);
+}
+
 absl::Status JobManager::Recover() {
   ASSIGN_OR_RETURN(std::vector<std::string> running,
                    store_->JobIdsWithStatus({v1::JOB_STATUS_RUNNING}));

@@ -19,6 +19,10 @@
 //   Start       re-queues what a previous process left unfinished: a job
 //               found RUNNING (kill -9, power loss) resumes from its latest
 //               recorded checkpoint (JobRun.resume_from).
+//   retention   after each recorded checkpoint, the job's checkpoints older
+//               than its newest keep_last_checkpoints are deleted: record
+//               and event first, then the directory. The newest and any
+//               pinned one (ActivateCheckpoint: loading or served) stay.
 //   Shutdown    stops the running job at a step boundary WITHOUT failing it:
 //               it goes back to QUEUED and resumes on the next start.
 //
@@ -65,6 +69,9 @@ class JobWatcher {
 struct JobManagerOptions {
   Env* env = Env::Default();
   Clock* clock = RealClock::Get();
+  // Checkpoints kept per job when its spec does not say
+  // (Hyperparameters.keep_last_checkpoints); 0: all.
+  uint32_t keep_last_checkpoints = 3;
 };
 
 // The job error code for a failure of the manager's own I/O or of an executor
@@ -105,6 +112,9 @@ class JobManager final : public CheckpointCatalog {
   // CheckpointCatalog.
   absl::StatusOr<CheckpointRecord> Resolve(absl::string_view job_id,
                                            absl::string_view checkpoint_id) override;
+  absl::StatusOr<CheckpointRecord> ResolveAndPin(absl::string_view job_id,
+                                                 absl::string_view checkpoint_id) override;
+  void Unpin(absl::string_view checkpoint_id) override;
 
   const std::string& data_dir() const { return files_->data_dir(); }
 
@@ -126,6 +136,10 @@ class JobManager final : public CheckpointCatalog {
   void RunJob(const std::string& job_id);
   absl::StatusOr<JobRun> MakeRun(const v1::FineTuneJob& job);
   void FinishRun(v1::FineTuneJob* job, const absl::Status& result, const absl::Status& sink_error);
+  // Retention after a checkpoint of `job` was recorded (see above). Called
+  // on the training thread; a failure is logged and reported as a warning
+  // event, never fails the job.
+  void PruneCheckpoints(v1::FineTuneJob* job);
 
   const JobManagerOptions options_;
   JobStore* const store_;
@@ -137,6 +151,7 @@ class JobManager final : public CheckpointCatalog {
   std::deque<std::string> to_run_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> validated_ ABSL_GUARDED_BY(mu_);  // in this process
   std::string running_id_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> pins_ ABSL_GUARDED_BY(mu_);  // checkpoint id -> pins
   bool cancel_running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -360,6 +360,79 @@ TEST_F(JobManagerTest, CancelOfARunningJobDoesNotWaitForTheStep) {
   EXPECT_EQ(executor_->run_calls(), 1);
 }
 
+bool Exists(const std::string& path) { return Env::Default()->GetFileType(path).ok(); }
+
+// Retention: a job keeps its newest keep_last_checkpoints checkpoints; older
+// ones lose their record (with an event) and their directory.
+TEST_F(JobManagerTest, RetentionDeletesAllButTheNewestCheckpoints) {
+  Open({.total_steps = 10, .checkpoint_every = 2});  // checkpoints at 2, 4, 6, 8, 10
+  const std::string file = Upload("{}\n");
+  v1::SubmitFineTuneRequest keep2 = Request(file);
+  keep2.mutable_spec()->mutable_hyperparameters()->set_keep_last_checkpoints(2);
+  v1::SubmitFineTuneRequest keep_all = Request(file);
+  keep_all.mutable_spec()->mutable_hyperparameters()->set_keep_last_checkpoints(0);
+  const std::string id = Submit(keep2);
+  const std::string all = Submit(keep_all);
+  const std::string by_default = Submit(Request(file));  // the daemon's default: 3
+  for (const std::string& job : {id, all, by_default}) {
+    ASSERT_TRUE(WaitForStatus(manager(), job, v1::JOB_STATUS_SUCCEEDED));
+  }
+  const std::string dir = absl::StrCat(manager()->data_dir(), "/jobs/", id, "/checkpoint-");
+  auto job = manager()->Get(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(std::vector<std::string>(job->checkpoints().begin(), job->checkpoints().end()),
+            (std::vector<std::string>{absl::StrCat("ckpt-", id, "-8"),
+                                      absl::StrCat("ckpt-", id, "-10")}));
+  for (int step : {2, 4, 6}) {
+    EXPECT_FALSE(Exists(absl::StrCat(dir, step))) << step;
+    EXPECT_FALSE(Exists(absl::StrCat(dir, step, ".deleted"))) << step;
+    EXPECT_EQ(manager()->Resolve("", absl::StrCat("ckpt-", id, "-", step)).status().code(),
+              absl::StatusCode::kNotFound);
+  }
+  EXPECT_TRUE(Exists(absl::StrCat(dir, 8, "/state.txt")));
+  EXPECT_TRUE(Exists(absl::StrCat(dir, 10, "/state.txt")));
+  int deletion_events = 0;
+  for (const auto& e : AllEvents(id)) {
+    if (e.message().find("deleted (keep_last_checkpoints 2)") != std::string::npos) {
+      ++deletion_events;
+    }
+  }
+  EXPECT_EQ(deletion_events, 3);
+  EXPECT_NE(
+      AllEvents(id)[0].message().find("created"), std::string::npos);  // the history is kept
+  EXPECT_EQ(manager()->Get(all)->checkpoints_size(), 5);
+  EXPECT_EQ(manager()->Get(by_default)->checkpoints_size(), 3);
+  EXPECT_EQ(manager()->Resolve(id, "")->step, 10u);
+}
+
+// A pinned checkpoint (ActivateCheckpoint loading or serving it) survives
+// retention; once unpinned, the next checkpoint's retention takes it.
+TEST_F(JobManagerTest, RetentionKeepsPinnedCheckpoints) {
+  Open({.total_steps = 8, .checkpoint_every = 2, .gated = true});
+  v1::SubmitFineTuneRequest r = Request(Upload("{}\n"));
+  r.mutable_spec()->mutable_hyperparameters()->set_keep_last_checkpoints(1);
+  const std::string id = Submit(r);
+  executor_->AllowSteps(2);
+  ASSERT_TRUE(executor_->WaitForStep(2, kDeadline));
+  auto pinned = manager()->ResolveAndPin(id, "");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->step, 2u);
+  executor_->AllowSteps(4);
+  ASSERT_TRUE(executor_->WaitForStep(6, kDeadline));
+  const std::string dir = absl::StrCat(manager()->data_dir(), "/jobs/", id, "/checkpoint-");
+  EXPECT_TRUE(Exists(dir + "2/state.txt"));
+  EXPECT_FALSE(Exists(dir + "4"));
+  EXPECT_TRUE(Exists(dir + "6/state.txt"));
+  manager()->Unpin(pinned->id);
+  executor_->AllowSteps(2);
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_SUCCEEDED));
+  auto job = manager()->Get(id);
+  ASSERT_EQ(job->checkpoints_size(), 1);
+  EXPECT_EQ(job->checkpoints(0), absl::StrCat("ckpt-", id, "-8"));
+  EXPECT_FALSE(Exists(dir + "2"));
+  EXPECT_FALSE(Exists(dir + "6"));
+}
+
 TEST_F(JobManagerTest, DeleteFileRefusedWhileAJobUsesIt) {
   Open({.total_steps = 10, .gated = true});
   const std::string file = Upload("{}\n");

@@ -316,6 +316,24 @@ absl::Status JobStore::InsertCheckpoint(const CheckpointRecord& c, absl::Time no
   });
 }
 
+absl::Status JobStore::DeleteCheckpoint(const v1::FineTuneJob& job,
+                                        const std::string& checkpoint_id, const EventDraft& event,
+                                        absl::Time now) {
+  return Write([&](SqliteDb* db) -> absl::Status {
+    ASSIGN_OR_RETURN(SqliteStatement q,
+                     SqliteStatement::Prepare(
+                         db, "DELETE FROM checkpoints WHERE id = ? AND job_id = ?"));
+    q.Bind(1, checkpoint_id).Bind(2, job.id());
+    RETURN_IF_ERROR(q.Run());
+    if (db->Changes() != 1) {
+      return absl::NotFoundError(absl::StrCat("no checkpoint '", checkpoint_id, "' of job ",
+                                              job.id()));
+    }
+    uint64_t sequence = 0;
+    return AppendEventTx(db, job.id(), job.status(), event, now, &sequence);
+  });
+}
+
 absl::StatusOr<std::vector<v1::FileInfo>> JobStore::ListFiles() {
   absl::MutexLock lock(&read_mu_);
   ASSIGN_OR_RETURN(SqliteStatement q,

@@ -71,6 +71,10 @@ class JobStore {
   absl::StatusOr<uint64_t> UpdateJob(const v1::FineTuneJob& job, const EventDraft* event,
                                      absl::Time now);
   absl::Status InsertCheckpoint(const CheckpointRecord& checkpoint, absl::Time now);
+  // Removes the checkpoint's record and appends `event` to its job (stamped
+  // with job.status()), in one transaction. NotFound for an unknown id.
+  absl::Status DeleteCheckpoint(const v1::FineTuneJob& job, const std::string& checkpoint_id,
+                                const EventDraft& event, absl::Time now);
 
   // ---- Reads ----
   absl::StatusOr<std::vector<v1::FileInfo>> ListFiles();  // newest first

@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<JobSystem>> JobSystem::Open(JobSystemOptions opti
   JobManagerOptions manager_options;
   manager_options.env = options.env;
   manager_options.clock = options.clock;
+  manager_options.keep_last_checkpoints = options.keep_last_checkpoints;
   system->manager_ = std::make_unique<JobManager>(manager_options, system->store_.get(),
                                                   system->files_.get(), system->executor_.get());
   RETURN_IF_ERROR(system->manager_->Start());

@@ -23,6 +23,7 @@ struct JobSystemOptions {
   uint64_t max_upload_bytes = 1ull << 30;
   Env* env = Env::Default();
   Clock* clock = RealClock::Get();
+  uint32_t keep_last_checkpoints = 3;  // JobManagerOptions::keep_last_checkpoints
 };
 
 class JobSystem {

@@ -88,6 +88,7 @@ class JobManager::Sink final : public JobSink {
     if (!record.model_name.empty()) job_->set_fine_tuned_model(record.model_name);
     EventDraft e = Info(absl::StrCat("checkpoint ", record.id, " at step ", record.step));
     Save(&e);
+    manager_->PruneCheckpoints(job_);
     return absl::OkStatus();
   }
 

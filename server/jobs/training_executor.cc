@@ -191,6 +191,8 @@ class TrainingExecutor final : public JobExecutor {
   absl::Status Checkpoint(const JobRun& run, const ResolvedTrainingSpec& spec,
                           const train::TrainModel& model, train::Trainer* trainer,
                           const train::TrainingProgress& progress, JobSink* sink);
+  absl::Status PregateCheckpoint(const JobRun& run, int64_t step,
+                                 const train::PregateHeads& heads, JobSink* sink);
   absl::Status RunPregate(const JobRun& run, const ResolvedTrainingSpec& spec,
                           const train::DataStream& stream,
                           const std::optional<train::DataStream>& validation, JobSink* sink);
@@ -375,6 +377,35 @@ absl::Status TrainingExecutor::Checkpoint(const JobRun& run, const ResolvedTrain
   return absl::OkStatus();
 }
 
+absl::Status TrainingExecutor::PregateCheckpoint(const JobRun& run, int64_t step,
+                                                 const train::PregateHeads& heads,
+                                                 JobSink* sink) {
+  const std::string parent = run.job_dir + "/checkpoints";
+  const std::string dir = absl::StrCat(parent, "/step-", step);
+  // The checkpoints directory's own entry must survive a crash too.
+  absl::Status st = CreateDirs(env(), parent);
+  if (st.ok()) st = env()->SyncDir(run.job_dir);
+  if (st.ok()) st = train::RemoveTree(env(), dir + ".partial");
+  if (st.ok()) st = train::WritePregateCheckpoint(options_.model_dir, heads, dir + ".partial");
+  if (st.ok()) st = train::RemoveTree(env(), dir);
+  if (st.ok()) st = env()->RenameFile(dir + ".partial", dir);
+  if (st.ok()) st = env()->SyncDir(parent);
+  if (!st.ok()) {
+    return Coded(st, absl::IsResourceExhausted(st) ? "disk_full" : "checkpoint_write_failed");
+  }
+  CheckpointRecord record{absl::StrCat("ckpt-", run.job_id, "-", step), run.job_id, dir,
+                          static_cast<uint64_t>(step), FineTunedName(run)};
+  st = sink->CheckpointWritten(record);
+  if (!st.ok())
+    return JobErrorCodeOf(st) == "internal_error" ? Coded(st, "checkpoint_write_failed") : st;
+  return absl::OkStatus();
+}
+
+// Pre-gate distillation is full-batch and draws no randomness, so a job
+// interrupted after checkpoint N restarts from step 0 and reaches bitwise the
+// heads of an uninterrupted run (same thread cap); it skips the checkpoints
+// it already recorded. Resuming mid-way would need the AdamW moments of the
+// heads as well, for a run that costs little next to the routing trace.
 absl::Status TrainingExecutor::RunPregate(const JobRun& run, const ResolvedTrainingSpec& spec,
                                           const train::DataStream& stream,
                                           const std::optional<train::DataStream>& validation,
@@ -389,10 +420,49 @@ absl::Status TrainingExecutor::RunPregate(const JobRun& run, const ResolvedTrain
   train::PregateOptions po;
   po.steps = 200 * spec.epochs;
   if (run.spec.hyperparameters().has_learning_rate()) po.lr = spec.train.lr;
+  const int64_t every = spec.checkpoint_every_steps > 0 ? spec.checkpoint_every_steps : 200;
+  const int64_t recorded = run.resume_from.has_value() ? run.resume_from->step : 0;
+  if (recorded > 0) {
+    sink->Event(v1::FineTuneJobEvent::LEVEL_INFO,
+                absl::StrCat("pre-gate training restarts from step 0 (checkpoint at step ",
+                             recorded, "): it is deterministic, so the result is bitwise an "
+                             "uninterrupted run's; recorded checkpoints are not written again"));
+  }
   const std::vector<train::TrainBatch> batches = stream.AllInOrder();
+  int64_t tokens = 0;
+  for (const train::TrainBatch& b : batches) tokens += b.batch * b.seq_len;
   const int64_t start = clock()->NowNanos();
-  auto heads = train::TrainPregates(model->get(), batches, po, nullptr);
-  if (!heads.ok()) return Coded(heads.status(), "invalid_spec");
+  auto update = [&](int64_t step, const std::vector<float>& losses) {
+    JobProgressUpdate u;
+    u.step = step;
+    u.total_steps = po.steps;
+    u.epoch = static_cast<double>(step) / 200;
+    u.train_loss = losses.empty() ? 0.0 : losses.back();
+    u.learning_rate = po.lr;
+    const double seconds = static_cast<double>(clock()->NowNanos() - start) * 1e-9;
+    u.trained_tokens = tokens * step;
+    u.tokens_per_second = seconds > 0 ? u.trained_tokens / seconds : 0.0;
+    return u;
+  };
+  // Between steps: stop requests, and the intermediate checkpoints.
+  auto on_step = [&](int64_t step,
+                     const std::function<train::PregateHeads()>& snapshot) -> absl::Status {
+    if (step == po.steps) return absl::OkStatus();  // the last one follows the evaluation
+    if (step % every == 0 && step > recorded) {
+      const train::PregateHeads heads = snapshot();
+      sink->Progress(update(step, heads.step_losses));
+      RETURN_IF_ERROR(PregateCheckpoint(run, step, heads, sink));
+    }
+    if (sink->StopRequested()) return absl::CancelledError(absl::StrCat("stopped at step ", step));
+    return absl::OkStatus();
+  };
+  auto heads = train::TrainPregates(model->get(), batches, po, nullptr, on_step);
+  if (!heads.ok()) {
+    if (absl::IsCancelled(heads.status()) || JobErrorCodeOf(heads.status()) != "internal_error") {
+      return heads.status();
+    }
+    return Coded(heads.status(), "invalid_spec");
+  }
   const std::vector<train::TrainBatch> held_out =
       validation.has_value() ? validation->AllInOrder() : batches;
   auto speculative = train::EvaluatePregates(model->get(), nullptr, held_out, nullptr);
@@ -405,33 +475,11 @@ absl::Status TrainingExecutor::RunPregate(const JobRun& run, const ResolvedTrain
                         validation.has_value() ? "validation" : "training", trained->precision,
                         trained->recall, speculative->precision, speculative->recall));
   }
-  JobProgressUpdate u;
-  u.step = u.total_steps = po.steps;
+  JobProgressUpdate u = update(po.steps, heads->step_losses);
   u.epoch = spec.epochs;
-  u.train_loss = heads->step_losses.empty() ? 0.0 : heads->step_losses.back();
-  u.learning_rate = po.lr;
-  const double seconds = static_cast<double>(clock()->NowNanos() - start) * 1e-9;
-  int64_t tokens = 0;
-  for (const train::TrainBatch& b : batches) tokens += b.batch * b.seq_len;
-  u.trained_tokens = tokens * po.steps;
-  u.tokens_per_second = seconds > 0 ? u.trained_tokens / seconds : 0.0;
   sink->Progress(u);
-  const std::string parent = run.job_dir + "/checkpoints";
-  const std::string dir = absl::StrCat(parent, "/step-", po.steps);
-  // The checkpoints directory's own entry must survive a crash too.
-  absl::Status st = CreateDirs(env(), parent);
-  if (st.ok()) st = env()->SyncDir(run.job_dir);
-  if (st.ok()) st = train::RemoveTree(env(), dir + ".partial");
-  if (st.ok()) st = train::WritePregateCheckpoint(options_.model_dir, *heads, dir + ".partial");
-  if (st.ok()) st = train::RemoveTree(env(), dir);
-  if (st.ok()) st = env()->RenameFile(dir + ".partial", dir);
-  if (st.ok()) st = env()->SyncDir(parent);
-  if (!st.ok()) {
-    return Coded(st, absl::IsResourceExhausted(st) ? "disk_full" : "checkpoint_write_failed");
-  }
-  CheckpointRecord record{absl::StrCat("ckpt-", run.job_id, "-", po.steps), run.job_id, dir,
-                          static_cast<uint64_t>(po.steps), FineTunedName(run)};
-  return sink->CheckpointWritten(record);
+  if (po.steps <= recorded) return absl::OkStatus();  // recorded before the restart
+  return PregateCheckpoint(run, po.steps, *heads, sink);
 }
 
 }  // namespace

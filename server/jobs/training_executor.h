@@ -15,8 +15,10 @@
 // with each checkpoint. StopRequested is honoured between steps
 // (CancelledError). A run with resume_from continues from that checkpoint and
 // ends bitwise where the uninterrupted run would (same spec, same thread cap).
-// PREGATE jobs train the pre-gate heads in one go (no intermediate
-// checkpoints; a resumed PREGATE job starts over).
+// PREGATE jobs (200 distillation steps per epoch) checkpoint the heads at
+// the same cadence, in those steps, and honour StopRequested between steps;
+// a resumed PREGATE job restarts from step 0 (deterministic: bitwise the
+// uninterrupted result) without writing its recorded checkpoints again.
 // Error codes: invalid_spec, unsupported_model,
 // invalid_training_file, out_of_memory, disk_full, checkpoint_write_failed,
 // checkpoint_mismatch (resume_from was written by a different spec),

@@ -349,6 +349,7 @@ TEST_F(TrainingExecutorTest, PregateJobWritesTrainedHeads) {
   run.spec.set_scope(v1::TRAIN_SCOPE_PREGATE);
   run.spec.mutable_hyperparameters()->clear_learning_rate();
   run.spec.mutable_hyperparameters()->set_n_epochs(1);
+  run.spec.mutable_hyperparameters()->clear_checkpoint_every_steps();  // once per epoch
   FakeSink sink;
   ASSERT_TRUE(Executor()->Run(run, &sink).ok());
   ASSERT_EQ(sink.checkpoints.size(), 1u);
@@ -364,6 +365,55 @@ TEST_F(TrainingExecutorTest, PregateJobWritesTrainedHeads) {
   EXPECT_TRUE(reported);
   ASSERT_EQ(sink.progress.size(), 1u);
   EXPECT_GT(sink.progress[0].train_loss, 0.0);
+}
+
+// PREGATE checkpoints at the job's cadence (in distillation steps), stops
+// between steps, and a resumed job restarts cleanly: it writes only the
+// checkpoints not recorded yet and ends with bitwise the heads of an
+// uninterrupted run.
+TEST_F(TrainingExecutorTest, PregateJobCheckpointsAtItsCadenceAndRestartsBitwise) {
+  auto pregate_run = [&](const std::string& id) {
+    JobRun run = Run(id);
+    run.spec.set_scope(v1::TRAIN_SCOPE_PREGATE);
+    run.spec.mutable_hyperparameters()->clear_learning_rate();
+    run.spec.mutable_hyperparameters()->set_n_epochs(1);
+    run.spec.mutable_hyperparameters()->set_checkpoint_every_steps(50);  // of 200
+    return run;
+  };
+  JobRun whole = pregate_run("pregate-whole");
+  FakeSink uninterrupted;
+  ASSERT_TRUE(Executor()->Run(whole, &uninterrupted).ok());
+  ASSERT_EQ(uninterrupted.checkpoints.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(uninterrupted.checkpoints[i].step, 50 * (i + 1));
+  EXPECT_EQ(uninterrupted.progress.size(), 4u);
+
+  JobRun part = pregate_run("pregate-part");
+  FakeSink first;
+  first.stop_after_checkpoints = 2;
+  const absl::Status stopped = Executor()->Run(part, &first);
+  EXPECT_TRUE(absl::IsCancelled(stopped)) << stopped;
+  ASSERT_EQ(first.checkpoints.size(), 2u);
+  EXPECT_EQ(first.checkpoints[1].step, 100u);
+  // The intermediate heads are a servable pre-gate checkpoint already.
+  auto mid = models::Checkpoint::Open(first.checkpoints[1].path);
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  EXPECT_TRUE((*mid)->Get("model.layers.0.block_sparse_moe.pregate.weight").ok());
+
+  part.resume_from = first.checkpoints[1];
+  FakeSink second;
+  ASSERT_TRUE(Executor()->Run(part, &second).ok());
+  ASSERT_EQ(second.checkpoints.size(), 2u);  // 150 and 200: 50 and 100 are recorded
+  EXPECT_EQ(second.checkpoints[0].step, 150u);
+  EXPECT_EQ(second.checkpoints[1].step, 200u);
+  EXPECT_EQ(Read(second.checkpoints[1].path + "/model.safetensors"),
+            Read(uninterrupted.checkpoints[3].path + "/model.safetensors"));
+  EXPECT_EQ(Read(second.checkpoints[0].path + "/model.safetensors"),
+            Read(uninterrupted.checkpoints[2].path + "/model.safetensors"));
+  bool restarted = false;
+  for (const std::string& e : second.events) {
+    restarted |= e.find("restarts from step 0") != std::string::npos;
+  }
+  EXPECT_TRUE(restarted);
 }
 
 // Text and prompt/completion lines through the zoo model's own tokenizer; the
