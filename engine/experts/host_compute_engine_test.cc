@@ -91,8 +91,11 @@ TEST_P(HostComputeEngineTest, EveryModeEqualsTheResidentEngine) {
     ASSERT_NE(resident.engine, nullptr);
     auto want = RunGreedy(resident.engine.get(), 1, prompt, /*generate=*/6);
     ASSERT_TRUE(want.ok()) << want.status();
-    for (Mode mode : {Mode{ExpertComputeMode::kHost, true}, Mode{ExpertComputeMode::kHost, false},
-                      Mode{ExpertComputeMode::kAuto, true}, Mode{ExpertComputeMode::kDevice, true}}) {
+    const Mode modes[] = {{ExpertComputeMode::kHost, true},
+                          {ExpertComputeMode::kHost, false},
+                          {ExpertComputeMode::kAuto, true},
+                          {ExpertComputeMode::kDevice, true}};
+    for (Mode mode : modes) {
       ExpertStoreOptions o = resident_options;
       o.device_cache_experts = 2;
       o.host_cache_bytes = mode.host_tier ? (1ull << 30) : 0;
