@@ -15,6 +15,7 @@ void FillCounters(const engine::ExpertLayerCounters& c, v1::ExpertCounters* out)
   out->set_bytes_host_to_device(c.bytes_host_to_device);
   out->set_bytes_disk_to_host(c.bytes_disk_to_host);
   ToProtoDuration(absl::Nanoseconds(c.stall_ns), out->mutable_stall_time());
+  out->set_host_computes(static_cast<uint64_t>(c.host_computes));
 }
 
 }  // namespace

@@ -154,6 +154,14 @@ TEST_F(OffloadDaemonTest, HostComputedExpertsGiveTheResidentTokens) {
     host_computes += v;
   }
   EXPECT_GT(host_computes, 0) << res->body;
+  auto admin = v1::AdminService::NewStub(host.channel());
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  v1::ExpertStats stats;
+  grpc::Status s = admin->GetExpertStats(&ctx, v1::GetExpertStatsRequest(), &stats);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(static_cast<double>(stats.totals().host_computes()), host_computes);
+  EXPECT_EQ(stats.totals().misses(), 0u) << "--prefetch=none: nothing is fetched";
   Stop(&host);
 }
 

@@ -48,7 +48,9 @@ absl::StatusOr<ComputeRates> ExpertStore::Calibrate() {
   const ExpertKey key{l.moe_layers.front(), 0};
   AlignedBuffer host(slot_bytes_);
   if (host.empty()) return absl::ResourceExhaustedError("cannot allocate a calibration buffer");
-  RETURN_IF_ERROR(reader_->ReadExpert(key, host.data()));
+  absl::Status read = reader_->ReadExpert(key, host.data());
+  if (absl::IsDataLoss(read)) read = RepairFromSource(key, host.data(), read);
+  RETURN_IF_ERROR(read);
   constexpr int kRuns = 3;
   ComputeRates rates;
   int64_t best = INT64_MAX;

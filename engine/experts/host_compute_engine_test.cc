@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -91,8 +92,11 @@ TEST_P(HostComputeEngineTest, EveryModeEqualsTheResidentEngine) {
     ASSERT_NE(resident.engine, nullptr);
     auto want = RunGreedy(resident.engine.get(), 1, prompt, /*generate=*/6);
     ASSERT_TRUE(want.ok()) << want.status();
-    for (Mode mode : {Mode{ExpertComputeMode::kHost, true}, Mode{ExpertComputeMode::kHost, false},
-                      Mode{ExpertComputeMode::kAuto, true}, Mode{ExpertComputeMode::kDevice, true}}) {
+    const Mode modes[] = {{ExpertComputeMode::kHost, true},
+                          {ExpertComputeMode::kHost, false},
+                          {ExpertComputeMode::kAuto, true},
+                          {ExpertComputeMode::kDevice, true}};
+    for (Mode mode : modes) {
       ExpertStoreOptions o = resident_options;
       o.device_cache_experts = 2;
       o.host_cache_bytes = mode.host_tier ? (1ull << 30) : 0;
@@ -175,6 +179,49 @@ TEST_P(HostComputeEngineTest, BatchedPrefillAndDecodeOnTheHostEqualResident) {
   EXPECT_TRUE(offloaded.store->CheckInvariants().ok());
   const ExpertLayerCounters t = offloaded.store->stats().total;
   EXPECT_EQ(t.requests, t.hits + t.prefetch_hits + t.misses + t.host_computes);
+}
+
+// Every expert slot of the pack corrupted on disk: the host jobs (and the
+// calibration) read them, find the checksums wrong, repair them from the
+// checkpoint, and the results stay the resident engine's.
+TEST(HostComputeRepairTest, CorruptPackSlotsAreRepairedOnTheHostPath) {
+  auto ckpt = OpenBf16("olmoe");
+  ASSERT_NE(ckpt, nullptr);
+  const std::vector<int32_t> prompt = {1, 17, 30, 42, 7, 99, 25, 3, 11};
+  Served resident = Serve(ckpt, nullptr);
+  auto want = RunGreedy(resident.engine.get(), 1, prompt, 4);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ExpertStoreOptions o;
+  o.pack_dir = TempDir("olmoe_corrupt");
+  o.device_cache_experts = 2;
+  o.compute = ExpertComputeMode::kHost;
+  o.calibration_tokens = 4;
+  std::string pack;
+  uint64_t slot_bytes = 0, entries = 0;
+  {
+    Served first = Serve(ckpt, &o);  // builds the pack
+    ASSERT_NE(first.store, nullptr);
+    pack = first.store->stats().pack_path;
+    slot_bytes = first.store->stats().slot_bytes;
+    entries = first.store->layout().num_entries();
+  }
+  {
+    std::fstream f(pack, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << pack;
+    f.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(f.tellg());
+    for (uint64_t i = 1; i <= entries; ++i) {  // the data region ends the file
+      f.seekp(static_cast<std::streamoff>(size - i * slot_bytes + 100));
+      f.put('\x5a');
+    }
+  }
+  Served repaired = Serve(ckpt, &o);
+  ASSERT_NE(repaired.engine, nullptr);
+  auto got = RunGreedy(repaired.engine.get(), 1, prompt, 4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(*want, *got, "repaired");
+  EXPECT_GT(repaired.store->stats().pack_repairs, 0);
+  EXPECT_GT(repaired.store->stats().total.host_computes, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HostComputeEngineTest,
