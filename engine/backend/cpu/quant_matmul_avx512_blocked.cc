@@ -1,6 +1,8 @@
-// The AVX-512 quantized matmul for the shapes decode runs (quant_matmul.h):
-// group size 32, 64 or 128, k a whole number of 64-byte lines of codes. Per
-// 16 weights it spends 3 vector instructions besides the FMA's x load:
+// The AVX-512 quantized matmul for the shapes experts have (quant_matmul.h):
+// group size 32, 64 or 128, k a whole number of 64-byte lines of codes. Decode
+// (fewer than 4 rows, Tile) decodes the codes per row; prefill (PanelColumns)
+// decodes a tile once for all rows. Per 16 weights the decode spends 3 vector
+// instructions besides the FMA's x load:
 //   int8          vpmovsxbd (from memory), vcvtdq2ps, vfmadd
 //   int4, mxfp4   vpbroadcastq (a load), vpsrlvq, vpermps (a 16-entry table
 //                 of the codes' values: the nibble needs no masking, vpermps
@@ -54,7 +56,6 @@ constexpr int64_t kMaxGroups = 512;  // per row: the tile's fp32 scales live on 
 // From this many rows on, a tile's codes are decoded once for all rows
 // (PanelColumns) rather than once per row (Tile).
 constexpr int64_t kPanelMinRows = 4;
-
 
 inline float Sum16(__m512 v) {
   const __m256 lo = _mm512_castps512_ps256(v);

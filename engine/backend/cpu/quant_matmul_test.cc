@@ -190,6 +190,35 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantMatmulTest,
                                   std::to_string(info.param.group);
                          });
 
+// Bias (+ accumulate) on both AVX-512 paths: decode rows (m = 2) and the
+// prefill panel (m = 6), against the scalar reference.
+TEST(QuantMatmulBlockedTest, BiasOnBothPaths) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t n = 19, k = 256;
+  QuantWeight q = MakeWeight(WeightFormat::kInt8, 32, n, k, 43);
+  std::vector<float> bias(n);
+  for (int64_t c = 0; c < n; ++c) bias[c] = 0.25f * static_cast<float>(c) - 2.0f;
+  for (int64_t m : {2, 6}) {
+    std::mt19937 rng(47);
+    const std::vector<float> x = reference::RandomVector(m * k, &rng);
+    std::vector<float> want(m * n, 0.5f), got(m * n, 0.5f);
+    MatmulParams p;
+    p.x = x.data();
+    p.x_stride = k;
+    p.w = q.ref;
+    p.bias = WeightRef{bias.data(), DType::kF32, 1, n};
+    p.y_stride = n;
+    p.m = m;
+    p.accumulate = true;
+    p.y = want.data();
+    QuantMatmulScalar(p, 0, n);
+    p.y = got.data();
+    QuantMatmulAvx512(p, 0, n);
+    for (int64_t i = 0; i < m * n; ++i)
+      EXPECT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << "m=" << m << " " << i;
+  }
+}
+
 // The blocked AVX-512 kernel takes the shapes it was written for, and only those.
 TEST(QuantMatmulBlockedTest, TakesWholeLinesOfCodesInGroupsOf32To128) {
   if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
