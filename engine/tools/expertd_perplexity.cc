@@ -95,7 +95,8 @@ double WindowNll(const std::vector<float>& logits, int64_t vocab,
 absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const Options& o) {
   models::CheckpointOptions copts;
   copts.weights_file = o.weights;
-  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> ckpt, models::Checkpoint::Open(o.model, copts));
+  ASSIGN_OR_RETURN(std::unique_ptr<models::Checkpoint> ckpt,
+                   models::Checkpoint::Open(o.model, copts));
   engine::EngineOptions eopts;
   eopts.backend.name = o.backend;
   eopts.backend.threads = static_cast<int>(o.threads);

@@ -29,5 +29,6 @@ rm -f "$W/train_batch.json"
 python3 -c "
 import json, sys
 s = json.load(open(sys.argv[1]))['steps']
-print('trained: ce loss %.3f (step 1) -> %.3f (step %d)' % (s[0]['ce_loss'], s[-1]['ce_loss'], len(s)))
+print('trained: ce loss %.3f (step 1) -> %.3f (step %d)'
+      % (s[0]['ce_loss'], s[-1]['ce_loss'], len(s)))
 " "$W/train.json"
