@@ -37,10 +37,9 @@
 // resident: each device gets its own ExpertStore over a ShardWeightSource,
 // so it packs, caches and pages only its slice (1/D of every expert's bytes),
 // with the store's budget, tiers, policy and storage format applied per
-// device. Experts are stored as
-// MultiDeviceOptions::storage says (the checkpoint's dtype, FP8 included, or
-// int8 / int4 / mxfp4 quantized at load like the expert pack would). Expert offloading is not
-// combined with this provider: each device keeps its shards resident.
+// device. Resident experts are stored as MultiDeviceOptions::storage says
+// (the checkpoint's dtype, FP8 included, or int8 / int4 / mxfp4 quantized at
+// load like the expert pack would).
 //
 // Thread safety: the ExpertProvider / RoutedExperts methods are called by the
 // engine thread only; MultiDeviceCounters from any thread.
