@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,10 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       for (int64_t e = mine.begin; e < mine.end; ++e) owner[e] = d;
     }
     ASSIGN_OR_RETURN(int64_t unit, ExpertShardUnit(config_, StorageOf(options_)));
+    // A store packs FP8 slices with scale grids of their own: cut on whole blocks.
+    if (options_.offload.has_value() && config_.fp8.enabled) {
+      unit = std::lcm(unit, std::lcm(config_.fp8.block_rows, config_.fp8.block_cols));
+    }
     for (int d = 0; d < options_.devices; ++d) {
       auto r = std::make_unique<RankState>();
       r->comm = group_->Join(d);
