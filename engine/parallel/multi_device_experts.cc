@@ -63,6 +63,17 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     for (auto& r : ranks_)
       if (r->store != nullptr) r->store->EndStep();
   }
+  // The per-device stores see what a single store would (speculative and
+  // pre-gate prefetch, routing traces); on CPU virtual devices the engine's
+  // memory is every device's memory.
+  void OnRouterInput(const RouterInput& input) override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->OnRouterInput(input);
+  }
+  void OnTokenRouting(int layer, absl::Span<const int32_t> ids, int top_k) override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->OnTokenRouting(layer, ids, top_k);
+  }
   void OnRouting(int, absl::Span<const int32_t>) override {}
   absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) override {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -136,7 +147,11 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     ASSIGN_OR_RETURN(std::unique_ptr<ShardWeightSource> source,
                      ShardWeightSource::Create(ctx.weights, cols));
     ExpertStoreOptions so = *options_.offload;
-    if (!so.pack_dir.empty()) so.pack_dir = absl::StrCat(so.pack_dir, "/shard-", rank, "-of-", world);
+    const std::string suffix = absl::StrCat("shard-", rank, "-of-", world);
+    if (!so.pack_dir.empty()) so.pack_dir = absl::StrCat(so.pack_dir, "/", suffix);
+    if (!so.routing_trace_path.empty()) {
+      so.routing_trace_path = absl::StrCat(so.routing_trace_path, ".", suffix);
+    }
     ExpertProviderContext shard_ctx{r.backend.get(), &source->config(), source.get()};
     r.shard_source = std::move(source);
     ASSIGN_OR_RETURN(r.store, ExpertStoreFactory(so)(shard_ctx));

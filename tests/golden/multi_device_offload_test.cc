@@ -92,6 +92,9 @@ TEST_P(MultiDeviceOffloadTest, EachDevicePagesOnlyItsShardAndTokensMatchOneDevic
     so.pack_dir = TempDir(absl::StrCat("offload_", dtype, "_", devices));
     so.device_cache_experts = 2;  // < top_k distinct experts per step: pages every layer
     so.storage = *storage;
+    // Odd device counts also prefetch speculatively (the stores see the
+    // router inputs); prefetching must never change results.
+    if (devices % 2 == 1) so.prefetch = PrefetchKind::kSpeculative;
     o.offload = so;
     std::unique_ptr<Engine> multi = MakeEngine(ckpt, MultiDeviceExpertsFactory(o));
     ASSERT_NE(multi, nullptr);
