@@ -74,6 +74,8 @@ TEST_F(OptionsTest, BadValuesNameTheFlag) {
   ExpectError({"--model_dir=" + dir_, "--expert_policy=mru"}, "--expert_policy");
   ExpectError({"--model_dir=" + dir_, "--expert_offload", "--pin_hot_fraction=2"},
               "--pin_hot_fraction");
+  ExpectError({"--model_dir=" + dir_, "--devices=2", "--moe_parallel=expert", "--expert_offload"},
+              "--moe_parallel");
   ExpectError({"--model_dir=" + dir_, "--tls_cert=/x.pem"}, "--tls_cert and --tls_key go together");
   ExpectError({"--model_dir=" + dir_, "--tls_cert=/x.pem", "--tls_key=/y.pem"}, "cannot read");
   ExpectError({"--model_dir=" + dir_, "--admin_token=short"}, "at least 16");

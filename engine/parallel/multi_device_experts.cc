@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -44,14 +45,47 @@ ExpertShardStorage StorageOf(const MultiDeviceOptions& o) {
   return q;
 }
 
+// What global rank 0 broadcasts before every layer: the step's shape, or
+// stop (node 0's provider is going away). Followers on other nodes learn each
+// step from it.
+struct StepHeader {
+  int64_t stop = 0, layer = 0, rows = 0, top_k = 0, hidden = 0;
+};
+
 class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
  public:
-  static absl::StatusOr<std::unique_ptr<ExpertProvider>> Create(const ExpertProviderContext& ctx,
-                                                                const MultiDeviceOptions& options) {
+  static absl::StatusOr<std::unique_ptr<MultiDeviceExperts>> Create(
+      const ExpertProviderContext& ctx, const MultiDeviceOptions& options) {
     RETURN_IF_ERROR(ValidateMultiDeviceOptions(options));
     std::unique_ptr<MultiDeviceExperts> p(new MultiDeviceExperts(*ctx.config, options));
     RETURN_IF_ERROR(p->CreateRanks(ctx));
-    return std::unique_ptr<ExpertProvider>(std::move(p));
+    return p;
+  }
+
+  ~MultiDeviceExperts() override {
+    if (!options_.nodes.has_value() || options_.nodes->node_rank != 0) return;
+    if (static_cast<int>(ranks_.size()) != options_.devices) return;  // creation failed
+    // Release the followers on the other nodes. A broken group fails at once
+    // (or at its deadline); there is nothing left to tell them then.
+    StepHeader stop;
+    stop.stop = 1;
+    threads_.Run([&](int i) { return ranks_[i]->comm->Broadcast(&stop, sizeof(stop), 0); });
+  }
+
+  // Follower nodes: runs layers as global rank 0 announces them, until stop.
+  absl::Status Follow() {
+    for (;;) {
+      std::vector<char> stopped(ranks_.size(), 0);
+      std::vector<absl::Status> status = threads_.Run([&](int i) {
+        bool stop = false;
+        absl::Status st = RankLayer(*ranks_[i], LayerStep{}, &stop);
+        stopped[i] = stop;
+        return st;
+      });
+      for (const absl::Status& st : status) RETURN_IF_ERROR(st);
+      if (stopped[0]) return absl::OkStatus();
+      Count();
+    }
   }
 
   void BeginStep(int64_t num_tokens) override {
@@ -61,6 +95,17 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
   void EndStep() override {
     for (auto& r : ranks_)
       if (r->store != nullptr) r->store->EndStep();
+  }
+  // The per-device stores see what a single store would (speculative and
+  // pre-gate prefetch, routing traces); on CPU virtual devices the engine's
+  // memory is every device's memory.
+  void OnRouterInput(const RouterInput& input) override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->OnRouterInput(input);
+  }
+  void OnTokenRouting(int layer, absl::Span<const int32_t> ids, int top_k) override {
+    for (auto& r : ranks_)
+      if (r->store != nullptr) r->store->OnTokenRouting(layer, ids, top_k);
   }
   void OnRouting(int, absl::Span<const int32_t>) override {}
   absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) override {
@@ -74,11 +119,15 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     LayerStep step{
         in.layer, in.rows, in.top_k, in.hidden, config_.num_experts, options_.capacity_factor};
     RETURN_IF_ERROR(StageInputs(ctx, in));
-    std::vector<absl::Status> status =
-        threads_.Run([&](int rank) { return RankLayer(*ranks_[rank], step); });
+    std::vector<absl::Status> status = threads_.Run([&](int rank) {
+      bool stop = false;
+      return RankLayer(*ranks_[rank], step, &stop);
+    });
     for (const absl::Status& s : status) {
       if (s.ok()) continue;
-      RETURN_IF_ERROR(ResetGroup());  // a broken group would fail every later step
+      // A broken group would fail every later step; one spanning several
+      // nodes cannot be rebuilt from here.
+      if (!options_.nodes.has_value()) RETURN_IF_ERROR(ResetGroup());
       return s;
     }
     Count();
@@ -92,17 +141,32 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
   MultiDeviceExperts(const models::ModelConfig& config, const MultiDeviceOptions& options)
       : config_(config), options_(options), threads_(options.devices) {}
 
-  absl::Status CreateRanks(const ExpertProviderContext& ctx) {
+  // This process's endpoints: all D ranks of a private group, or its node's
+  // ranks of the group named by options_.nodes.
+  absl::StatusOr<std::vector<std::unique_ptr<Collectives>>> JoinGroup() {
+    if (options_.nodes.has_value()) return JoinInProcess(*options_.nodes, options_.collectives);
     group_ = InProcessGroup::Create(options_.devices, options_.collectives);
+    std::vector<std::unique_ptr<Collectives>> comms;
+    for (int d = 0; d < options_.devices; ++d) comms.push_back(group_->Join(d));
+    return comms;
+  }
+
+  absl::Status CreateRanks(const ExpertProviderContext& ctx) {
+    ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Collectives>> comms, JoinGroup());
+    const int world = comms[0]->topology().world_size();
     std::vector<int32_t> owner(config_.num_experts);
-    for (int d = 0; d < options_.devices; ++d) {
-      const ShardRange mine = EvenShard(config_.num_experts, options_.devices, d);
+    for (int d = 0; d < world; ++d) {
+      const ShardRange mine = EvenShard(config_.num_experts, world, d);
       for (int64_t e = mine.begin; e < mine.end; ++e) owner[e] = d;
     }
     ASSIGN_OR_RETURN(int64_t unit, ExpertShardUnit(config_, StorageOf(options_)));
+    // A store packs FP8 slices with scale grids of their own: cut on whole blocks.
+    if (options_.offload.has_value() && config_.fp8.enabled) {
+      unit = std::lcm(unit, std::lcm(config_.fp8.block_rows, config_.fp8.block_cols));
+    }
     for (int d = 0; d < options_.devices; ++d) {
       auto r = std::make_unique<RankState>();
-      r->comm = group_->Join(d);
+      r->comm = std::move(comms[d]);
       r->topology = r->comm->topology();
       ASSIGN_OR_RETURN(r->backend, CreateBackend(options_.device_backend));
       r->ws = std::make_unique<Workspace>(r->backend.get(), ModelDims::From(config_));
@@ -131,7 +195,11 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     ASSIGN_OR_RETURN(std::unique_ptr<ShardWeightSource> source,
                      ShardWeightSource::Create(ctx.weights, cols));
     ExpertStoreOptions so = *options_.offload;
-    if (!so.pack_dir.empty()) so.pack_dir = absl::StrCat(so.pack_dir, "/shard-", rank, "-of-", world);
+    const std::string suffix = absl::StrCat("shard-", rank, "-of-", world);
+    if (!so.pack_dir.empty()) so.pack_dir = absl::StrCat(so.pack_dir, "/", suffix);
+    if (!so.routing_trace_path.empty()) {
+      so.routing_trace_path = absl::StrCat(so.routing_trace_path, ".", suffix);
+    }
     ExpertProviderContext shard_ctx{r.backend.get(), &source->config(), source.get()};
     r.shard_source = std::move(source);
     ASSIGN_OR_RETURN(r.store, ExpertStoreFactory(so)(shard_ctx));
@@ -168,14 +236,24 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
                                     in.host_ids.size() * 4);
   }
 
-  absl::Status RankLayer(RankState& r, const LayerStep& s) {
-    absl::Status st = BroadcastAndStep(r, s);
+  absl::Status RankLayer(RankState& r, LayerStep s, bool* stop) {
+    absl::Status st = BroadcastAndStep(r, s, stop);
     if (!st.ok()) r.comm->Abort(st);  // release the peers now instead of at their deadline
     return st;
   }
 
-  absl::Status BroadcastAndStep(RankState& r, const LayerStep& s) {
+  // `s` is global rank 0's step; every other rank takes it from the header.
+  absl::Status BroadcastAndStep(RankState& r, LayerStep s, bool* stop) {
+    StepHeader h{0, s.layer, s.rows, s.top_k, s.hidden};
+    RETURN_IF_ERROR(r.comm->Broadcast(&h, sizeof(h), 0));
+    if (h.stop != 0) {
+      *stop = true;
+      return absl::OkStatus();
+    }
+    s = LayerStep{static_cast<int>(h.layer), h.rows, h.top_k, h.hidden, config_.num_experts,
+                  options_.capacity_factor};
     Workspace* ws = r.ws.get();
+    RETURN_IF_ERROR(ws->Prepare(WorkspaceDims{s.rows, 1, 1}));
     RETURN_IF_ERROR(r.comm->Broadcast(ws->f(Buf::kNormed), s.rows * s.hidden * 4, 0));
     RETURN_IF_ERROR(r.comm->Broadcast(ws->f(Buf::kTopkWeights), s.rows * s.top_k * 4, 0));
     RETURN_IF_ERROR(r.comm->Broadcast(ws->i32(Buf::kTopkIds), s.rows * s.top_k * 4, 0));
@@ -251,6 +329,14 @@ absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& o) {
     return absl::InvalidArgumentError(
         "with expert offloading the storage format is the store's (ExpertStoreOptions::storage)");
   }
+  if (o.nodes.has_value() && o.nodes->devices_per_node != o.devices) {
+    return absl::InvalidArgumentError(absl::StrCat("devices (", o.devices,
+                                                   ") must equal the nodes' devices_per_node (",
+                                                   o.nodes->devices_per_node, ")"));
+  }
+  if (o.nodes.has_value() && o.offload.has_value()) {
+    return absl::UnimplementedError("expert offloading over several nodes is not built yet");
+  }
   if (o.capacity_factor > 0 && o.mode != MoeParallelism::kExpert) {
     return absl::InvalidArgumentError(
         "a capacity factor applies to expert parallelism only (MoEShard drops nothing)");
@@ -264,9 +350,25 @@ absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& o) {
 }
 
 ExpertProviderFactory MultiDeviceExpertsFactory(const MultiDeviceOptions& options) {
-  return [options](const ExpertProviderContext& ctx) {
-    return MultiDeviceExperts::Create(ctx, options);
+  return [options](const ExpertProviderContext& ctx)
+             -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+    if (options.nodes.has_value() && options.nodes->node_rank != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", options.nodes->node_rank,
+                       " follows node 0 (RunMultiDeviceFollower); only node 0 runs the engine"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<MultiDeviceExperts> p, MultiDeviceExperts::Create(ctx, options));
+    return std::unique_ptr<ExpertProvider>(std::move(p));
   };
+}
+
+absl::Status RunMultiDeviceFollower(const ExpertProviderContext& ctx,
+                                    const MultiDeviceOptions& options) {
+  if (!options.nodes.has_value() || options.nodes->node_rank == 0) {
+    return absl::InvalidArgumentError("a follower is a node other than 0 of a multi-node group");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<MultiDeviceExperts> p, MultiDeviceExperts::Create(ctx, options));
+  return p->Follow();
 }
 
 }  // namespace expertd::engine::parallel

@@ -37,10 +37,9 @@
 // resident: each device gets its own ExpertStore over a ShardWeightSource,
 // so it packs, caches and pages only its slice (1/D of every expert's bytes),
 // with the store's budget, tiers, policy and storage format applied per
-// device. Experts are stored as
-// MultiDeviceOptions::storage says (the checkpoint's dtype, FP8 included, or
-// int8 / int4 / mxfp4 quantized at load like the expert pack would). Expert offloading is not
-// combined with this provider: each device keeps its shards resident.
+// device. Resident experts are stored as MultiDeviceOptions::storage says
+// (the checkpoint's dtype, FP8 included, or int8 / int4 / mxfp4 quantized at
+// load like the expert pack would).
 //
 // Thread safety: the ExpertProvider / RoutedExperts methods are called by the
 // engine thread only; MultiDeviceCounters from any thread.
@@ -60,6 +59,7 @@
 #include "engine/model/expert_provider.h"
 #include "engine/parallel/expert_shard.h"
 #include "engine/parallel/in_process_collectives.h"
+#include "engine/parallel/rendezvous.h"
 
 namespace expertd::engine::parallel {
 
@@ -112,6 +112,12 @@ struct MultiDeviceOptions {
   // A pack_dir gets one subdirectory per device; empty, each device's pack
   // goes to the store's cache directory under its own content fingerprint.
   std::optional<ExpertStoreOptions> offload;
+  // Set: this process is one node (pod) of several, driving `devices` =
+  // nodes->devices_per_node local ranks of a world of nodes x devices ranks
+  // that meet by nodes->address (JoinInProcess here; NCCL's bootstrap once
+  // CUDA devices are driven). Node 0 runs the engine with this provider;
+  // every other node runs RunMultiDeviceFollower. Not with `offload`.
+  std::optional<RendezvousSpec> nodes;
 };
 
 // InvalidArgument naming the bad field.
@@ -119,6 +125,16 @@ absl::Status ValidateMultiDeviceOptions(const MultiDeviceOptions& options);
 
 // The factory to put in EngineOptions::expert_provider_factory.
 ExpertProviderFactory MultiDeviceExpertsFactory(const MultiDeviceOptions& options);
+
+// A node other than 0 of a multi-node group (options.nodes set, node_rank >
+// 0): loads its ranks' shards from ctx.weights (ctx.config must be the
+// engine's), then follows node 0 layer by layer (every step's layer, shape,
+// inputs and routing come by Broadcast from global rank 0) until node 0's
+// provider is destroyed, which ends the loop with OK. Any collective error
+// (a peer that failed or never came: the collectives' deadline) is returned;
+// a broken group is not rebuilt (the orchestrator restarts the pod group).
+absl::Status RunMultiDeviceFollower(const ExpertProviderContext& ctx,
+                                    const MultiDeviceOptions& options);
 
 }  // namespace expertd::engine::parallel
 

@@ -37,6 +37,25 @@ absl::Status ShardStep(RankState& r, const LayerStep& s) {
   return r.comm->AllReduceSum(r.ws->f(Buf::kFfnOut), s.rows * s.hidden);
 }
 
+namespace {
+
+// This device's shard of one expert over its n grouped rows starting at
+// `off`, into the per-token slots.
+void RunShardRows(RankState& r, const LayerStep& s, const ExpertWeights& w, int64_t off,
+                  int64_t n) {
+  Backend* be = r.backend.get();
+  Workspace* ws = r.ws.get();
+  be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex) + off,
+                                  ws->f(Buf::kExpertIn), n, s.hidden});
+  RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n,
+         ws->f(Buf::kExpertOut), /*accumulate=*/false);
+  be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
+                                    ws->f(Buf::kSlots), n, s.hidden});
+  r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 absl::Status ShardCompute(RankState& r, const LayerStep& s) {
   ComputeSection section(r);
   Backend* be = r.backend.get();
@@ -61,24 +80,19 @@ absl::Status ShardCompute(RankState& r, const LayerStep& s) {
   for (int64_t e = 0; e < s.num_experts; ++e) {
     const int64_t off = g.offset[e], n = g.offset[e + 1] - off;
     if (n == 0) continue;
-    ExpertWeights w = r.experts[s.layer * s.num_experts + e].w;
-    if (r.store != nullptr) {
-      ASSIGN_OR_RETURN(w, r.store->Acquire(s.layer, static_cast<int>(e)));
+    if (r.store == nullptr) {
+      const ExpertWeights& w = r.experts[s.layer * s.num_experts + e].w;
+      if (w.gate.empty()) continue;  // an empty shard (fewer units than devices)
+      RunShardRows(r, s, w, off, n);
+      any = true;
+      continue;
     }
-    if (w.gate.empty()) continue;  // an empty shard (fewer units than devices)
+    ASSIGN_OR_RETURN(ExpertWeights w, r.store->Acquire(s.layer, static_cast<int>(e)));
+    RunShardRows(r, s, w, off, n);
     any = true;
-    be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex) + off,
-                                    ws->f(Buf::kExpertIn), n, s.hidden});
-    RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n,
-           ws->f(Buf::kExpertOut),
-           /*accumulate=*/false);
-    be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
-                                      ws->f(Buf::kSlots), n, s.hidden});
-    r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
-    if (r.store != nullptr) {
-      RETURN_IF_ERROR(be->Synchronize());  // the weights stay pinned until the expert is done
-      r.store->Release(s.layer, static_cast<int>(e));
-    }
+    const absl::Status done = be->Synchronize();  // the weights stay pinned until then
+    r.store->Release(s.layer, static_cast<int>(e));
+    RETURN_IF_ERROR(done);
   }
   if (any) {
     be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights),

@@ -12,8 +12,10 @@
 // lifetime (the TensorView contract), so a source that packs every expert
 // holds 1/D of the experts' bytes in host memory.
 //
-// FP8 experts are refused (Unimplemented): their scale grids would have to be
-// sliced into `*_scale_inv` tensors of their own.
+// FP8 experts are sliced with their `*_scale_inv` grids: the cut must then
+// fall on block boundaries (begin a multiple of both block sizes; the end
+// may be the ragged edge), which ExpertColumns gives with a unit that is a
+// multiple of both (InvalidArgument otherwise).
 //
 // Thread safety: const methods may be called concurrently.
 #ifndef EXPERTD_ENGINE_PARALLEL_SHARD_WEIGHT_SOURCE_H_
@@ -42,7 +44,9 @@ class ShardWeightSource final : public WeightSource {
   absl::StatusOr<models::TensorView> Get(const std::string& name) const override;
 
  private:
-  enum class Cut { kRows, kCols };
+  enum class Cut { kRows, kCols, kScaleRows, kScaleCols };
+  absl::StatusOr<models::TensorView> Slice(const std::string& name, Cut cut,
+                                           models::TensorView v) const;
   ShardWeightSource(const WeightSource* base, ShardRange cols);
 
   const WeightSource* base_;

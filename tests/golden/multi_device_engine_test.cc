@@ -4,10 +4,14 @@
 // tokens, for 1..4 devices.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "engine/engine.h"
 #include "engine/greedy.h"
+#include "engine/model/weight_source.h"
 #include "engine/parallel/multi_device_experts.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
@@ -116,6 +120,61 @@ TEST(MultiDeviceEngine, ExpertParallelismIsBitwiseOneDeviceAndShardIsClose) {
   const CaseOutputs run = RunCases(ep->get(), *g);
   ASSERT_EQ(run.logits.size(), reference.logits.size());
   for (size_t i = 0; i < run.logits.size(); ++i) EXPECT_EQ(run.logits[i], reference.logits[i]);
+}
+
+// Two "pods" of two devices each, meeting by the rendezvous address like
+// pods of a LeaderWorkerSet: node 0 runs the engine, node 1 follows it layer
+// by layer until node 0's engine goes away; the tokens are the single
+// device's.
+TEST(MultiDeviceEngine, TwoNodesOfTwoDevicesMatchOneDevice) {
+  auto ckpt = models::Checkpoint::Open(golden::FixtureDir("mixtral"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  std::shared_ptr<const models::Checkpoint> shared(std::move(*ckpt));
+  absl::StatusOr<golden::Golden> g = golden::LoadGolden("mixtral");
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<std::unique_ptr<Engine>> single = MakeEngine("mixtral", nullptr);
+  ASSERT_TRUE(single.ok());
+  const CaseOutputs reference = RunCases(single->get(), *g);
+  int round = 0;
+  for (MoeParallelism mode : {MoeParallelism::kShard, MoeParallelism::kExpert}) {
+    auto node = [&](int rank) {
+      MultiDeviceOptions o = Devices(2, mode, nullptr);
+      RendezvousSpec spec;
+      spec.num_nodes = 2;
+      spec.node_rank = rank;
+      spec.devices_per_node = 2;
+      spec.address = absl::StrCat("multi-node-test-", round, ":29500");
+      o.nodes = spec;
+      return o;
+    };
+    CheckpointWeightSource weights(shared);
+    absl::Status follower_status = absl::UnknownError("not run");
+    std::thread follower([&] {
+      ExpertProviderContext ctx{nullptr, &shared->config(), &weights};
+      follower_status = RunMultiDeviceFollower(ctx, node(1));
+    });
+    {
+      EngineOptions opts;
+      opts.backend.threads = 1;
+      opts.expert_provider_factory = MultiDeviceExpertsFactory(node(0));
+      absl::StatusOr<std::unique_ptr<Engine>> leader = Engine::Create(shared, opts);
+      ASSERT_TRUE(leader.ok()) << leader.status();
+      const CaseOutputs run = RunCases(leader->get(), *g);
+      ASSERT_EQ(run.tokens.size(), reference.tokens.size());
+      for (size_t i = 0; i < run.tokens.size(); ++i) {
+        EXPECT_EQ(run.tokens[i], reference.tokens[i]) << MoeParallelismName(mode);
+        EXPECT_LT(golden::RelError(run.logits[i], reference.logits[i]), 1e-5);
+      }
+    }  // node 0's provider goes away: the follower stops
+    follower.join();
+    EXPECT_TRUE(follower_status.ok()) << follower_status;
+    ++round;
+  }
+  MultiDeviceOptions bad = Devices(2, MoeParallelism::kShard, nullptr);
+  bad.nodes = RendezvousSpec{2, 1, 2, "x:1"};
+  EngineOptions opts;
+  opts.expert_provider_factory = MultiDeviceExpertsFactory(bad);
+  EXPECT_EQ(Engine::Create(shared, opts).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MultiDeviceEngine, CapacityFactorDropsAndCounts) {

@@ -4,6 +4,7 @@
 // 1e-5 relative and the same greedy tokens, for 1..4 devices, with a device
 // cache too small for a layer's experts (so experts are paged every step),
 // for fp32 and int8 storage.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "engine/parallel/multi_device_experts.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
+#include "tests/golden/fp8_checkpoint.h"
 #include "tests/golden/golden_data.h"
 
 namespace expertd::engine::parallel {
@@ -90,6 +92,9 @@ TEST_P(MultiDeviceOffloadTest, EachDevicePagesOnlyItsShardAndTokensMatchOneDevic
     so.pack_dir = TempDir(absl::StrCat("offload_", dtype, "_", devices));
     so.device_cache_experts = 2;  // < top_k distinct experts per step: pages every layer
     so.storage = *storage;
+    // Odd device counts also prefetch speculatively (the stores see the
+    // router inputs); prefetching must never change results.
+    if (devices % 2 == 1) so.prefetch = PrefetchKind::kSpeculative;
     o.offload = so;
     std::unique_ptr<Engine> multi = MakeEngine(ckpt, MultiDeviceExpertsFactory(o));
     ASSERT_NE(multi, nullptr);
@@ -133,6 +138,84 @@ TEST_P(MultiDeviceOffloadTest, EachDevicePagesOnlyItsShardAndTokensMatchOneDevic
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, MultiDeviceOffloadTest, ::testing::Values("f32", "int8"));
+
+// An FP8 checkpoint (deepseek_v3, 16x16 blocks: its 48-wide experts are 3
+// block units, so 2 and 4 devices split unevenly and one device is empty at
+// 4): each device packs its slice's FP8 codes with the slice of the scale
+// grid; tokens equal the resident single-device FP8 engine, and the slices
+// add up to the single store's bytes.
+TEST(MultiDeviceOffload, Fp8ExpertsArePagedAsBlockAlignedShards) {
+  fp8::Fp8CheckpointOptions fo;
+  fo.block_rows = fo.block_cols = 16;
+  const std::string fp8_dir = TempDir("offload_fp8_ckpt");
+  ASSERT_TRUE(fp8::WriteFp8Checkpoint(golden::FixtureDir("deepseek_v3"), fp8_dir,
+                                      TempDir("offload_fp8_dequant"), fo)
+                  .ok());
+  auto opened = models::Checkpoint::Open(fp8_dir);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<const models::Checkpoint> ckpt(std::move(*opened));
+  absl::StatusOr<golden::Golden> g = golden::LoadGolden("deepseek_v3");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ExpertStoreOptions one;
+  one.pack_dir = TempDir("offload_fp8_reference");
+  ExpertStore* reference_store = nullptr;
+  std::unique_ptr<Engine> single =
+      MakeEngine(ckpt, [&](const ExpertProviderContext& ctx)
+                           -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+        auto s = ExpertStore::Create(ctx, one);
+        if (!s.ok()) return s.status();
+        reference_store = s->get();
+        return std::unique_ptr<ExpertProvider>(std::move(*s));
+      });
+  ASSERT_NE(single, nullptr);
+  ASSERT_NE(reference_store, nullptr);
+  const uint64_t whole =
+      reference_store->layout().expert_bytes * reference_store->layout().num_entries();
+  const Outputs reference = RunCases(single.get(), *g);
+  for (int devices = 1; devices <= 4; ++devices) {
+    auto counters = std::make_shared<MultiDeviceCounters>();
+    MultiDeviceOptions o;
+    o.devices = devices;
+    o.device_backend.threads = 1;
+    o.collectives.timeout = absl::Seconds(60);
+    o.counters = counters;
+    ExpertStoreOptions so;
+    so.pack_dir = TempDir(absl::StrCat("offload_fp8_", devices));
+    so.device_cache_experts = 2;
+    o.offload = so;
+    std::unique_ptr<Engine> multi = MakeEngine(ckpt, MultiDeviceExpertsFactory(o));
+    ASSERT_NE(multi, nullptr);
+    const Outputs run = RunCases(multi.get(), *g);
+    ASSERT_EQ(run.tokens.size(), reference.tokens.size());
+    for (size_t i = 0; i < run.tokens.size(); ++i) {
+      EXPECT_LT(golden::RelError(run.logits[i], reference.logits[i]), 1e-5)
+          << "devices=" << devices << " " << g->cases[i].name;
+      EXPECT_EQ(run.tokens[i], reference.tokens[i])
+          << "devices=" << devices << " " << g->cases[i].name;
+    }
+    // Each device's pack holds its slice's codes and scale blocks: its share
+    // of the whole, up to the pack's 64-byte alignment of each of the six
+    // arrays (codes and scales of gate, up, down) per expert.
+    const MultiDeviceCounters::Snapshot s = counters->Get();
+    const uint64_t entries = reference_store->layout().num_entries(), slack = entries * 6 * 64;
+    const int64_t inter = ckpt->config().moe_intermediate_size;
+    uint64_t total = 0;
+    for (int d = 0; d < devices; ++d) {
+      const ShardRange cols = ExpertColumns(inter, 16, devices, d);
+      const double share = static_cast<double>(whole) * cols.size() / inter;
+      EXPECT_LE(std::abs(static_cast<double>(s.device_expert_bytes[d]) - share), slack)
+          << "devices=" << devices << " device " << d;
+      total += s.device_expert_bytes[d];
+    }
+    EXPECT_GE(total, whole);
+    EXPECT_LE(total, whole + devices * slack);
+    if (devices == 4) EXPECT_EQ(s.device_expert_bytes[3], 0u) << "3 units over 4 devices";
+    multi.reset();
+    std::filesystem::remove_all(so.pack_dir);
+  }
+  single.reset();
+  std::filesystem::remove_all(one.pack_dir);
+}
 
 TEST(MultiDeviceOffload, ExpertParallelismWithOffloadIsRefused) {
   auto opened = models::Checkpoint::Open(golden::FixtureDir("mixtral"));
