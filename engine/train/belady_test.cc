@@ -17,9 +17,9 @@ TEST(AccessSequenceTest, NextUse) {
 
 TEST(BeladyTest, EvictsTheFurthestNextUseAndNeverUsedFirst) {
   const AccessSequence s({1, 2, 3, 1, 2, 4});
-  EXPECT_EQ(BeladyVictim(s, 3, {1, 2, 3}), 3);   // 3 is never used again
-  EXPECT_EQ(BeladyVictim(s, 3, {1, 2, 4}), 4);   // 4 at 5, after 1 (3) and 2 (4)
-  EXPECT_EQ(BeladyVictim(s, 6, {1, 2}), 1);      // ties (never): the first
+  EXPECT_EQ(BeladyVictim(s, 3, {1, 2, 3}), 3);  // 3 is never used again
+  EXPECT_EQ(BeladyVictim(s, 3, {1, 2, 4}), 4);  // 4 at 5, after 1 (3) and 2 (4)
+  EXPECT_EQ(BeladyVictim(s, 6, {1, 2}), 1);     // ties (never): the first
 }
 
 // Belady is optimal: the brute-force minimum over every eviction choice, on

@@ -339,12 +339,10 @@ absl::Status ExpertTier::Load(int id, bool weights, bool state) {
   bool grads = false;
   for (int j = 0; j < 3; ++j) grads = grads || (saved_[id].grad[j] && w[j]->has_grad);
   if (weights) {
-    RETURN_IF_ERROR(
-        file_->ReadPart(id, 0, grads ? l.state_offset : l.grads_offset, &io_buffer_));
+    RETURN_IF_ERROR(file_->ReadPart(id, 0, grads ? l.state_offset : l.grads_offset, &io_buffer_));
   }
   if (state) {
-    RETURN_IF_ERROR(
-        file_->ReadPart(id, l.state_offset, l.bytes - l.state_offset, &io_buffer_));
+    RETURN_IF_ERROR(file_->ReadPart(id, l.state_offset, l.bytes - l.state_offset, &io_buffer_));
   }
   const char* buf = io_buffer_.data();
   for (int j = 0; j < 3; ++j) {

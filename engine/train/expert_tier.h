@@ -3,7 +3,8 @@
 // weights the forward uses, the gradient, the AdamW moments and (bf16/fp16)
 // the fp32 master - lives in the model's Parameters and the optimizer's
 // state while the expert is "resident", and otherwise in one aligned record
-// of a RecordFile under the tier directory (read and written with O_DIRECT).
+// of a RecordFile under the tier directory (read and written with O_DIRECT;
+// buffered, with a warning, where the file system refuses it).
 // At most capacity() experts are resident (the host budget divided by the
 // record size).
 //
@@ -19,9 +20,8 @@
 // has three aligned sections (values, gradients, AdamW state), and a load
 // reads only what the use needs: a gradient cleared since it was written is
 // skipped, the state only for kAll (an expert on the host without it
-// reads it in when a kAll pin comes). Unpinned,
-// non-resident experts' vectors are empty and belong to the I/O thread; a
-// Parameter's has_grad, shape and dtype stay valid always (the record holds a
+// reads it in when a kAll pin comes). Unpinned, non-resident experts' vectors are empty and belong
+// to the I/O thread; a Parameter's has_grad, shape and dtype stay valid always (the record holds a
 // gradient only while has_grad). Outside BeginStep/EndStep the I/O thread
 // only serves pins (no prefetch, no trimming), so the caller may change
 // has_grad (ClearGrad) of every parameter there.
@@ -68,9 +68,10 @@ class ExpertTier {
   // REQUIRES: `states` (the optimizer's, sized to every parameter) and the
   // experts' Parameters outlive the tier and are not resized. Every expert
   // starts resident; the first BeginStep trims to `capacity` (>= 2).
-  static absl::StatusOr<std::unique_ptr<ExpertTier>> Create(
-      const std::string& dir, std::vector<Expert> experts, size_t capacity,
-      std::vector<AdamWParamState>* states);
+  static absl::StatusOr<std::unique_ptr<ExpertTier>> Create(const std::string& dir,
+                                                            std::vector<Expert> experts,
+                                                            size_t capacity,
+                                                            std::vector<AdamWParamState>* states);
   ~ExpertTier();
 
   // The expert owning Parameter `w`, or -1.
@@ -126,7 +127,7 @@ class ExpertTier {
   ExpertTier(std::vector<Expert> experts, size_t capacity, std::unique_ptr<RecordFile> file,
              std::vector<AdamWParamState>* states);
   void Run();
-  Plan NextPlan();  // REQUIRES: mu_ held
+  Plan NextPlan();                            // REQUIRES: mu_ held
   int VictimFor(size_t next_use, bool must);  // REQUIRES: mu_ held
   size_t NextUse(int id) const;               // REQUIRES: mu_ held
   bool Ready(int id, Need need) const;        // REQUIRES: mu_ held
@@ -154,7 +155,7 @@ class ExpertTier {
   std::condition_variable changed_;
   // State below is protected by mu_.
   std::vector<Slot> slots_;
-  size_t in_memory_ = 0;  // kHost, kLoading and kEvicting slots
+  size_t in_memory_ = 0;        // kHost, kLoading and kEvicting slots
   std::map<int, Need> demand_;  // pinners waiting
   AccessSequence sequence_;
   size_t cursor_ = 0;      // next position of sequence_

@@ -39,12 +39,11 @@ bool DirectIoWorks(int fd) {
 
 absl::StatusOr<std::unique_ptr<RecordFile>> RecordFile::Create(const std::string& path,
                                                                int64_t record_bytes,
-                                                               int64_t records,
-                                                               bool direct_io) {
+                                                               int64_t records, bool direct_io) {
   if (record_bytes <= 0 || record_bytes % kRecordAlignment != 0 || records < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("record file ", path, ": record size ", record_bytes,
-                     " is not a positive multiple of ", kRecordAlignment));
+    return absl::InvalidArgumentError(absl::StrCat("record file ", path, ": record size ",
+                                                   record_bytes, " is not a positive multiple of ",
+                                                   kRecordAlignment));
   }
   const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
   int fd = direct_io ? open(path.c_str(), flags | O_DIRECT, 0600) : -1;
@@ -93,8 +92,8 @@ absl::Status RecordFile::WritePart(int64_t index, int64_t offset, int64_t bytes,
 
 absl::Status RecordFile::Io(bool write, int64_t index, int64_t offset, int64_t bytes,
                             AlignedBuffer* buf) {
-  if (index < 0 || index >= records_ || buf->size() < record_bytes_ || offset < 0 ||
-      bytes < 0 || offset + bytes > record_bytes_ || offset % kRecordAlignment != 0 ||
+  if (index < 0 || index >= records_ || buf->size() < record_bytes_ || offset < 0 || bytes < 0 ||
+      offset + bytes > record_bytes_ || offset % kRecordAlignment != 0 ||
       bytes % kRecordAlignment != 0) {
     return absl::InternalError(absl::StrCat("record file ", path_, ": bad part ", offset, "+",
                                             bytes, " of record ", index));

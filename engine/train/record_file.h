@@ -51,8 +51,8 @@ class RecordFile {
   // the file.
   // `direct_io` false: buffered from the start (what a refusal falls back to).
   static absl::StatusOr<std::unique_ptr<RecordFile>> Create(const std::string& path,
-                                                           int64_t record_bytes, int64_t records,
-                                                           bool direct_io = true);
+                                                            int64_t record_bytes, int64_t records,
+                                                            bool direct_io = true);
   ~RecordFile();
 
   // REQUIRES: buf->size() >= record_bytes(); index < records.

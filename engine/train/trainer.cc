@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 
 namespace expertd::train {
@@ -71,6 +72,15 @@ Trainer::Trainer(TrainModel* model, TrainOptions options)
     });
     optimizer_.set_clock([this] { return trace_->NowMicros(); });
   }
+}
+
+Trainer::~Trainer() {
+  if (tier_ == nullptr) return;
+  const absl::Status st = tier_->HoldAll();
+  if (!st.ok()) {
+    EXPERTD_LOG(Error, "SSD tier: experts could not be brought back to the host").With("error", st);
+  }
+  executor_->set_host_tier(nullptr);
 }
 
 namespace {

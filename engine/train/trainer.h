@@ -72,6 +72,9 @@ class Trainer {
  public:
   // `model` must outlive the trainer.
   Trainer(TrainModel* model, TrainOptions options);
+  // With the SSD tier, brings every expert back to the model first (the
+  // model is whole again; an I/O error is logged) and removes the file.
+  ~Trainer();
 
   // One optimizer step over `micro_batches` (>= 1). `before_clip`, if set,
   // sees the model right after backward (gradients summed, not yet clipped).

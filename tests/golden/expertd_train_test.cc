@@ -496,7 +496,7 @@ void ExpectSsdReport(const nlohmann::json& report) {
 
 // Past --host_memory_bytes the experts' weights, gradients and AdamW state
 // live in the SSD tier: still bitwise the weights of plain training, with and
-// without clipping; a missing --ssd_dir is a clear error.
+// without clipping, fp32 and bf16; a missing --ssd_dir is a clear error.
 TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
   const std::string arch = "mixtral";
   auto golden = LoadTrainGolden(arch);
@@ -522,6 +522,31 @@ TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
     const std::string wa = ReadFile(plain_w), wb = ReadFile(ssd_w);
     EXPECT_FALSE(wa.empty());
     EXPECT_TRUE(wa == wb) << "the SSD tier changed the weights' bits";
+    std::remove(plain_w.c_str());
+    std::remove(ssd_w.c_str());
+  }
+  {  // bf16 weights: the fp32 masters travel in the records' state sections
+    SCOPED_TRACE("bf16");
+    const std::string plain_w = TmpDir() + "/plain_bf16.safetensors",
+                      ssd_w = TmpDir() + "/ssd_bf16.safetensors";
+    const std::string args = "--model=" + FixtureDir(arch) +
+                             " --weights=model.bf16.safetensors --batch=" +
+                             WriteBatch(*golden, "ssd") + " --steps=3 --threads=2";
+    Output plain = RunTrain(args + " --weights_out=" + plain_w);
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    SsdDir dir("bf16");
+    const std::string device =  // the non-expert masters need a quarter more
+        std::to_string(bytes.non_expert * 5 / 4 + bytes.layer_experts * 3 / 4);
+    Output ssd = RunTrain(args + " --offload_experts --device_memory_bytes=" + device +
+                          " --host_memory_bytes=" + std::to_string(bytes.layer_experts / 2) +
+                          " --ssd_dir=" + dir.path() + " --weights_out=" + ssd_w);
+    ASSERT_EQ(ssd.status, 0) << ssd.err;
+    const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << ssd.out;
+    ExpectSsdReport(j.at("schedule").back());
+    const std::string wa = ReadFile(plain_w), wb = ReadFile(ssd_w);
+    EXPECT_FALSE(wa.empty());
+    EXPECT_TRUE(wa == wb) << "the SSD tier changed the bf16 training's bits";
     std::remove(plain_w.c_str());
     std::remove(ssd_w.c_str());
   }
