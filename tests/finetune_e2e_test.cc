@@ -409,5 +409,31 @@ TEST_F(FineTuneE2eTest, OffloadedExpertsFourTimesTheBudgetTrainAndSurviveKillNin
   EXPECT_TRUE(resumed == straight) << "resumed offload weights differ from the uninterrupted job's";
 }
 
+// The SSD tier through the daemon: with schedule.host_memory_bytes below the
+// experts' training state the job keeps the rest in an SSD tier file in its
+// directory, says host+ssd, completes, and a kill -9 loses nothing.
+TEST_F(FineTuneE2eTest, SsdTierJobTrainsAndSurvivesKillNine) {
+  const std::string dataset = WriteDataset("ssd.jsonl", 32);
+  v1::FineTuneJobSpec spec = Spec("", 2, 8, 0.001);
+  spec.mutable_schedule()->set_offload_experts(true);
+  spec.mutable_schedule()->set_host_memory_bytes(2 * kOffloadBudget);
+  const std::vector<std::string> flags = {
+      absl::StrCat("--train_device_memory_bytes=", kOffloadBudget)};
+  std::vector<std::string> messages;
+  const std::string resumed = KilledAndResumed(kOffloadModel, dataset, spec, flags, &messages);
+  bool tiered = false;
+  for (const std::string& m : messages) {
+    if (m.rfind("experts host+ssd: ", 0) != 0) continue;
+    tiered = true;
+    EXPECT_NE(m.find(absl::StrCat("--host_memory_bytes=", 2 * kOffloadBudget)), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("expert_training_state.bin"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(tiered) << "no 'experts host+ssd' placement event";
+  const std::string straight = Uninterrupted(kOffloadModel, dataset, spec, flags);
+  ASSERT_FALSE(straight.empty());
+  EXPECT_TRUE(resumed == straight) << "resumed SSD-tier weights differ from the uninterrupted job's";
+}
+
 }  // namespace
 }  // namespace expertd

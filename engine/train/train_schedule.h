@@ -87,6 +87,10 @@ struct ScheduleReport {
   int64_t ssd_prefetches = 0;   // experts read ahead of use by the I/O thread
   double ssd_wait_seconds = 0;  // time compute and upload spent waiting on them
   int64_t recomputed_flops = 0;  // expert forward FLOPs redone in backward
+  // Expert AdamW updates (one per expert weight: gate, up, down) run during
+  // backward and kept, and those undone and redone after it because clipping
+  // bound (see Trainer::RunStep).
+  int64_t early_expert_updates = 0, redone_expert_updates = 0;
   int64_t offloaded_activation_bytes = 0;  // MPMoE offload: device -> host in forward
   int64_t restored_activation_bytes = 0;   // and host -> device in backward
   std::vector<int> moe_chunks;                  // per MoE layer, the last chosen c

@@ -1,5 +1,6 @@
 #include "engine/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -163,7 +164,10 @@ absl::StatusOr<StepReport> Trainer::Step(
     r = RunStep(micro_batches, before_clip);
   }
   if (!r.ok()) return r.status();
+  const ScheduleReport updates = r->memory_schedule;  // RunStep's counts
   r->memory_schedule = placement_;
+  r->memory_schedule.early_expert_updates = updates.early_expert_updates;
+  r->memory_schedule.redone_expert_updates = updates.redone_expert_updates;
   if (tier_ != nullptr) {
     const ExpertTier::Stats now = tier_->stats();
     r->memory_schedule.ssd_read_bytes = tier_->bytes_read() - ssd_read_before;
@@ -346,14 +350,45 @@ AccessSequence Trainer::StepSequence(size_t micro_batches, size_t* state_from) c
   return AccessSequence(std::move(ids));
 }
 
+int64_t Trainer::MinHostMemoryBytes(const TrainModel& model) {
+  int64_t record = 0;
+  for (const LayerParams& l : model.layers()) {
+    for (const MlpParams& e : l.ffn.experts) record = std::max(record, ExpertTier::RecordBytes(e));
+  }
+  return 2 * record;
+}
+
 absl::Status Trainer::HoldExpertsOnHost() {
   return tier_ == nullptr ? absl::OkStatus() : tier_->HoldAll();
 }
 
 bool Trainer::EarlyExpertUpdates() const {
-  // With the SSD tier every update goes through it in parameter order.
-  return executor_ != nullptr && executor_->offload() && options_.clip_norm <= 0.0 &&
-         tier_ == nullptr;
+  // With the SSD tier every update goes through it in parameter order. With
+  // clipping the updates are provisional (see RunStep): worth it unless the
+  // previous step clipped, when this one most likely clips too.
+  return executor_ != nullptr && executor_->offload() && tier_ == nullptr &&
+         (options_.clip_norm <= 0.0 || !last_step_clipped_);
+}
+
+absl::Status Trainer::ProvisionalUpdate(size_t i, double lr, ProvisionalState* saved) {
+  if (options_.clip_norm > 0.0) {
+    saved->value = model_->params()[i].value;
+    saved->state = optimizer_.state()[i];
+  }
+  return UpdateParam(i, lr, 1.0f, nullptr);
+}
+
+int64_t Trainer::UndoProvisionalUpdates(std::vector<ProvisionalState>* saved,
+                                        std::vector<char>* updated) {
+  int64_t undone = 0;
+  for (size_t i = 0; i < updated->size(); ++i) {
+    if (!(*updated)[i]) continue;
+    model_->params()[i].value = std::move((*saved)[i].value);
+    optimizer_.state()[i] = std::move((*saved)[i].state);
+    (*updated)[i] = 0;
+    ++undone;
+  }
+  return undone;
 }
 
 absl::StatusOr<StepReport> Trainer::RunStep(
@@ -376,10 +411,14 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       if (tier != nullptr) tier->EndStep();
     }
   } end_tier_step{tier_.get()};
-  // Without clipping an offloaded expert's gradient is final once the last
-  // micro-batch's backward is done with it: its update overlaps the rest of
-  // backward. With clipping every update waits for the global norm.
+  // An offloaded expert's gradient is final once the last micro-batch's
+  // backward is done with it: its update overlaps the rest of backward. With
+  // clipping that update is provisional (unclipped, the expert's weights and
+  // AdamW state saved first): kept when the global norm says the clip
+  // coefficient is exactly 1 (g * 1 == g, so the bits are plain training's),
+  // else undone and redone after clipping with the rest.
   std::vector<char> updated(params.size(), 0);
+  std::vector<ProvisionalState> saved(params.size());
   std::unique_ptr<OptimizerWorker> worker;
   const float scale = 1.0f / static_cast<float>(micro_batches.size());
   // With the SSD tier the last backward also takes each expert's squared
@@ -390,7 +429,7 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     const bool last = b + 1 == micro_batches.size();
     if (last && EarlyExpertUpdates()) {
       worker = std::make_unique<OptimizerWorker>(
-          [this, lr = report.lr](size_t i) { return UpdateParam(i, lr, 1.0f, nullptr); });
+          [this, lr = report.lr, &saved](size_t i) { return ProvisionalUpdate(i, lr, &saved[i]); });
     }
     if (last && (worker != nullptr || tier_ != nullptr)) {
       executor_->set_on_expert_done([&](const MlpParams& e) {
@@ -413,7 +452,10 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     if (worker != nullptr) {  // drains: every early update is done
       absl::Status updates = worker->Close();
       worker.reset();
-      RETURN_IF_ERROR(updates);
+      if (!updates.ok() || !loss.ok()) {  // with clipping nothing stays half-updated
+        if (options_.clip_norm > 0.0) UndoProvisionalUpdates(&saved, &updated);
+        return updates.ok() ? loss.status() : updates;
+      }
     }
     if (!loss.ok()) return loss.status();
     report.loss.total += loss->total * scale;
@@ -434,7 +476,13 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       if (!params[i].has_grad || TierId(i) >= 0) continue;  // tier experts: in UpdateParam
       for (float& g : params[i].grad) g *= report.clip_coef;
     }
+    last_step_clipped_ = report.clip_coef != 1.0f;
+    if (last_step_clipped_) {
+      report.memory_schedule.redone_expert_updates = UndoProvisionalUpdates(&saved, &updated);
+    }
   }
+  report.memory_schedule.early_expert_updates =
+      std::count(updated.begin(), updated.end(), static_cast<char>(1));
   for (size_t i = 0; i < params.size(); ++i) {
     if (!updated[i]) RETURN_IF_ERROR(UpdateParam(i, report.lr, report.clip_coef, pool_.get()));
   }

@@ -95,6 +95,10 @@ class Trainer {
   absl::Status HoldExpertsOnHost();
   // Writes the schedule's Chrome trace to options.memory_schedule.trace_out.
   absl::Status WriteTrace() const;
+  // The smallest memory_schedule.host_memory_bytes the SSD tier accepts for
+  // `model`: two experts' training state (the uploader's two slots); 0 for a
+  // model without routed experts.
+  static int64_t MinHostMemoryBytes(const TrainModel& model);
 
  private:
   // Places weights, gradients and optimizer state (see docs/training.md,
@@ -103,8 +107,21 @@ class Trainer {
   absl::StatusOr<StepReport> RunStep(const std::vector<TrainBatch>& micro_batches,
                                      const std::function<void(const TrainModel&)>& before_clip);
   // ES-MoE's per-expert optimizer: true when an offloaded expert's AdamW update
-  // may start as soon as its gradient is final (no clipping to wait for).
+  // starts as soon as its gradient is final (provisional under clipping).
   bool EarlyExpertUpdates() const;
+  // What an update changes, saved before a provisional one.
+  struct ProvisionalState {
+    std::vector<float> value;
+    AdamWParamState state;
+  };
+  // The unclipped update of params[i] during backward; with clipping on it
+  // first saves what the update changes into *saved.
+  absl::Status ProvisionalUpdate(size_t i, double lr, ProvisionalState* saved);
+  // Puts back the saved weights and AdamW state of every updated param and
+  // clears its `updated` mark (clipping bound: the update is redone clipped).
+  // Returns how many were undone.
+  int64_t UndoProvisionalUpdates(std::vector<ProvisionalState>* saved,
+                                 std::vector<char>* updated);
   // AdamW on params[i]; an expert in the SSD tier is pinned on the host for
   // it and gets its clipping (`clip_coef`, deferred to here) first.
   absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool);
@@ -134,6 +151,7 @@ class Trainer {
   DeviceReservation static_bytes_;
   std::unique_ptr<ExpertTier> tier_;
   bool planned_ = false;
+  bool last_step_clipped_ = false;  // the clip coefficient of the last step was < 1
   ScheduleReport placement_;
 };
 

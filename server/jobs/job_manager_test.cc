@@ -223,6 +223,8 @@ TEST_F(JobManagerTest, BadSpecsNameTheField) {
        "spec.lora.target_modules[0]"},
       {[](v1::FineTuneJobSpec* s) { s->mutable_schedule()->set_moe_chunks(3); },
        "spec.schedule.moe_chunks"},
+      {[](v1::FineTuneJobSpec* s) { s->mutable_schedule()->set_host_memory_bytes(1 << 20); },
+       "spec.schedule.host_memory_bytes"},
       {[](v1::FineTuneJobSpec* s) { s->set_suffix("a b"); }, "spec.suffix"},
   };
   for (const Case& c : cases) {

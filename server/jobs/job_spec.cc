@@ -93,6 +93,9 @@ absl::Status CheckSchedule(const v1::TrainingSchedule& s) {
     return Bad("schedule.micro_batches",
                absl::StrCat("must be in [0, 8], got ", s.micro_batches()));
   }
+  if (s.host_memory_bytes() > 0 && !s.offload_experts()) {
+    return Bad("schedule.host_memory_bytes", "needs schedule.offload_experts");
+  }
   return absl::OkStatus();
 }
 

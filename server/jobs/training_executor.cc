@@ -165,6 +165,13 @@ class TrainingExecutor final : public JobExecutor {
     // The daemon's training device budget; the memory schedules plan against it.
     spec.train.memory_schedule.device_memory_bytes =
         static_cast<int64_t>(options_.device_memory_bytes);
+    // The SSD tier's file (past schedule.host_memory_bytes) lives in the job's
+    // directory; the trainer removes it when the job ends (a killed daemon's
+    // leftover is overwritten on resume).
+    spec.train.memory_schedule.ssd_dir = run.job_dir;
+    if (spec.train.memory_schedule.host_memory_bytes > 0) {
+      RETURN_IF_ERROR(Coded(CreateDirs(env(), run.job_dir), "training_failed"));
+    }
     ASSIGN_OR_RETURN(JobData data, LoadData(run, spec));
     const train::DataStream stream(data.train.examples, StreamOptions(spec));
     std::optional<train::DataStream> validation;
@@ -230,6 +237,19 @@ void ReportMicroBatches(const train::ScheduleReport& r, std::string* last, JobSi
                            " FLOPs recomputed in the step"));
 }
 
+// The SSD tier needs room for two experts' training state on the host.
+absl::Status CheckHostBudget(const ResolvedTrainingSpec& spec, const train::TrainModel& model) {
+  const int64_t budget = spec.train.memory_schedule.host_memory_bytes;
+  const int64_t needed = train::Trainer::MinHostMemoryBytes(model);
+  if (budget <= 0 || budget >= needed) return absl::OkStatus();
+  return WithJobErrorCode(
+      absl::InvalidArgumentError(absl::StrCat(
+          "schedule.host_memory_bytes: ", budget, " bytes do not hold two experts' training "
+          "state (weights, gradients, AdamW state) for the SSD tier; at least ", needed,
+          " bytes are needed")),
+      "invalid_spec");
+}
+
 JobProgressUpdate StepUpdate(const train::StepReport& report,
                              const train::TrainingProgress& progress, int64_t total_steps,
                              int64_t steps_per_epoch, int64_t nanos, uint64_t memory) {
@@ -292,6 +312,7 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
                                      JobSink* sink) {
   ASSIGN_OR_RETURN(std::unique_ptr<train::TrainModel> model, LoadModel(run, spec));
   train::Trainer trainer(model.get(), spec.train);  // marks the scope's parameters trainable
+  RETURN_IF_ERROR(CheckHostBudget(spec, *model));
   const uint64_t memory = TrainingBytes(*model);
   if (options_.memory_limit_bytes > 0 && memory > options_.memory_limit_bytes) {
     return WithJobErrorCode(absl::ResourceExhaustedError(absl::StrCat(
@@ -328,13 +349,16 @@ absl::Status TrainingExecutor::Train(const JobRun& run, const ResolvedTrainingSp
     ReportMicroBatches(report->memory_schedule, &micro_batches, sink);
     JobProgressUpdate u = StepUpdate(*report, progress, total, stream.steps_per_epoch(),
                                      clock()->NowNanos() - start, memory);
-    if (progress.step == 1 || progress.step % 10 == 0) {
-      u.expert_load = ExpertLoad(model.get(), batches[0]);
-    }
     const bool checkpoint =
         progress.step == total ||
         (spec.checkpoint_every_steps > 0 ? progress.step % spec.checkpoint_every_steps == 0
                                          : progress.cursor.position == 0);
+    const bool load = progress.step == 1 || progress.step % 10 == 0;
+    if (load || checkpoint) {  // they read whole experts: none may be in the SSD tier
+      absl::Status held = trainer.HoldExpertsOnHost();
+      if (!held.ok()) return Coded(held, "training_failed");
+    }
+    if (load) u.expert_load = ExpertLoad(model.get(), batches[0]);
     if (checkpoint && validation.has_value()) {
       auto loss = ValidationLoss(&trainer, *validation);
       if (!loss.ok()) return Coded(loss.status(), "training_failed");

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "base/env.h"
 #include "base/fault_injection_env.h"
 #include "engine/train/train_model.h"
+#include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint/checkpoint.h"
 
@@ -91,8 +93,10 @@ class FakeSink : public JobSink {
 
 class TrainingExecutorTest : public ::testing::Test {
  protected:
-  std::unique_ptr<JobExecutor> Executor(Env* env = nullptr, uint64_t memory_limit = 0) {
+  std::unique_ptr<JobExecutor> Executor(Env* env = nullptr, uint64_t memory_limit = 0,
+                                        uint64_t device_memory = 0) {
     TrainingExecutorOptions o;
+    o.device_memory_bytes = device_memory;
     o.model_dir = ModelDir();
     o.model_name = "tiny";
     o.max_threads = 1;
@@ -282,6 +286,81 @@ TEST_F(TrainingExecutorTest, MicroBatchedJobReportsItsRestore) {
     EXPECT_NE(e.find("FLOPs recomputed"), std::string::npos) << e;
   }
   EXPECT_GE(reported, 1);
+}
+
+// A device that holds the non-expert training state and 3/4 of one layer's
+// experts' (so the experts go to the host), and a host budget of two experts'
+// training state (so the rest go to the SSD tier).
+struct SsdBudgets {
+  uint64_t device = 0, host = 0;
+};
+
+SsdBudgets MeasureSsdBudgets() {
+  SsdBudgets b;
+  auto model = train::TrainModel::Load(ModelDir());
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return b;
+  std::set<const train::Parameter*> experts;
+  int64_t layer_experts = 0;
+  for (const train::LayerParams& l : (*model)->layers()) {
+    int64_t layer = 0;
+    for (const train::MlpParams& e : l.ffn.experts) {
+      for (const train::Parameter* w : {e.gate, e.up, e.down}) {
+        experts.insert(w);
+        layer += w->numel() * 20;  // weight, gradient, moments, fp32 master
+      }
+    }
+    layer_experts = std::max(layer_experts, layer);
+  }
+  int64_t other = 0;
+  for (const train::Parameter& p : (*model)->params()) {
+    if (!experts.count(&p)) other += p.numel() * 20;
+  }
+  b.device = static_cast<uint64_t>(other + layer_experts * 3 / 4);
+  b.host = static_cast<uint64_t>(train::Trainer::MinHostMemoryBytes(**model));
+  return b;
+}
+
+// schedule.host_memory_bytes: past it the experts' training state goes to an
+// SSD tier file in the job's directory; the job is bitwise the plain one, its
+// events say host+ssd and why, and the file is gone when the job ends.
+TEST_F(TrainingExecutorTest, SsdTierJobEqualsThePlainJobBitwise) {
+  const SsdBudgets budgets = MeasureSsdBudgets();
+  ASSERT_GT(budgets.host, 0u);
+  FakeSink plain;
+  ASSERT_TRUE(Executor()->Run(Run("plain_for_ssd"), &plain).ok());
+  JobRun tiered = Run("ssd");
+  tiered.spec.mutable_schedule()->set_offload_experts(true);
+  tiered.spec.mutable_schedule()->set_host_memory_bytes(budgets.host);
+  FakeSink sink;
+  absl::Status st = Executor(nullptr, 0, budgets.device)->Run(tiered, &sink);
+  ASSERT_TRUE(st.ok()) << st;
+  std::string placement;
+  for (const std::string& e : sink.events) {
+    if (e.rfind("experts ", 0) == 0) placement = e;
+  }
+  EXPECT_EQ(placement.rfind("experts host+ssd: ", 0), 0u) << placement;
+  EXPECT_NE(placement.find(tiered.job_dir + "/expert_training_state.bin"), std::string::npos)
+      << placement;
+  EXPECT_FALSE(FileExists(Env::Default(), tiered.job_dir + "/expert_training_state.bin"));
+  ASSERT_FALSE(plain.checkpoints.empty());
+  ASSERT_FALSE(sink.checkpoints.empty());
+  const std::string a = plain.checkpoints.back().path, b = sink.checkpoints.back().path;
+  EXPECT_TRUE(Read(a + "/model.safetensors") == Read(b + "/model.safetensors"));
+}
+
+TEST_F(TrainingExecutorTest, AHostBudgetIsValidated) {
+  const SsdBudgets budgets = MeasureSsdBudgets();
+  ASSERT_GT(budgets.host, 0u);
+  JobRun run = Run("host_budget");
+  run.spec.mutable_schedule()->set_host_memory_bytes(budgets.host);
+  ExpectCode(Executor()->Validate(run), "invalid_spec", "schedule.host_memory_bytes");
+  run.spec.mutable_schedule()->set_offload_experts(true);
+  run.spec.mutable_schedule()->set_host_memory_bytes(budgets.host - 1);
+  FakeSink sink;
+  ExpectCode(Executor(nullptr, 0, budgets.device)->Run(run, &sink), "invalid_spec",
+             "schedule.host_memory_bytes");
+  EXPECT_TRUE(sink.progress.empty());
 }
 
 TEST_F(TrainingExecutorTest, ResumeRefusesACheckpointOfAnotherSpec) {

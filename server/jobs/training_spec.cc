@@ -1,6 +1,7 @@
 #include "server/jobs/training_spec.h"
 
 #include <cmath>
+#include <cstdint>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -33,8 +34,18 @@ absl::Status ResolveSchedule(const v1::TrainingSchedule& s, ResolvedTrainingSpec
     return Invalid("schedule.micro_batches",
                    absl::StrCat(s.micro_batches(), " is not 0 or 1 (off) or 2..8"));
   }
+  if (s.host_memory_bytes() > 0 && !s.offload_experts()) {
+    return Invalid("schedule.host_memory_bytes",
+                   "set, but schedule.offload_experts is off (the host budget is for offloaded "
+                   "experts)");
+  }
+  if (s.host_memory_bytes() > static_cast<uint64_t>(INT64_MAX)) {
+    return Invalid("schedule.host_memory_bytes", absl::StrCat(s.host_memory_bytes(), " is too large"));
+  }
   train::TrainSchedule& m = out->train.memory_schedule;
   m.offload_experts = s.offload_experts();
+  // The SSD tier's directory is the job's (the executor sets it).
+  m.host_memory_bytes = static_cast<int64_t>(s.host_memory_bytes());
   m.moe_chunks = static_cast<int>(c);  // 0: the memory model chooses (1 when all fits)
   // Jobs never pick n by profiling: measured times would make a resumed job
   // differ from an uninterrupted one. 0 and 1 are both "off".

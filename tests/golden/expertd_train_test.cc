@@ -438,38 +438,64 @@ TEST(ExpertdTrainScheduleTest, OffloadIsBitwisePlainAndPlainDoesNotFit) {
 }
 
 
-// Without clipping an offloaded expert's AdamW update starts as soon as its
-// gradient is final, overlapping the rest of backward, and the weights are
-// still bitwise those of plain training.
-TEST(ExpertdTrainScheduleTest, UnclippedExpertUpdatesOverlapBackward) {
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// An offloaded expert's AdamW update starts as soon as its gradient is final,
+// overlapping the rest of backward, and the weights are still bitwise those of
+// plain training: without clipping; with clipping that does not bind (the
+// provisional updates stand); with clipping that binds (step 0's provisional
+// updates are undone and redone clipped, later steps defer them).
+TEST(ExpertdTrainScheduleTest, ExpertUpdatesOverlapBackwardAndClippingHolds) {
   const std::string arch = "mixtral";
   auto golden = LoadTrainGolden(arch);
   ASSERT_TRUE(golden.ok()) << golden.status();
   const FixtureBytes bytes = MeasureFixture(arch);
   const std::string device = std::to_string(bytes.non_expert + bytes.layer_experts * 3 / 4);
-  const std::string plain_w = TmpDir() + "/plain_noclip.safetensors",
-                    off_w = TmpDir() + "/off_noclip.safetensors",
-                    trace = TmpDir() + "/trace_noclip.json";
-  const std::string args = "--model=" + FixtureDir(arch) + " --batch=" +
-                           WriteBatch(*golden, "noclip") + " --steps=3 --threads=2 --clip_norm=0";
-  Output plain = RunTrain(args + " --weights_out=" + plain_w);
-  ASSERT_EQ(plain.status, 0) << plain.err;
-  Output off =
-      RunTrain(args + " --offload_experts --device_memory_bytes=" + device + " --weights_out=" + off_w);
-  ASSERT_EQ(off.status, 0) << off.err;
-  std::ifstream a(plain_w, std::ios::binary), b(off_w, std::ios::binary);
-  const std::string wa((std::istreambuf_iterator<char>(a)), {}),
-      wb((std::istreambuf_iterator<char>(b)), {});
-  EXPECT_FALSE(wa.empty());
-  EXPECT_TRUE(wa == wb) << "early expert updates changed the weights' bits";
-  // One step's timeline: some expert's update starts before the step's last
-  // backward expert compute (with clipping, every update would come after).
-  Output one = RunTrain("--model=" + FixtureDir(arch) + " --batch=" + WriteBatch(*golden, "noclip") +
-                        " --steps=1 --threads=2 --clip_norm=0 --offload_experts" +
+  const std::string batch = WriteBatch(*golden, "early");
+  for (const std::string clip : {"0", "1e6", "0.01"}) {
+    SCOPED_TRACE("clip_norm " + clip);
+    const std::string plain_w = TmpDir() + "/plain_early.safetensors",
+                      off_w = TmpDir() + "/off_early.safetensors";
+    const std::string args = "--model=" + FixtureDir(arch) + " --batch=" + batch +
+                             " --steps=3 --threads=2 --clip_norm=" + clip;
+    Output plain = RunTrain(args + " --weights_out=" + plain_w);
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    Output off = RunTrain(args + " --offload_experts --device_memory_bytes=" + device +
+                          " --weights_out=" + off_w);
+    ASSERT_EQ(off.status, 0) << off.err;
+    const std::string wa = ReadFile(plain_w), wb = ReadFile(off_w);
+    std::remove(plain_w.c_str());
+    std::remove(off_w.c_str());
+    EXPECT_FALSE(wa.empty());
+    EXPECT_TRUE(wa == wb) << "early expert updates changed the weights' bits";
+    const nlohmann::json j = nlohmann::json::parse(off.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << off.out;
+    const nlohmann::json& steps = j.at("schedule");
+    ASSERT_EQ(steps.size(), 3u);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const int64_t early = steps[s].at("early_expert_updates"),
+                    redone = steps[s].at("redone_expert_updates");
+      if (clip == "0.01") {  // binds every step: only step 0 tries
+        EXPECT_EQ(early, 0) << "step " << s;
+        EXPECT_EQ(redone > 0, s == 0) << "step " << s;
+      } else {
+        EXPECT_GT(early, 0) << "step " << s;
+        EXPECT_EQ(redone, 0) << "step " << s;
+      }
+    }
+  }
+  // One step's timeline with clipping on (not binding): some expert's update
+  // starts before the step's last backward expert compute.
+  const std::string trace = TmpDir() + "/trace_early.json";
+  Output one = RunTrain("--model=" + FixtureDir(arch) + " --batch=" + batch +
+                        " --steps=1 --threads=2 --clip_norm=1e6 --offload_experts" +
                         " --device_memory_bytes=" + device + " --trace_out=" + trace);
   ASSERT_EQ(one.status, 0) << one.err;
-  std::ifstream t(trace);
-  const nlohmann::json tj = nlohmann::json::parse(t, nullptr, false);
+  const nlohmann::json tj = nlohmann::json::parse(ReadFile(trace), nullptr, false);
+  std::remove(trace.c_str());
   ASSERT_FALSE(tj.is_discarded());
   int64_t first_expert_update = -1, last_backward = -1;
   for (const nlohmann::json& e : tj.at("traceEvents")) {
@@ -502,11 +528,6 @@ class SsdDir {
  private:
   std::string path_;
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
 
 // The device as in the schedule cases, and a host budget below one layer's
 // experts (half of them, with gradients and AdamW state): most experts live

@@ -195,6 +195,8 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"ssd_wait_seconds", r.ssd_wait_seconds},
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
+          {"early_expert_updates", r.early_expert_updates},
+          {"redone_expert_updates", r.redone_expert_updates},
           {"offloaded_activation_bytes", r.offloaded_activation_bytes},
           {"restored_activation_bytes", r.restored_activation_bytes},
           {"activation_restore", r.activation_restore},
