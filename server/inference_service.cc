@@ -1,6 +1,7 @@
 #include "server/inference_service.h"
 
 #include <atomic>
+#include <functional>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -101,6 +102,61 @@ void StartOffThread(TokenizePool* pool, Decoded d, const RequestSummary& summary
   if (!queued.ok()) reactor->Start(queued);
 }
 
+using Record = std::function<void(const grpc::Status&, const RequestSummary&)>;
+
+// gRPC runs the handler with no message when the stream ends before the
+// request arrives: the client half-closed without one (a protocol error) or,
+// far more often, died or cancelled right after sending its headers. The call
+// is refused, and recorded only once it is over, when its fate is known: a
+// client that went away is counted as CANCELLED, not as an error it never saw.
+grpc::Status NoMessageStatus() {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "request: the call ended before its GenerateRequest message arrived "
+                      "(send exactly one)");
+}
+
+grpc::Status RecordedStatus(grpc::CallbackServerContext* ctx, const grpc::Status& sent) {
+  if (ctx->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the client went away before its request arrived");
+  }
+  return sent;
+}
+
+class NoMessageStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  NoMessageStreamReactor(grpc::CallbackServerContext* ctx, RequestSummary summary, Record record)
+      : ctx_(ctx), summary_(std::move(summary)), record_(std::move(record)) {
+    Finish(NoMessageStatus());
+  }
+  void OnDone() override {
+    record_(RecordedStatus(ctx_, NoMessageStatus()), summary_);
+    delete this;
+  }
+
+ private:
+  grpc::CallbackServerContext* const ctx_;
+  const RequestSummary summary_;
+  const Record record_;
+};
+
+class NoMessageUnaryReactor : public grpc::ServerUnaryReactor {
+ public:
+  NoMessageUnaryReactor(grpc::CallbackServerContext* ctx, RequestSummary summary, Record record)
+      : ctx_(ctx), summary_(std::move(summary)), record_(std::move(record)) {
+    Finish(NoMessageStatus());
+  }
+  void OnDone() override {
+    record_(RecordedStatus(ctx_, NoMessageStatus()), summary_);
+    delete this;
+  }
+
+ private:
+  grpc::CallbackServerContext* const ctx_;
+  const RequestSummary summary_;
+  const Record record_;
+};
+
 }  // namespace
 
 std::function<void(const grpc::Status&, const RequestSummary&)> InferenceServiceImpl::Recorder() {
@@ -123,6 +179,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::Done(grpc::CallbackServerContext
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceServiceImpl::Generate(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
   RequestSummary summary = StartSummary(state_, ctx, "Generate");
+  if (!request->Valid()) return new NoMessageStreamReactor(ctx, std::move(summary), Recorder());
   absl::StatusOr<Decoded> d = Decode(state_, ctx, *request, &summary);
   if (!d.ok()) {
     grpc::Status status = ToGrpcStatus(d.status());
@@ -144,6 +201,7 @@ grpc::ServerUnaryReactor* InferenceServiceImpl::GenerateUnary(grpc::CallbackServ
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
   RequestSummary summary = StartSummary(state_, ctx, "GenerateUnary");
+  if (!request->Valid()) return new NoMessageUnaryReactor(ctx, std::move(summary), Recorder());
   absl::StatusOr<Decoded> d = Decode(state_, ctx, *request, &summary);
   if (!d.ok()) {
     grpc::Status status = ToGrpcStatus(d.status());

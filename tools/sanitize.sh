@@ -7,6 +7,12 @@
 #   tools/sanitize.sh ubsan  [TARGETS...]   # UndefinedBehaviorSanitizer (any report fails); default //...
 #   tools/sanitize.sh tsan   [TARGETS...]   # ThreadSanitizer; default: the concurrency tests
 #
+# tsan needs an abseil built with -fsanitize=thread (Debian's is not, and an
+# uninstrumented absl::Mutex makes every handoff look like a race): build it
+# once with tools/build_tsan_abseil.sh; the tests load it through
+# LD_LIBRARY_PATH ($EXPERTD_TSAN_ABSL, default ~/.cache/expertd/absl-tsan).
+# tools/tsan.supp holds the few suppressions, each with its reason.
+#
 # The CUDA backend is left out (nvcc does not take these flags; GPU tests
 # skip here anyway). Extra Bazel flags after `--`, e.g. `-- --runs_per_test=5`.
 # Run before landing concurrency changes; CI runs the normal suite.
@@ -47,4 +53,14 @@ existing=()
 for t in "${targets[@]}"; do
   if [[ "$t" == *"..."* ]] || bazel query "$t" >/dev/null 2>&1; then existing+=("$t"); fi
 done
+if [ "$kind" = tsan ]; then
+  absl=${EXPERTD_TSAN_ABSL:-$HOME/.cache/expertd/absl-tsan}
+  if [ ! -f "$absl/lib/libabsl_synchronization.so.20220623" ]; then
+    echo "sanitize.sh: no ThreadSanitizer abseil in $absl; run tools/build_tsan_abseil.sh" >&2
+    exit 1
+  fi
+  extra=(--test_env=LD_LIBRARY_PATH="$absl/lib"
+    --test_env=TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp"
+    "${extra[@]}")
+fi
 EXPERTD_CUDA=0 exec tools/bazel.sh test --config="$kind" --keep_going "${existing[@]}" "${extra[@]}"

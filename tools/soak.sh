@@ -14,9 +14,10 @@
 #   * a loop of expertctl generate calls killed (SIGKILL) after 0.3..0.8 s: the
 #     daemon sees the stream cancelled.
 # Writes OUT/samples.csv (t_s,rss_kib,fds,threads), OUT/metrics_end.txt, the
-# bench reports and OUT/summary.txt; exits non-zero if the daemon died or the
-# steady bench saw an error. Needs: tools/bazel.sh build //server:expertd
-# //client:expert-bench //client:expertctl //tests/data:zoo_default.
+# bench reports and OUT/summary.txt (every status with its message); exits
+# non-zero if the daemon died or the steady bench saw an error. Needs:
+# tools/bazel.sh build //server:expertd //client:expert-bench //client:expertctl
+# //tests/data:zoo_default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,7 @@ while (($#)); do
     --out=*) out="${1#*=}" ;;
     --svg=*) svg="${1#*=}" ;;
     --) shift; extra=("$@"); break ;;
-    *) sed -n '2,19p' "$0"; exit 2 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
   shift
 done
@@ -52,7 +53,8 @@ model=$out/model
 duration=$((minutes * 60))
 
 $bin_dir/expertd --model_dir="$model" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
-  --port_file="$out/ports.json" --backend=cpu --threads=1 "${extra[@]}" \
+  --port_file="$out/ports.json" --backend=cpu --threads=1 --log_format=json \
+  --log_requests=true "${extra[@]}" \
   >"$out/expertd.log" 2>&1 &
 daemon=$!
 pids=()
@@ -116,10 +118,10 @@ curl -s "http://127.0.0.1:$metrics/metrics" >"$out/metrics_end.txt" || true
   echo "duration_s=$((SECONDS - start)) samples=$(($(wc -l <"$out/samples.csv") - 1))" \
     "daemon_alive=$alive steady_bench_rc=$steady_rc cancels=$(cat "$out/cancels.count" 2>/dev/null)"
   grep '^expertd:requests_total' "$out/metrics_end.txt"
-  # Every call that ended neither OK, CANCELLED nor DEADLINE_EXCEEDED (the
-  # expected ones), from the request log.
-  grep '"msg":"request"' "$out/expertd.log" | grep -v '"code":"OK"\|"code":"CANCELLED"' |
-    grep -v '"code":"DEADLINE_EXCEEDED"' | head -20
+  # Every status with its message, the daemon's (from the request log) and
+  # each bench's; statuses other than OK, CANCELLED and DEADLINE_EXCEEDED are
+  # marked.
+  python3 tools/soak_statuses.py "$out/expertd.log" "$out/steady.csv" "$out/deadlines.csv"
   python3 tools/soak_plot.py "$out/samples.csv" "$svg"
 } | tee "$out/summary.txt"
 ((alive && steady_rc == 0))
