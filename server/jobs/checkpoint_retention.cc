@@ -3,7 +3,9 @@
 // first (with an event, in one transaction), then its directory: a crash
 // between the two leaves an unreferenced directory, never a record without
 // its files. The directory is renamed to "<dir>.deleted" before it is
-// removed, so a half-removed tree is never taken for a checkpoint.
+// removed, so a half-removed tree is never taken for a checkpoint; a crash
+// during the removal leaves that "<dir>.deleted", which the job's next
+// retention pass removes (only this code names directories so).
 #include <string>
 #include <vector>
 
@@ -31,14 +33,30 @@ absl::Status RemoveCheckpointDir(Env* env, const std::string& dir) {
   return RemoveTree(env, doomed);
 }
 
+// Removes what a crash in the middle of RemoveCheckpointDir left behind.
+void SweepDeletedDirs(Env* env, const std::string& job_dir) {
+  absl::StatusOr<std::vector<std::string>> entries = env->ListDir(job_dir);
+  if (!entries.ok()) return;  // no directory yet: nothing to sweep
+  for (const std::string& e : *entries) {
+    if (!absl::EndsWith(e, ".deleted")) continue;
+    absl::Status s = RemoveTree(env, job_dir + e);
+    if (!s.ok()) {
+      EXPERTD_LOG(Warn, "checkpoint retention: cannot remove a leftover directory")
+          .With("path", job_dir + e)
+          .With("error", s);
+    }
+  }
+}
+
 }  // namespace
 
 void JobManager::PruneCheckpoints(v1::FineTuneJob* job) {
   const v1::Hyperparameters& h = job->spec().hyperparameters();
   const uint32_t keep =
       h.has_keep_last_checkpoints() ? h.keep_last_checkpoints() : options_.keep_last_checkpoints;
-  if (keep == 0) return;
   const std::string job_dir = absl::StrCat(data_dir(), "/jobs/", job->id(), "/");
+  SweepDeletedDirs(options_.env, job_dir);
+  if (keep == 0) return;
   std::vector<CheckpointRecord> deleted;
   {
     absl::MutexLock lock(&mu_);  // ResolveAndPin pins under it too

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/env.h"
 #include "base/fault_injection_env.h"
 #include "gtest/gtest.h"
 #include "server/jobs/fake_job_executor.h"
@@ -433,6 +434,26 @@ TEST_F(JobManagerTest, RetentionKeepsPinnedCheckpoints) {
   EXPECT_EQ(job->checkpoints(0), absl::StrCat("ckpt-", id, "-8"));
   EXPECT_FALSE(Exists(dir + "2"));
   EXPECT_FALSE(Exists(dir + "6"));
+}
+
+// A crash in the middle of removing an old checkpoint leaves its renamed
+// "<dir>.deleted" tree; the job's next retention pass removes it.
+TEST_F(JobManagerTest, RetentionRemovesHalfDeletedLeftovers) {
+  Open({.total_steps = 4, .checkpoint_every = 2, .gated = true});
+  v1::SubmitFineTuneRequest r = Request(Upload("{}\n"));
+  r.mutable_spec()->mutable_hyperparameters()->set_keep_last_checkpoints(0);  // keep all
+  const std::string id = Submit(r);
+  executor_->AllowSteps(2);
+  ASSERT_TRUE(executor_->WaitForStep(2, kDeadline));
+  const std::string job_dir = absl::StrCat(manager()->data_dir(), "/jobs/", id, "/");
+  Env* env = Env::Default();
+  ASSERT_TRUE(CreateDirs(env, job_dir + "checkpoint-0.deleted/model").ok());
+  ASSERT_TRUE(WriteFileAtomically(env, job_dir + "checkpoint-0.deleted/model/w.bin", "x").ok());
+  executor_->AllowSteps(2);  // the checkpoint at step 4 runs retention
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_SUCCEEDED));
+  EXPECT_FALSE(Exists(job_dir + "checkpoint-0.deleted"));
+  EXPECT_TRUE(Exists(job_dir + "checkpoint-2/state.txt"));
+  EXPECT_TRUE(Exists(job_dir + "checkpoint-4/state.txt"));
 }
 
 TEST_F(JobManagerTest, DeleteFileRefusedWhileAJobUsesIt) {
