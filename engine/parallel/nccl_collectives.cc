@@ -38,6 +38,7 @@ class NcclCollectives final : public Collectives {
       : topology_(topology), device_(device), comm_(comm), stream_(stream) {}
   ~NcclCollectives() override {
     cudaSetDevice(device_);
+    if (barrier_buf_ != nullptr) cudaFree(barrier_buf_);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
