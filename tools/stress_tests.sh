@@ -33,6 +33,8 @@ UNIT=(
   //server/metrics:serving_metrics_test
   //server:scheduler_test
   //server/metrics:http_server_test
+  //server/jobs:job_store_test
+  //server/jobs:job_manager_test
 )
 # End-to-end targets: real daemons, sockets and subprocesses (slow: fewer runs).
 E2E=(
