@@ -47,6 +47,7 @@ E2E=(
   //tests:openai_http_test
   //tests/openai:openai_client_test
   //tests:offload_daemon_test
+  //tests:jobs_daemon_test
   //tests/ops:tls_test
   //tests/ops:metrics_endpoint_test
   //tests/interop:python_client_test
