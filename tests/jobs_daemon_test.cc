@@ -158,6 +158,75 @@ TEST_F(JobsDaemonTest, UploadSubmitWatchToSuccessWithTheTrainingExecutor) {
   EXPECT_NE(got.output.find("JOB_STATUS_SUCCEEDED"), std::string::npos) << got.output;
 }
 
+// `finetune activate` (by job, by checkpoint id, an unknown job) and
+// `finetune cancel` (a long job, cancelled while it waits or runs; then
+// again, after it ended) through expertctl and the real training executor.
+TEST_F(JobsDaemonTest, ActivateAndCancelThroughExpertctl) {
+  const std::string dataset = tmp_ + "/tokens.jsonl";
+  {
+    std::ofstream out(dataset);
+    for (int i = 0; i < 8; ++i) {
+      out << "{\"token_ids\": [" << (i * 5 + 3) % 512 << ", " << (i * 11 + 7) % 512
+          << ", 9, 11, 13]}\n";
+    }
+  }
+  Subprocess daemon;
+  StartDaemon(&daemon, {"--data_dir=" + data_dir_, "--train_threads=1"});
+  CommandResult up = Expertctl({"files", "upload", dataset});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  const std::string file_id = JsonField(up.output, "id");
+
+  CommandResult created = Expertctl({"finetune", "create", "--training_file=" + file_id,
+                                     "--epochs=1", "--batch_size=8", "--suffix=short"});
+  ASSERT_EQ(created.exit_code, 0) << created.output << daemon.Output();
+  const std::string job_id = JsonField(created.output, "id");
+  CommandResult watch = Expertctl({"finetune", "watch", job_id});
+  ASSERT_EQ(watch.exit_code, 0) << watch.output << daemon.Output();
+  CommandResult got = Expertctl({"finetune", "get", job_id});
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  const std::string model_name = JsonField(got.output, "fine_tuned_model");
+  EXPECT_NE(model_name.find(":ft-short"), std::string::npos) << got.output;
+
+  CommandResult activated = Expertctl({"finetune", "activate", job_id});
+  ASSERT_EQ(activated.exit_code, 0) << activated.output << daemon.Output();
+  EXPECT_EQ(JsonField(activated.output, "model_name"), model_name) << activated.output;
+  const std::string checkpoint_id = JsonField(activated.output, "checkpoint_id");
+  ASSERT_EQ(checkpoint_id.rfind("ckpt-", 0), 0u) << activated.output;
+  EXPECT_NE(got.output.find(checkpoint_id), std::string::npos) << got.output;
+  CommandResult info = Expertctl({"info"});
+  ASSERT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_EQ(JsonField(info.output, "model_name"), model_name) << info.output;
+  CommandResult by_id = Expertctl({"finetune", "activate", "--checkpoint_id=" + checkpoint_id});
+  EXPECT_EQ(by_id.exit_code, 0) << by_id.output;
+  EXPECT_EQ(JsonField(by_id.output, "checkpoint_id"), checkpoint_id) << by_id.output;
+  CommandResult unknown = Expertctl({"finetune", "activate", "ftjob-0000000000000000"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.output.find("NOT_FOUND"), std::string::npos) << unknown.output;
+  CommandResult both = Expertctl({"finetune", "activate", job_id, "--checkpoint_id=x"});
+  EXPECT_EQ(both.exit_code, 2) << both.output;  // usage: one of the two
+
+  // 1000 epochs of one step each: the cancel lands long before the end.
+  CommandResult long_job = Expertctl(
+      {"finetune", "create", "--training_file=" + file_id, "--epochs=1000", "--batch_size=8"});
+  ASSERT_EQ(long_job.exit_code, 0) << long_job.output;
+  const std::string long_id = JsonField(long_job.output, "id");
+  CommandResult cancel = Expertctl({"finetune", "cancel", long_id});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.output;
+  // A waiting job ends at once; a running one is still RUNNING in the reply.
+  const std::string replied = JsonField(cancel.output, "status");
+  EXPECT_TRUE(replied == "JOB_STATUS_CANCELLED" || replied == "JOB_STATUS_RUNNING")
+      << cancel.output;
+  CommandResult watched = Expertctl({"finetune", "watch", long_id});
+  EXPECT_EQ(watched.exit_code, 1) << watched.output;  // cancelled is not success
+  CommandResult ended = Expertctl({"finetune", "get", long_id});
+  ASSERT_EQ(ended.exit_code, 0) << ended.output;
+  EXPECT_EQ(JsonField(ended.output, "status"), "JOB_STATUS_CANCELLED") << ended.output;
+  CommandResult again = Expertctl({"finetune", "cancel", long_id});
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_NE(again.output.find("FAILED_PRECONDITION"), std::string::npos) << again.output;
+  EXPECT_TRUE(daemon.running());
+}
+
 TEST_F(JobsDaemonTest, UploadPastTheCapIsRefused) {
   Subprocess daemon;
   StartDaemon(&daemon, {"--data_dir=" + data_dir_, "--max_upload_bytes=16"});

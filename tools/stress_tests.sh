@@ -33,6 +33,8 @@ UNIT=(
   //server/metrics:serving_metrics_test
   //server:scheduler_test
   //server/metrics:http_server_test
+  //server/jobs:job_store_test
+  //server/jobs:job_manager_test
 )
 # End-to-end targets: real daemons, sockets and subprocesses (slow: fewer runs).
 E2E=(
@@ -45,6 +47,7 @@ E2E=(
   //tests:openai_http_test
   //tests/openai:openai_client_test
   //tests:offload_daemon_test
+  //tests:jobs_daemon_test
   //tests/ops:tls_test
   //tests/ops:metrics_endpoint_test
   //tests/interop:python_client_test

@@ -14,6 +14,7 @@
 #include "engine/train/ops.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/checkpoint/tensor_names.h"
+#include "models/config/model_config.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "nlohmann/json.hpp"
 
@@ -193,6 +194,14 @@ absl::Status WritePregateCheckpoint(const std::string& src_dir, const PregateHea
     auto text = ReadFile(src_dir + "/" + extra);
     if (!text.ok()) continue;  // optional files
     RETURN_IF_ERROR(WriteFileAtomically(Env::Default(), dir + "/" + extra, *text));
+  }
+  if (!ReadFile(src_dir + "/generation_config.json").ok()) {
+    // As transformers' save_pretrained: one is always written, derived from
+    // the source config when the model had none.
+    ASSIGN_OR_RETURN(std::string generation, models::GenerationConfigFromModelConfig(
+                                                 config_text, src_dir + "/config.json"));
+    RETURN_IF_ERROR(
+        WriteFileAtomically(Env::Default(), dir + "/generation_config.json", generation));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "base/env.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_store.h"
 #include "engine/experts/prefetcher.h"
@@ -64,6 +65,9 @@ TEST(PregateTest, CheckpointDeclaresAndHoldsThePregates) {
   auto declared = engine::ConfigDeclaresPregate(out);
   ASSERT_TRUE(declared.ok()) << declared.status();
   EXPECT_TRUE(*declared);
+  // The fixture has no generation_config.json; the checkpoint carries one
+  // derived from the config, as save_pretrained would write it.
+  EXPECT_TRUE(FileExists(Env::Default(), out + "/generation_config.json"));
   auto ckpt = models::Checkpoint::Open(out);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_TRUE((*ckpt)->ValidateAgainstConfig().ok());

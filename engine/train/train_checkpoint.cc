@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "models/checkpoint/checkpoint.h"
+#include "models/config/model_config.h"
 #include "models/dtype/dtype.h"
 #include "models/safetensors/safetensors_reader.h"
 #include "models/safetensors/safetensors_writer.h"
@@ -99,13 +100,21 @@ absl::Status WriteState(Env* env, const TrainModel& model, AdamW& optimizer,
 absl::Status WriteAll(Env* env, const TrainModel& model, AdamW& optimizer,
                       const TrainingProgress& progress, const CheckpointSource& source,
                       const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string config, ReadFileToString(env, source.model_dir + "/config.json"));
+  const std::string config_path = source.model_dir + "/config.json";
+  ASSIGN_OR_RETURN(std::string config, ReadFileToString(env, config_path));
   RETURN_IF_ERROR(WriteFileAtomically(env, dir + "/config.json", config));
   for (const char* name : kCopiedModelFiles) {
     const std::string from = source.model_dir + "/" + name;
     if (!FileExists(env, from)) continue;
     ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, from));
     RETURN_IF_ERROR(WriteFileAtomically(env, dir + "/" + name, text));
+  }
+  if (!FileExists(env, source.model_dir + "/generation_config.json")) {
+    // transformers' save_pretrained always writes one, derived from the
+    // config when the model had none; so does a checkpoint.
+    ASSIGN_OR_RETURN(std::string generation,
+                     models::GenerationConfigFromModelConfig(config, config_path));
+    RETURN_IF_ERROR(WriteFileAtomically(env, dir + "/generation_config.json", generation));
   }
   RETURN_IF_ERROR(WriteModelWeights(env, model, source, dir + "/model.safetensors"));
   if (source.lora != nullptr) {

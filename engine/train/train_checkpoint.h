@@ -6,7 +6,10 @@
 //                                   HF name (LoRA runs: the merged weights);
 //                                   source tensors the trainer does not hold
 //                                   (e.g. pre-gate heads) are copied unchanged
-//   DIR/generation_config.json, tokenizer files   copied when present
+//   DIR/generation_config.json      copied, or when the source has none
+//                                   derived from config.json as transformers'
+//                                   save_pretrained writes it
+//   DIR/tokenizer files             copied when present
 //   DIR/adapter/adapter_config.json + adapter_model.safetensors
 //                                   LoRA runs only: the adapter, PEFT layout
 //   DIR/training_state.json         step, data cursor, seed, trained tokens,

@@ -178,6 +178,12 @@ TEST(TrainCheckpointTest, WritesAServableHuggingFaceDirectory) {
   EXPECT_EQ((*src)->Names(), (*out)->Names());
   EXPECT_EQ(*ReadFileToString(Env::Default(), std::string(kMixtral) + "/config.json"),
             *ReadFileToString(Env::Default(), dir + "/config.json"));
+  // transformers' save_pretrained always writes a generation_config.json; the
+  // fixture has none, so the checkpoint's is derived from its config.json.
+  ASSERT_FALSE(FileExists(Env::Default(), std::string(kMixtral) + "/generation_config.json"));
+  EXPECT_EQ(
+      *ReadFileToString(Env::Default(), dir + "/generation_config.json"),
+      "{\n  \"_from_model_config\": true,\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2\n}\n");
   auto w = (*out)->Get("model.layers.0.block_sparse_moe.experts.0.w1.weight");
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->dtype, models::DType::kBF16);

@@ -471,4 +471,22 @@ absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> GenerationConfigFromModelConfig(absl::string_view config_json,
+                                                            absl::string_view source) {
+  const json config =
+      json::parse(config_json.begin(), config_json.end(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
+  }
+  // Only what differs from GenerationConfig's defaults is written; the token
+  // ids default to None, so an absent or null id stays out.
+  json out = json::object();
+  out["_from_model_config"] = true;
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    auto it = config.find(key);
+    if (it != config.end() && !it->is_null()) out[key] = *it;
+  }
+  return out.dump(2) + "\n";
+}
+
 }  // namespace expertd::models

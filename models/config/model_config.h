@@ -137,6 +137,16 @@ absl::Status ApplyGenerationConfig(const std::string& path, ModelConfig* config)
 absl::Status ApplyGenerationConfigJson(absl::string_view text, absl::string_view source,
                                        ModelConfig* config);
 
+// The generation_config.json transformers writes for a model directory that
+// has none (GenerationConfig.from_model_config, then save_pretrained): the
+// bos/eos/pad token ids config.json sets (eos as a number or a list, as
+// given) and "_from_model_config": true, keys sorted, 2-space indent. No
+// "transformers_version": no transformers wrote it. `config_json` is
+// config.json's text; InvalidArgument naming `source` when it is not a JSON
+// object.
+absl::StatusOr<std::string> GenerationConfigFromModelConfig(
+    absl::string_view config_json, absl::string_view source = "config.json");
+
 }  // namespace expertd::models
 
 #endif  // EXPERTD_MODELS_CONFIG_MODEL_CONFIG_H_

@@ -151,5 +151,31 @@ TEST(ModelConfigTest, GenerationConfigOverridesEos) {
   EXPECT_FALSE(ApplyGenerationConfig(path, &*c).ok());
 }
 
+// Mixtral-8x7B's published generation_config.json, as save_pretrained derived
+// it from the config, less its "transformers_version": the config's token ids
+// (absent or null ones left out), eos lists kept as lists.
+TEST(ModelConfigTest, GenerationConfigDerivedFromTheModelConfig) {
+  auto mixtral = GenerationConfigFromModelConfig(
+      R"({"model_type": "mixtral", "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": null})");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ(
+      *mixtral,
+      "{\n  \"_from_model_config\": true,\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2\n}\n");
+  auto listed = GenerationConfigFromModelConfig(R"({"eos_token_id": [2, 7], "pad_token_id": 0})");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(*listed,
+            "{\n  \"_from_model_config\": true,\n  \"eos_token_id\": [\n    2,\n    7\n  ],\n"
+            "  \"pad_token_id\": 0\n}\n");
+  // Our own reader takes it back.
+  auto c = LoadModelConfig(FixturePath("mixtral"));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(ApplyGenerationConfigJson(*listed, "generation_config.json", &*c).ok());
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{2, 7}));
+  EXPECT_EQ(c->pad_token_id, 0);
+  auto bad = GenerationConfigFromModelConfig("[1]", "DIR/config.json");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("DIR/config.json"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace expertd::models

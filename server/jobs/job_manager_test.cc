@@ -19,6 +19,7 @@
 #include "server/jobs/fake_job_executor.h"
 #include "server/jobs/job_state.h"
 #include "server/jobs/job_system.h"
+#include "server/jobs/sqlite_fault_vfs.h"
 
 namespace expertd::server::jobs {
 namespace {
@@ -509,6 +510,109 @@ TEST_F(JobManagerTest, FullDiskFailsTheJobNotTheManager) {
   env.ClearFaults();
   const std::string next = Submit(Request(file));
   EXPECT_TRUE(WaitForStatus(manager(), next, v1::JOB_STATUS_SUCCEEDED));
+}
+
+// Sequences 1..n with no gap, and every recorded checkpoint has its files.
+void ExpectConsistentRecords(JobManager* m, const std::string& id) {
+  auto events = m->Events(id, 0, 1000);
+  ASSERT_TRUE(events.ok()) << events.status();
+  for (size_t i = 0; i < events->size(); ++i) EXPECT_EQ((*events)[i].sequence(), i + 1) << id;
+  auto job = m->Get(id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  for (const std::string& checkpoint : job->checkpoints()) {
+    auto record = m->Resolve("", checkpoint);
+    ASSERT_TRUE(record.ok()) << record.status();
+    EXPECT_TRUE(Exists(record->path + "/state.txt")) << record->path;
+  }
+}
+
+// The job database itself refuses a write mid-job, as SQLite does on a full
+// disk (SQLITE_FULL): the job stops at its next step boundary and fails with
+// disk_full; the manager goes on with the next job; after a restart the
+// records are as they were told.
+TEST_F(JobManagerTest, ADatabaseWriteRefusedForAFullDiskFailsTheJob) {
+  SqliteFaultVfs* vfs = SqliteFaultVfs::Install();  // before the store opens
+  Open({.total_steps = 6, .checkpoint_every = 2, .gated = true});
+  const std::string file = Upload("{}\n");
+  const std::string id = Submit(Request(file));
+  executor_->AllowSteps(2);
+  ASSERT_TRUE(executor_->WaitForStep(2, kDeadline));
+  ASSERT_TRUE(executor_->WaitUntilBlocked(kDeadline));  // nothing else writes now
+  const int64_t failed_before = vfs->failed_writes();
+  vfs->FailWrites(1);  // step 3's progress event
+  executor_->AllowSteps(1);
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_FAILED));
+  EXPECT_EQ(vfs->failed_writes(), failed_before + 1);
+  auto job = manager()->Get(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->error().code(), "disk_full");
+  EXPECT_NE(job->error().message().find("database or disk is full"), std::string::npos)
+      << job->error().message();
+  EXPECT_NE(job->error().message().find("expertd.db"), std::string::npos) << job->error().message();
+  EXPECT_EQ(job->checkpoints_size(), 1);  // step 2's
+  EXPECT_EQ(executor_->run_calls(), 1);
+  const std::vector<v1::FineTuneJobEvent> events = AllEvents(id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().level(), v1::FineTuneJobEvent::LEVEL_ERROR);
+  EXPECT_EQ(events.back().message().rfind("failed: disk_full: ", 0), 0u) << events.back().message();
+  ExpectConsistentRecords(manager(), id);
+
+  // The manager keeps serving: the next job runs to the end.
+  const std::string next = Submit(Request(file));
+  executor_->AllowSteps(6);
+  ASSERT_TRUE(WaitForStatus(manager(), next, v1::JOB_STATUS_SUCCEEDED));
+
+  system_.reset();
+  Open({.total_steps = 6, .checkpoint_every = 2});
+  EXPECT_EQ(manager()->Get(id)->status(), v1::JOB_STATUS_FAILED);
+  EXPECT_EQ(manager()->Get(id)->error().code(), "disk_full");
+  EXPECT_EQ(manager()->Get(next)->status(), v1::JOB_STATUS_SUCCEEDED);
+  ExpectConsistentRecords(manager(), id);
+  ExpectConsistentRecords(manager(), next);
+  EXPECT_EQ(executor_->run_calls(), 0);  // nothing left to resume
+}
+
+// The disk stays full: not even the job's failure can be recorded. The job
+// stops, its records stay as last committed (RUNNING at step 2), reads go
+// on, a submission is refused ResourceExhausted, and once there is room
+// again the restarted system resumes the job from its last checkpoint.
+TEST_F(JobManagerTest, WhileTheDatabaseStaysFullTheJobStopsAndResumesAfterRestart) {
+  SqliteFaultVfs* vfs = SqliteFaultVfs::Install();
+  Open({.total_steps = 6, .checkpoint_every = 2, .gated = true});
+  const std::string file = Upload("{}\n");
+  const std::string id = Submit(Request(file));
+  executor_->AllowSteps(2);
+  ASSERT_TRUE(executor_->WaitForStep(2, kDeadline));
+  ASSERT_TRUE(executor_->WaitUntilBlocked(kDeadline));
+  vfs->FailWrites(SqliteFaultVfs::kEveryWrite);
+  executor_->AllowSteps(1);
+  ASSERT_TRUE(executor_->WaitForStep(3, kDeadline));  // its progress write was refused
+
+  auto job = manager()->Get(id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->progress().step(), 2u);
+  ASSERT_TRUE(manager()->List({}).ok());
+  auto refused = manager()->Submit(Request(file));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("database or disk is full"), std::string::npos)
+      << refused.status();
+
+  system_.reset();  // with the disk still full: closing must not fail either
+  vfs->ClearFaults();
+  Open({.total_steps = 6, .checkpoint_every = 2});
+  ASSERT_TRUE(WaitForStatus(manager(), id, v1::JOB_STATUS_SUCCEEDED));
+  ASSERT_EQ(executor_->resumes().size(), 1u);
+  ASSERT_TRUE(executor_->resumes()[0].has_value());
+  EXPECT_EQ(executor_->resumes()[0]->step, 2u);
+  bool restart_event = false;
+  for (const auto& e : AllEvents(id)) {
+    restart_event |=
+        e.message().find("daemon restarted while the job ran; resumes from") != std::string::npos;
+  }
+  EXPECT_TRUE(restart_event);
+  ExpectConsistentRecords(manager(), id);
+  EXPECT_EQ(manager()->List({})->jobs_size(), 1);  // the refused submission left no job
 }
 
 TEST_F(JobManagerTest, UnwritableJobDirectoryFailsTheJob) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/jobs/sqlite.h"
+#include "server/jobs/sqlite_fault_vfs.h"
 
 namespace expertd::server::jobs {
 namespace {
@@ -117,6 +118,49 @@ TEST(JobStoreTest, UpdateOfAnUnknownJobIsNotFound) {
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->UpdateJob(NewJob("ftjob-x", 1), nullptr, absl::UnixEpoch()).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// SQLite's own write refused as on a full disk (SQLITE_FULL): the write is
+// ResourceExhausted naming the database, leaves nothing behind, and the
+// writer connection works again once there is room.
+TEST(JobStoreTest, AFullDiskRefusesAWriteAndTheStoreRecovers) {
+  SqliteFaultVfs* vfs = SqliteFaultVfs::Install();
+  const std::string path = FreshDbPath("full");
+  {
+    auto store = JobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    v1::FineTuneJob job = NewJob("ftjob-f", 1);
+    EventDraft created;
+    created.message = "created";
+    ASSERT_TRUE((*store)->InsertJob(job, "", created, absl::FromUnixSeconds(1)).ok());
+
+    vfs->FailWrites(SqliteFaultVfs::kEveryWrite);
+    job.set_status(v1::JOB_STATUS_RUNNING);
+    EventDraft running;
+    running.message = "running";
+    auto refused = (*store)->UpdateJob(job, &running, absl::FromUnixSeconds(2));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+    EXPECT_NE(refused.status().message().find(path), std::string::npos) << refused.status();
+    EXPECT_NE(refused.status().message().find("full"), std::string::npos) << refused.status();
+    EXPECT_GT(vfs->failed_writes(), 0);
+    // Reads go on; the refused transaction left nothing.
+    auto read = (*store)->GetJob("ftjob-f");
+    ASSERT_TRUE(read.ok() && read->has_value()) << read.status();
+    EXPECT_EQ((*read)->job.status(), v1::JOB_STATUS_VALIDATING);
+    EXPECT_EQ((*store)->EventsAfter("ftjob-f", 0, 10)->size(), 1u);
+
+    vfs->ClearFaults();
+    auto seq = (*store)->UpdateJob(job, &running, absl::FromUnixSeconds(3));
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    EXPECT_EQ(*seq, 2u);  // no sequence number lost to the refused write
+  }
+  auto reopened = JobStore::Open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto job = (*reopened)->GetJob("ftjob-f");
+  ASSERT_TRUE(job.ok() && job->has_value());
+  EXPECT_EQ((*job)->job.status(), v1::JOB_STATUS_RUNNING);
+  EXPECT_EQ((*reopened)->EventsAfter("ftjob-f", 0, 10)->size(), 2u);
 }
 
 TEST(JobStoreTest, UnwritableDirectoryIsPermissionDenied) {
