@@ -1,5 +1,6 @@
 #include "engine/train/expert_tier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -134,6 +135,16 @@ void ExpertTier::WaitForIo() {
   });
 }
 
+void ExpertTier::ReviseSequence(AccessSequence sequence, size_t unchanged, size_t state_from) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sequence_ = std::move(sequence);
+    cursor_ = std::min(cursor_, unchanged);
+    state_from_ = state_from;
+  }
+  changed_.notify_all();  // the I/O thread re-plans on the new future
+}
+
 void ExpertTier::EndStep() {
   std::unique_lock<std::mutex> lock(mu_);
   active_ = false;
@@ -150,7 +161,12 @@ absl::Status ExpertTier::Pin(int id, Need need, bool advance) {
   if (advance && !hold_all_ &&
       !(cursor_ > 0 && sequence_.ids()[cursor_ - 1] == id)) {  // the expert just used
     const size_t pos = sequence_.NextUse(id, cursor_);
-    if (pos != AccessSequence::kNever) cursor_ = pos + 1;
+    if (pos != AccessSequence::kNever) {
+      if (active_) stats_.skipped_uses += static_cast<int64_t>(pos - cursor_);
+      cursor_ = pos + 1;
+    } else if (active_) {
+      ++stats_.unplanned_pins;
+    }
   }
   ++stats_.pins;
   if (!Ready(id, need)) {

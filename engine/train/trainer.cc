@@ -175,6 +175,8 @@ absl::StatusOr<StepReport> Trainer::Step(
     r->memory_schedule.ssd_waits = now.waits - tier_before.waits;
     r->memory_schedule.ssd_prefetches = now.prefetches - tier_before.prefetches;
     r->memory_schedule.ssd_wait_seconds = now.wait_seconds - tier_before.wait_seconds;
+    r->memory_schedule.ssd_skipped_uses = now.skipped_uses - tier_before.skipped_uses;
+    r->memory_schedule.ssd_unplanned_pins = now.unplanned_pins - tier_before.unplanned_pins;
   }
   r->memory_schedule.peak_device_bytes = device_->peak();
   r->memory_schedule.step_seconds =
@@ -276,8 +278,8 @@ absl::StatusOr<float> Trainer::GradNorm(const std::vector<double>& grad_sq,
     if (!p.has_grad) continue;
     double sq = grad_sq[i];
     if (!have_sq[i]) {
-      const int id = TierId(i);  // an expert the last backward left idle: off the sequence
-      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
+      const int id = TierId(i);  // an expert the last backward did not use (ReviseTail)
+      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights));
       sq = SquaredNorm(p.grad);
       if (id >= 0) tier_->Unpin(id, /*dirty=*/false);
     }
@@ -328,26 +330,33 @@ absl::Status Trainer::PlanSsdTier(int64_t expert_bytes, std::string* reason) {
   return absl::OkStatus();
 }
 
-AccessSequence Trainer::StepSequence(size_t micro_batches, size_t* state_from) const {
+StepAccessPlan Trainer::PredictedAccessPlan(size_t micro_batches) const {
   std::vector<std::vector<int>> layers;
   for (const LayerParams& l : model_->layers()) {
     if (l.ffn.experts.empty()) continue;
     layers.emplace_back();
     for (const MlpParams& e : l.ffn.experts) layers.back().push_back(tier_->IdOf(e.gate));
   }
-  std::vector<int> ids;
-  for (size_t b = 0; b < micro_batches; ++b) {
-    for (const std::vector<int>& l : layers) ids.insert(ids.end(), l.begin(), l.end());
-    for (auto l = layers.rbegin(); l != layers.rend(); ++l) ids.insert(ids.end(), l->begin(), l->end());
-  }
-  *state_from = ids.size();
-  int last = -1;  // AdamW, in parameter order
+  std::vector<int> optimizer;  // AdamW, in parameter order
   for (size_t i = 0; i < model_->params().size(); ++i) {
     const int id = TierId(i);
-    if (id >= 0 && id != last) ids.push_back(id);
-    if (id >= 0) last = id;
+    if (id >= 0 && (optimizer.empty() || optimizer.back() != id)) optimizer.push_back(id);
   }
-  return AccessSequence(std::move(ids));
+  return StepAccessPlan(std::move(layers), micro_batches, std::move(optimizer));
+}
+
+void Trainer::ReviseTail(StepAccessPlan* plan, const std::vector<char>& have_sq,
+                         const std::vector<char>& updated) {
+  // The pins GradNorm and the update loop will make, in their order.
+  std::vector<int> norm, optimizer;
+  for (size_t i = 0; i < model_->params().size(); ++i) {
+    const int id = TierId(i);
+    if (id < 0 || !model_->params()[i].has_grad) continue;
+    if (!have_sq[i] && (norm.empty() || norm.back() != id)) norm.push_back(id);
+    if (!updated[i] && (optimizer.empty() || optimizer.back() != id)) optimizer.push_back(id);
+  }
+  const size_t unchanged = plan->SetTail(std::move(norm), std::move(optimizer));
+  tier_->ReviseSequence(plan->Sequence(), unchanged, plan->state_from());
 }
 
 int64_t Trainer::MinHostMemoryBytes(const TrainModel& model) {
@@ -400,17 +409,36 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   report.lr = ScheduledLr(options_, steps_done_);
   std::vector<Parameter>& params = model_->params();
   optimizer_.Prepare(params.size());
+  // With the SSD tier the step's expert order starts as a prediction (every
+  // expert of every layer) and becomes the real one as each layer's router
+  // runs (step_access_plan.h).
+  std::unique_ptr<StepAccessPlan> plan;
+  size_t routing_batch = 0;  // the micro-batch whose forward runs
   if (tier_ != nullptr) {
-    size_t state_from = 0;
-    AccessSequence sequence = StepSequence(micro_batches.size(), &state_from);
-    RETURN_IF_ERROR(tier_->BeginStep(std::move(sequence), state_from));
+    plan = std::make_unique<StepAccessPlan>(PredictedAccessPlan(micro_batches.size()));
+    RETURN_IF_ERROR(tier_->BeginStep(plan->Sequence(), plan->state_from()));
+    executor_->set_on_routed([&](const FeedForwardParams& p, const std::vector<int>& forward,
+                                 const std::vector<int>& backward) {
+      auto ids = [&](const std::vector<int>& experts) {
+        std::vector<int> out;
+        for (int e : experts) out.push_back(tier_->IdOf(p.experts[e].gate));
+        return out;
+      };
+      const int layer = plan->LayerOf(tier_->IdOf(p.experts[0].gate));
+      if (layer < 0) return;
+      const size_t unchanged = plan->Route(routing_batch, layer, ids(forward), ids(backward));
+      tier_->ReviseSequence(plan->Sequence(), unchanged, plan->state_from());
+    });
   }
   struct EndTierStep {  // the tier's I/O thread goes idle whatever happens
     ExpertTier* tier;
+    ScheduledFeedForwardExecutor* executor;
     ~EndTierStep() {
-      if (tier != nullptr) tier->EndStep();
+      if (tier == nullptr) return;
+      executor->set_on_routed(nullptr);
+      tier->EndStep();
     }
-  } end_tier_step{tier_.get()};
+  } end_tier_step{tier_.get(), executor_};
   // An offloaded expert's gradient is final once the last micro-batch's
   // backward is done with it: its update overlaps the rest of backward. With
   // clipping that update is provisional (unclipped, the expert's weights and
@@ -446,6 +474,7 @@ absl::StatusOr<StepReport> Trainer::RunStep(
         }
       });
     }
+    routing_batch = b;
     absl::StatusOr<LossBreakdown> loss =
         model_->Step(micro_batches[b], /*backward=*/true, scale, pool_.get());
     if (executor_ != nullptr) executor_->set_on_expert_done(nullptr);
@@ -463,6 +492,7 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     report.loss.aux += loss->aux * scale;
     report.loss.predicted_tokens += loss->predicted_tokens;
   }
+  if (plan != nullptr) ReviseTail(plan.get(), have_sq, updated);
   if (before_clip) {
     RETURN_IF_ERROR(HoldExpertsOnHost());  // it may read every gradient
     before_clip(*model_);

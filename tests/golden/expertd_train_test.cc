@@ -546,6 +546,10 @@ void ExpectSsdReport(const nlohmann::json& report) {
   EXPECT_NE(why.find("in the SSD tier"), std::string::npos) << why;
   EXPECT_GT(report.at("ssd_read_bytes").get<int64_t>(), 0) << report;
   EXPECT_GT(report.at("ssd_written_bytes").get<int64_t>(), 0) << report;
+  // The tier's sequence, revised as each layer's routing became known, was
+  // exactly the step's expert uses.
+  EXPECT_EQ(report.at("ssd_skipped_uses").get<int64_t>(), 0) << report;
+  EXPECT_EQ(report.at("ssd_unplanned_pins").get<int64_t>(), 0) << report;
 }
 
 // Past --host_memory_bytes the experts' weights, gradients and AdamW state

@@ -141,6 +141,8 @@ void ExpectEarlyUpdates(const Trained& plain, const Trained& off, double clip, T
     SCOPED_TRACE("step " + std::to_string(s));
     const train::ScheduleReport& r = off.steps[s].memory_schedule;
     EXPECT_EQ(r.expert_placement, tier == Tier::kSsd ? "host+ssd" : "host");
+    EXPECT_EQ(r.ssd_skipped_uses, 0);  // the tier's sequence was the step's real uses
+    EXPECT_EQ(r.ssd_unplanned_pins, 0);
     const bool clips = clip > 0 && plain.steps[s].clip_coef < 1.0f;
     const bool tries = tier == Tier::kHost &&
                        (clip <= 0 || s == 0 || plain.steps[s - 1].clip_coef == 1.0f);

@@ -193,6 +193,8 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"ssd_waits", r.ssd_waits},
           {"ssd_prefetches", r.ssd_prefetches},
           {"ssd_wait_seconds", r.ssd_wait_seconds},
+          {"ssd_skipped_uses", r.ssd_skipped_uses},
+          {"ssd_unplanned_pins", r.ssd_unplanned_pins},
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"early_expert_updates", r.early_expert_updates},
