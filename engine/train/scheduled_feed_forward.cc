@@ -236,9 +236,11 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
   const auto start = std::chrono::steady_clock::now();
   if (group_ != nullptr) {
     if (mb > 1 || offload_) {
-      return absl::FailedPreconditionError(
-          "several training devices run the experts resident, without micro-batches: no expert "
-          "offload, --micro_batches=1");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "train_devices=", schedule_.train_devices, " combined with ",
+          offload_ ? "expert offload (the experts do not fit the device)" : "micro-batches",
+          " is not supported: several training devices run the experts resident, without "
+          "micro-batches (chunks combine)"));
     }
     RETURN_IF_ERROR(group_->Forward(p, s, ordinal, x, a, y));
     for (int64_t e = 0; e < s.experts; ++e) {
