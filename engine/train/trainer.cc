@@ -453,6 +453,9 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   // gradient norm while the expert is on the host (GradNorm reuses it).
   std::vector<double> grad_sq(params.size(), 0.0);
   std::vector<char> have_sq(params.size(), 0);
+  const std::string step_name = absl::StrCat("step ", steps_done_);
+  auto passes = std::make_unique<TraceRecorder::Span>(
+      trace_.get(), step_name + ": forward + backward", TraceRecorder::kStep);
   for (size_t b = 0; b < micro_batches.size(); ++b) {
     const bool last = b + 1 == micro_batches.size();
     if (last && EarlyExpertUpdates()) {
@@ -492,6 +495,9 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     report.loss.aux += loss->aux * scale;
     report.loss.predicted_tokens += loss->predicted_tokens;
   }
+  passes.reset();
+  TraceRecorder::Span after(trace_.get(), step_name + ": norm, clipping, remaining updates",
+                            TraceRecorder::kStep);
   if (plan != nullptr) ReviseTail(plan.get(), have_sq, updated);
   if (before_clip) {
     RETURN_IF_ERROR(HoldExpertsOnHost());  // it may read every gradient

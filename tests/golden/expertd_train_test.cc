@@ -434,7 +434,7 @@ TEST(ExpertdTrainScheduleTest, OffloadIsBitwisePlainAndPlainDoesNotFit) {
   for (const nlohmann::json& e : tj.at("traceEvents")) {
     if (e.at("ph") == "X") lanes.insert(e.at("tid").get<int>());
   }
-  EXPECT_EQ(lanes, (std::set<int>{1, 2, 5})) << "compute, upload and optimizer lanes";
+  EXPECT_EQ(lanes, (std::set<int>{1, 2, 5, 6})) << "compute, upload, optimizer and step lanes";
 }
 
 
