@@ -14,6 +14,13 @@ StepAccessPlan::StepAccessPlan(std::vector<std::vector<int>> layers, size_t micr
   }
   segments_.emplace_back();  // the gradient norm: taken during the last backward
   segments_.push_back(std::move(optimizer));
+  state_segment_ = segments_.size() - 1;
+}
+
+void StepAccessPlan::NeedStateFromLastBackward() {
+  if (layers_ == 0) return;
+  const size_t micro_batches = (segments_.size() - 2) / (2 * layers_);
+  state_segment_ = (micro_batches - 1) * 2 * layers_ + layers_;
 }
 
 int StepAccessPlan::LayerOf(int id) const {
@@ -53,7 +60,7 @@ size_t StepAccessPlan::Start(size_t s) const {
 }
 
 size_t StepAccessPlan::state_from() const {
-  const size_t s = segments_.size() - 1;
+  const size_t s = state_segment_;
   const size_t start = Start(s);
   // Merged into the use before it: that position needs the state as well.
   int before = -1;

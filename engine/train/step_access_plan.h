@@ -44,9 +44,13 @@ class StepAccessPlan {
   // the first position of Sequence() that may change.
   size_t SetTail(std::vector<int> norm, std::vector<int> optimizer);
 
+  // From the last micro-batch's backward on, uses need the AdamW state too
+  // (per-expert updates start there), not only the optimizer's.
+  void NeedStateFromLastBackward();
+
   AccessSequence Sequence() const;
-  // The first position of Sequence() that is the optimizer's (it needs the
-  // AdamW state too).
+  // The first position of Sequence() whose use needs the AdamW state too:
+  // the optimizer's, or the last backward's (NeedStateFromLastBackward).
   size_t state_from() const;
 
  private:
@@ -60,6 +64,7 @@ class StepAccessPlan {
   // Per micro-batch: forward of layers 0..L-1, backward of L-1..0; then the
   // gradient norm, then the optimizer.
   std::vector<std::vector<int>> segments_;
+  size_t state_segment_;  // the first segment needing the AdamW state
 };
 
 }  // namespace expertd::train

@@ -47,5 +47,16 @@ TEST(StepAccessPlanTest, MergesConsecutiveUsesOfOneExpert) {
   EXPECT_EQ(plan.state_from(), 5u);
 }
 
+// Per-expert updates during the last backward need the AdamW state there.
+TEST(StepAccessPlanTest, StateFromTheLastBackward) {
+  StepAccessPlan plan = TwoLayers();
+  plan.NeedStateFromLastBackward();
+  EXPECT_EQ(plan.state_from(), 18u);  // micro-batch 1: 12 + layer 0, 1 forward (6)
+  plan.Route(1, 1, {4}, {4, 3, 5});
+  // Layer 1's forward is expert 4 alone (position 15), and its backward
+  // starts with 4 too: one use, which needs the state.
+  EXPECT_EQ(plan.state_from(), 15u);
+}
+
 }  // namespace
 }  // namespace expertd::train

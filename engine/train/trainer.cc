@@ -252,14 +252,14 @@ int Trainer::TierId(size_t param) const {
 }
 
 absl::Status Trainer::UpdateParam(size_t i, double lr, float clip_coef,
-                                  engine::ThreadPool* pool) {
+                                  engine::ThreadPool* pool, bool on_sequence) {
   Parameter* p = &model_->params()[i];
   const int id = TierId(i);
   if (id < 0 || !p->has_grad) {
     optimizer_.StepOne(p, i, lr, pool);
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kAll));
+  RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kAll, on_sequence));
   if (options_.clip_norm > 0.0) {
     for (float& g : p->grad) g *= clip_coef;
   }
@@ -372,11 +372,15 @@ absl::Status Trainer::HoldExpertsOnHost() {
 }
 
 bool Trainer::EarlyExpertUpdates() const {
-  // With the SSD tier every update goes through it in parameter order. With
-  // clipping the updates are provisional (see RunStep): worth it unless the
-  // previous step clipped, when this one most likely clips too.
-  return executor_ != nullptr && executor_->offload() && tier_ == nullptr &&
-         (options_.clip_norm <= 0.0 || !last_step_clipped_);
+  if (executor_ == nullptr || !executor_->offload()) return false;
+  // With the SSD tier only without clipping: a provisional update's saved
+  // copy of every early-updated expert's weights and AdamW state would hold
+  // the experts' whole training state in RAM, past the host budget the tier
+  // exists for.
+  if (tier_ != nullptr) return options_.clip_norm <= 0.0;
+  // With clipping the updates are provisional (see RunStep): worth it unless
+  // the previous step clipped, when this one most likely clips too.
+  return options_.clip_norm <= 0.0 || !last_step_clipped_;
 }
 
 absl::Status Trainer::ProvisionalUpdate(size_t i, double lr, ProvisionalState* saved) {
@@ -384,7 +388,7 @@ absl::Status Trainer::ProvisionalUpdate(size_t i, double lr, ProvisionalState* s
     saved->value = model_->params()[i].value;
     saved->state = optimizer_.state()[i];
   }
-  return UpdateParam(i, lr, 1.0f, nullptr);
+  return UpdateParam(i, lr, 1.0f, nullptr, /*on_sequence=*/false);
 }
 
 int64_t Trainer::UndoProvisionalUpdates(std::vector<ProvisionalState>* saved,
@@ -414,8 +418,11 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   // runs (step_access_plan.h).
   std::unique_ptr<StepAccessPlan> plan;
   size_t routing_batch = 0;  // the micro-batch whose forward runs
+  const bool early_updates = EarlyExpertUpdates();
   if (tier_ != nullptr) {
     plan = std::make_unique<StepAccessPlan>(PredictedAccessPlan(micro_batches.size()));
+    // Early updates need each expert's AdamW state in the last backward.
+    if (early_updates) plan->NeedStateFromLastBackward();
     RETURN_IF_ERROR(tier_->BeginStep(plan->Sequence(), plan->state_from()));
     executor_->set_on_routed([&](const FeedForwardParams& p, const std::vector<int>& forward,
                                  const std::vector<int>& backward) {
@@ -458,9 +465,12 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       trace_.get(), step_name + ": forward + backward", TraceRecorder::kStep);
   for (size_t b = 0; b < micro_batches.size(); ++b) {
     const bool last = b + 1 == micro_batches.size();
-    if (last && EarlyExpertUpdates()) {
-      worker = std::make_unique<OptimizerWorker>(
-          [this, lr = report.lr, &saved](size_t i) { return ProvisionalUpdate(i, lr, &saved[i]); });
+    if (last && early_updates) {
+      worker = std::make_unique<OptimizerWorker>([this, lr = report.lr, &saved](size_t i) {
+        const absl::Status st = ProvisionalUpdate(i, lr, &saved[i]);
+        if (TierId(i) >= 0) tier_->Unpin(TierId(i), /*dirty=*/false);  // the hold, below
+        return st;
+      });
     }
     if (last && (worker != nullptr || tier_ != nullptr)) {
       executor_->set_on_expert_done([&](const MlpParams& e) {
@@ -472,6 +482,12 @@ absl::StatusOr<StepReport> Trainer::RunStep(
             have_sq[i] = 1;
           }
           if (worker == nullptr || updated[i]) continue;
+          // A tier expert stays held on the host until its update is done
+          // (off the sequence: the update is the same use as this one).
+          if (tier_ != nullptr &&
+              !tier_->Pin(TierId(i), ExpertTier::Need::kWeights, /*advance=*/false).ok()) {
+            continue;  // updated after backward instead
+          }
           updated[i] = 1;
           worker->Push(i);
         }

@@ -124,8 +124,10 @@ class Trainer {
   int64_t UndoProvisionalUpdates(std::vector<ProvisionalState>* saved,
                                  std::vector<char>* updated);
   // AdamW on params[i]; an expert in the SSD tier is pinned on the host for
-  // it and gets its clipping (`clip_coef`, deferred to here) first.
-  absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool);
+  // it (a use of the step's sequence unless !on_sequence: an early update)
+  // and gets its clipping (`clip_coef`, deferred to here) first.
+  absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool,
+                           bool on_sequence = true);
   // torch.nn.utils.clip_grad_norm_'s total norm; grad_sq[i] is params[i]'s
   // squared norm where have_sq[i] (else computed here, pinning tier experts).
   absl::StatusOr<float> GradNorm(const std::vector<double>& grad_sq,

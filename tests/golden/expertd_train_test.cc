@@ -576,6 +576,9 @@ TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
       const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
       ASSERT_FALSE(j.is_discarded()) << ssd.out;
       ExpectSsdReport(j.at("schedule").back());
+      for (const nlohmann::json& step : j.at("schedule")) {  // early only without clipping
+        EXPECT_EQ(step.at("early_expert_updates").get<int64_t>() > 0, clip == "0") << step;
+      }
     }
     const std::string wa = ReadFile(plain_w), wb = ReadFile(ssd_w);
     EXPECT_FALSE(wa.empty());
