@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/train/optimizer_worker.h"
 
 namespace expertd::train {
 
@@ -189,63 +186,6 @@ absl::Status Trainer::WriteTrace() const {
   if (trace_ == nullptr) return absl::OkStatus();
   return trace_->WriteJson(options_.memory_schedule.trace_out);
 }
-
-namespace {
-
-// Runs AdamW updates of single parameters on one thread, in arrival order.
-class OptimizerWorker {
- public:
-  explicit OptimizerWorker(std::function<absl::Status(size_t)> update)
-      : update_(std::move(update)), thread_([this] { Run(); }) {}
-  ~OptimizerWorker() { Close(); }
-  void Push(size_t index) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(index);
-    }
-    cv_.notify_all();
-  }
-
- private:
-  void Run() {
-    for (;;) {
-      size_t index;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // closed and drained
-        index = queue_.front();
-        queue_.pop_front();
-      }
-      absl::Status st = update_(index);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (status_.ok()) status_ = st;
-    }
-  }
-
- public:
-  // The first failed update (valid after destruction began: read it before).
-  absl::Status Close() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    return status_;
-  }
-
- private:
-  const std::function<absl::Status(size_t)> update_;
-  absl::Status status_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<size_t> queue_;
-  bool closed_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
 
 int Trainer::TierId(size_t param) const {
   return tier_ == nullptr ? -1 : tier_->IdOf(&model_->params()[param]);
