@@ -123,6 +123,7 @@ absl::Status ExpertTier::BeginStep(AccessSequence sequence, size_t state_from) {
   hold_all_ = false;
   changed_.notify_all();
   changed_.wait(lock, [&] { return in_memory_ <= capacity_ || !error_.ok(); });
+  stats_.host_peak = static_cast<int64_t>(in_memory_);
   return error_;
 }
 
@@ -298,6 +299,7 @@ void ExpertTier::Run() {
       const Where before = s.where;
       s.where = Where::kLoading;
       if (weights) ++in_memory_;
+      stats_.host_peak = std::max(stats_.host_peak, static_cast<int64_t>(in_memory_));
       lock.unlock();
       st = Load(plan.id, weights, plan.state);
       lock.lock();

@@ -66,6 +66,9 @@ class ExpertTier {
     // (advance) whose expert the rest of it did not have. Both 0: the
     // sequence was exactly the step's uses.
     int64_t skipped_uses = 0, unplanned_pins = 0;
+    // The most experts on the host (loading and evicting ones included)
+    // since the last BeginStep's trim.
+    int64_t host_peak = 0;
   };
 
   // The record bytes of `e` (weights, gradients, moments, masters; aligned).

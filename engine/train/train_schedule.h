@@ -89,6 +89,10 @@ struct ScheduleReport {
   // The tier's access sequence against the step's real expert uses
   // (ExpertTier::Stats): both 0 when the sequence Belady evicted by was exact.
   int64_t ssd_skipped_uses = 0, ssd_unplanned_pins = 0;
+  // Experts the host budget holds, and the most the host held during the
+  // step (above the capacity only while someone read the whole model:
+  // Trainer::HoldExpertsOnHost).
+  int64_t ssd_host_capacity_experts = 0, ssd_host_peak_experts = 0;
   int64_t recomputed_flops = 0;  // expert forward FLOPs redone in backward
   // Expert AdamW updates (one per expert weight: gate, up, down) run during
   // backward and kept, and those undone and redone after it because clipping

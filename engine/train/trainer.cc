@@ -174,6 +174,8 @@ absl::StatusOr<StepReport> Trainer::Step(
     r->memory_schedule.ssd_wait_seconds = now.wait_seconds - tier_before.wait_seconds;
     r->memory_schedule.ssd_skipped_uses = now.skipped_uses - tier_before.skipped_uses;
     r->memory_schedule.ssd_unplanned_pins = now.unplanned_pins - tier_before.unplanned_pins;
+    r->memory_schedule.ssd_host_capacity_experts = static_cast<int64_t>(tier_->capacity());
+    r->memory_schedule.ssd_host_peak_experts = now.host_peak;
   }
   r->memory_schedule.peak_device_bytes = device_->peak();
   r->memory_schedule.step_seconds =

@@ -550,6 +550,10 @@ void ExpectSsdReport(const nlohmann::json& report) {
   // exactly the step's expert uses.
   EXPECT_EQ(report.at("ssd_skipped_uses").get<int64_t>(), 0) << report;
   EXPECT_EQ(report.at("ssd_unplanned_pins").get<int64_t>(), 0) << report;
+  // Nothing read the whole model during the step: the host kept to its budget.
+  EXPECT_LE(report.at("ssd_host_peak_experts").get<int64_t>(),
+            report.at("ssd_host_capacity_experts").get<int64_t>())
+      << report;
 }
 
 // Past --host_memory_bytes the experts' weights, gradients and AdamW state

@@ -143,6 +143,7 @@ void ExpectEarlyUpdates(const Trained& plain, const Trained& off, double clip, T
     EXPECT_EQ(r.expert_placement, tier == Tier::kSsd ? "host+ssd" : "host");
     EXPECT_EQ(r.ssd_skipped_uses, 0);  // the tier's sequence was the step's real uses
     EXPECT_EQ(r.ssd_unplanned_pins, 0);
+    EXPECT_LE(r.ssd_host_peak_experts, r.ssd_host_capacity_experts);  // the host budget held
     const bool clips = clip > 0 && plain.steps[s].clip_coef < 1.0f;
     const bool tries = tier == Tier::kHost
                            ? clip <= 0 || s == 0 || plain.steps[s - 1].clip_coef == 1.0f
