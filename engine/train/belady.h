@@ -1,10 +1,10 @@
-// Belady's optimal replacement over a known access sequence. A training step
-// uses the offloaded experts in an order known before it starts (forward:
-// layers ascending; backward: layers descending; then the gradient norm and
-// the optimizer in parameter order), so the host tier can evict, among the
-// experts it may evict, the one whose next use lies furthest ahead. With the
-// whole future known this is the minimum number of misses (Belady 1966;
-// Mattson et al. 1970), which the unit test checks against brute force.
+// Belady's replacement over an access sequence: evict, among the ids that may
+// go, the one whose next use lies furthest ahead. With the whole future known
+// this is the minimum number of misses (Belady 1966; Mattson et al. 1970),
+// which the unit test checks against brute force. A training step's expert
+// order (step_access_plan.h) is known only up to the layers whose router has
+// run (later layers are predicted as every expert), so the SSD tier's
+// evictions are Belady over the future as known then, not the offline optimum.
 //
 // Thread safety: an AccessSequence is immutable after construction.
 #ifndef EXPERTD_ENGINE_TRAIN_BELADY_H_

@@ -1,5 +1,6 @@
 #include "engine/train/expert_tier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -122,6 +123,7 @@ absl::Status ExpertTier::BeginStep(AccessSequence sequence, size_t state_from) {
   hold_all_ = false;
   changed_.notify_all();
   changed_.wait(lock, [&] { return in_memory_ <= capacity_ || !error_.ok(); });
+  stats_.host_peak = static_cast<int64_t>(in_memory_);
   return error_;
 }
 
@@ -132,6 +134,16 @@ void ExpertTier::WaitForIo() {
     const Plan plan = NextPlan();
     return plan.id < 0 && plan.victim < 0;
   });
+}
+
+void ExpertTier::ReviseSequence(AccessSequence sequence, size_t unchanged, size_t state_from) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sequence_ = std::move(sequence);
+    cursor_ = std::min(cursor_, unchanged);
+    state_from_ = state_from;
+  }
+  changed_.notify_all();  // the I/O thread re-plans on the new future
 }
 
 void ExpertTier::EndStep() {
@@ -150,7 +162,12 @@ absl::Status ExpertTier::Pin(int id, Need need, bool advance) {
   if (advance && !hold_all_ &&
       !(cursor_ > 0 && sequence_.ids()[cursor_ - 1] == id)) {  // the expert just used
     const size_t pos = sequence_.NextUse(id, cursor_);
-    if (pos != AccessSequence::kNever) cursor_ = pos + 1;
+    if (pos != AccessSequence::kNever) {
+      if (active_) stats_.skipped_uses += static_cast<int64_t>(pos - cursor_);
+      cursor_ = pos + 1;
+    } else if (active_) {
+      ++stats_.unplanned_pins;
+    }
   }
   ++stats_.pins;
   if (!Ready(id, need)) {
@@ -282,6 +299,7 @@ void ExpertTier::Run() {
       const Where before = s.where;
       s.where = Where::kLoading;
       if (weights) ++in_memory_;
+      stats_.host_peak = std::max(stats_.host_peak, static_cast<int64_t>(in_memory_));
       lock.unlock();
       st = Load(plan.id, weights, plan.state);
       lock.lock();

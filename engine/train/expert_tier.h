@@ -8,9 +8,10 @@
 // At most capacity() experts are resident (the host budget divided by the
 // record size).
 //
-// The order of use in a step is known ahead (BeginStep's AccessSequence), so
-// an I/O thread evicts by Belady (the unpinned resident expert used furthest
-// ahead) and prefetches the next expert the sequence needs whenever that
+// The order of use in a step is given ahead (BeginStep's AccessSequence,
+// revised by ReviseSequence as routing becomes known), so an I/O thread
+// evicts by Belady (the unpinned resident expert used furthest ahead in the
+// sequence) and prefetches the next expert the sequence needs whenever that
 // eviction is a better deal, so the compute rarely waits. A clean expert
 // (only read since its record was written) is dropped without a write.
 //
@@ -60,6 +61,14 @@ class ExpertTier {
     int64_t pins = 0, waits = 0;  // waits: pins that found the expert on the SSD
     int64_t prefetches = 0, evictions = 0, clean_drops = 0;
     double wait_seconds = 0;
+    // How far the step's pins were from its sequence: positions passed over
+    // (uses the sequence had that never came), and pins on the sequence
+    // (advance) whose expert the rest of it did not have. Both 0: the
+    // sequence was exactly the step's uses.
+    int64_t skipped_uses = 0, unplanned_pins = 0;
+    // The most experts on the host (loading and evicting ones included)
+    // since the last BeginStep's trim.
+    int64_t host_peak = 0;
   };
 
   // The record bytes of `e` (weights, gradients, moments, masters; aligned).
@@ -85,6 +94,11 @@ class ExpertTier {
   // SSD); prefetch runs until EndStep (which waits for the I/O thread to go
   // idle).
   absl::Status BeginStep(AccessSequence sequence, size_t state_from = 0);
+  // Replaces the step's sequence by a revision that keeps its first
+  // `unchanged` positions (a layer's routing became known:
+  // step_access_plan.h). REQUIRES: inside BeginStep/EndStep, and no use at or
+  // after position `unchanged` of the old sequence has been pinned yet.
+  void ReviseSequence(AccessSequence sequence, size_t unchanged, size_t state_from);
   void EndStep();
   // Blocks until the I/O thread has nothing left to do (for tests).
   void WaitForIo();

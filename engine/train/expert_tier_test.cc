@@ -186,6 +186,48 @@ TEST(ExpertTierTest, ConcurrentPinsWithTheMinimumRoom) {
   for (int e = 0; e < 8; ++e) ExpectIntact(f, e);
 }
 
+// A revised sequence (a layer's routing became known) is the future the I/O
+// thread evicts and prefetches by from then on; pins that follow it exactly
+// count no skipped use and no unplanned pin, one off it counts.
+TEST(ExpertTierTest, RevisedSequenceSteersEvictionAndPrefetch) {
+  Fixture f(4);
+  auto tier = ExpertTier::Create(TmpDir(), f.experts, 2, &f.states);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  // Predicted: 0 1 2 3 0. Once 0 is used, 2 comes in for 0 (next used last).
+  ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3, 0})).ok());
+  ASSERT_TRUE((*tier)->Pin(0).ok());
+  (*tier)->Unpin(0, false);
+  (*tier)->WaitForIo();
+  EXPECT_FALSE(f.params[3 * 2].value.empty());
+  // Routing says 2 is not used after all and 1 is used again: 0 1 3 1. The
+  // I/O thread drops 2 (never used now) for 3.
+  (*tier)->ReviseSequence(AccessSequence({0, 1, 3, 1}), 1, 4);
+  (*tier)->WaitForIo();
+  EXPECT_TRUE(f.params[3 * 2].value.empty());
+  EXPECT_FALSE(f.params[3 * 3].value.empty());
+  for (int id : {1, 3, 1}) {
+    ASSERT_TRUE((*tier)->Pin(id).ok());
+    (*tier)->Unpin(id, false);
+  }
+  ExpertTier::Stats s = (*tier)->stats();
+  EXPECT_EQ(s.waits, 0);
+  EXPECT_EQ(s.skipped_uses, 0);
+  EXPECT_EQ(s.unplanned_pins, 0);
+  ASSERT_TRUE((*tier)->Pin(2).ok());  // off the sequence
+  (*tier)->Unpin(2, false);
+  s = (*tier)->stats();
+  EXPECT_EQ(s.unplanned_pins, 1);
+  (*tier)->EndStep();
+  // A sequence that predicts a use that never comes counts it as skipped.
+  ASSERT_TRUE((*tier)->BeginStep(AccessSequence({0, 1, 2, 3})).ok());
+  for (int id : {0, 2, 3}) {
+    ASSERT_TRUE((*tier)->Pin(id).ok());
+    (*tier)->Unpin(id, false);
+  }
+  EXPECT_EQ((*tier)->stats().skipped_uses, 1);
+  (*tier)->EndStep();
+}
+
 // Forward and backward pins (kWeights) read the values section alone (the
 // gradients were cleared, the state is not needed); the optimizer's pin
 // (kAll) then reads only the state section.

@@ -199,6 +199,15 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
     rows[e] = static_cast<int64_t>(a->expert_rows[e].size());
     max_rows = std::max(max_rows, rows[e]);
   }
+  if (on_routed_) {
+    std::vector<int> forward, idle;
+    for (int64_t e = 0; e < s.experts; ++e) {
+      (rows[e] > 0 ? forward : idle).push_back(static_cast<int>(e));
+    }
+    std::vector<int> backward = forward;
+    if (!p.idle_experts_skip_gradient) backward.insert(backward.end(), idle.begin(), idle.end());
+    on_routed_(p, forward, backward);
+  }
   int mb = 1, chunks = 1;
   ActivationRestore restore = ActivationRestore::kRecompute;
   RETURN_IF_ERROR(ChooseSlicing(p, s, rows, max_rows, &chunks, &mb, &restore));
@@ -227,9 +236,11 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
   const auto start = std::chrono::steady_clock::now();
   if (group_ != nullptr) {
     if (mb > 1 || offload_) {
-      return absl::FailedPreconditionError(
-          "several training devices run the experts resident, without micro-batches: no expert "
-          "offload, --micro_batches=1");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "train_devices=", schedule_.train_devices, " combined with ",
+          offload_ ? "expert offload (the experts do not fit the device)" : "micro-batches",
+          " is not supported: several training devices run the experts resident, without "
+          "micro-batches (chunks combine)"));
     }
     RETURN_IF_ERROR(group_->Forward(p, s, ordinal, x, a, y));
     for (int64_t e = 0; e < s.experts; ++e) {
@@ -405,12 +416,14 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
     state.host.clear();
     state.host.shrink_to_fit();
   }
-  for (int64_t e = 0; e < s.experts; ++e) {
+  for (int64_t e = 0; e < s.experts && !p.idle_experts_skip_gradient; ++e) {
     if (rows[e] != 0) continue;
     // An idle expert's zero gradient is sized from its weights: on the host.
+    // That gradient is final here too: on_expert_done_ sees it, pinned.
     const int id = tier_ != nullptr ? tier_->IdOf(p.experts[e].gate) : -1;
-    if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
+    if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights));
     TouchUnusedExpertGrads(p, e);
+    if (offload_ && on_expert_done_) on_expert_done_(p.experts[e]);
     if (id >= 0) tier_->Unpin(id, /*dirty=*/true);
   }
   MoeRouterAndSharedBackward(p, x, a, dy, dweight, aux_dprob, n, hidden, dx, pool);

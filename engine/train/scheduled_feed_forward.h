@@ -55,11 +55,19 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   // The SSD tier behind the host tier (null: none); must outlive its use.
   void set_host_tier(ExpertTier* tier) { tier_ = tier; }
   // Offloaded backward: called (on the compute thread) once an expert's
-  // gradient for this backward is complete in the host tier, while the expert
-  // is still pinned there (SSD tier). Null: none.
+  // gradient for this backward is complete in the host tier - an idle
+  // expert's once its zero gradient is written - while the expert is still
+  // pinned there (SSD tier). Null: none.
   void set_on_expert_done(std::function<void(const MlpParams&)> fn) {
     on_expert_done_ = std::move(fn);
   }
+  // Called (on the caller's thread) once a MoE layer's router has run in
+  // forward, before any expert is used: the experts (indices into p.experts)
+  // its forward will use, in order, and those its backward will (the routed
+  // ones, then the idle ones given a zero gradient). Null: none.
+  using RoutedFn = std::function<void(const FeedForwardParams& p, const std::vector<int>& forward,
+                                      const std::vector<int>& backward)>;
+  void set_on_routed(RoutedFn fn) { on_routed_ = std::move(fn); }
 
   absl::Status Forward(const FeedForwardParams& p, const float* x, int64_t n, int64_t hidden,
                        FeedForwardActivations* a, float* y, ThreadPool* pool) override;
@@ -137,6 +145,7 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   bool offload_ = false;
   ExpertTier* tier_ = nullptr;
   std::function<void(const MlpParams&)> on_expert_done_;
+  RoutedFn on_routed_;
   std::map<const FeedForwardParams*, int> ordinals_;
   std::map<int, int64_t> forward_peak_;  // by MoE layer ordinal, measured
   std::map<int, LayerState> layers_;  // by MoE layer ordinal

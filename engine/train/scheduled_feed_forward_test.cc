@@ -109,6 +109,25 @@ Result RunScheduled(const TrainSchedule& s, bool offload, bool skewed) {
   return r;
 }
 
+// Several devices run the experts resident and unsliced by micro-batches:
+// offloaded experts or micro-batches with them fail, naming the combination.
+TEST(ScheduledFeedForwardTest, SeveralDevicesRefuseOffloadAndMicroBatches) {
+  TrainSchedule s;
+  s.train_devices = 2;
+  Result r = RunScheduled(s, /*offload=*/true, false);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status.message().find("train_devices=2 combined with expert offload"),
+            std::string::npos)
+      << r.status;
+  s.micro_batches = 2;
+  r = RunScheduled(s, /*offload=*/false, false);
+  EXPECT_NE(r.status.message().find("train_devices=2 combined with micro-batches"),
+            std::string::npos)
+      << r.status;
+  s.micro_batches = 1;
+  EXPECT_TRUE(RunScheduled(s, /*offload=*/false, false).status.ok());
+}
+
 TEST(ScheduledFeedForwardTest, OffloadIsBitwisePlain) {
   InMemoryFeedForwardExecutor plain;
   const Result ref = RunBlock(&plain, false);

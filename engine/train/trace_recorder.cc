@@ -20,6 +20,8 @@ const char* LaneName(TraceRecorder::Lane lane) {
       return "combine (scatter)";
     case TraceRecorder::kOptimizer:
       return "optimizer";
+    case TraceRecorder::kStep:
+      return "training step";
   }
   return "?";
 }
@@ -53,7 +55,7 @@ size_t TraceRecorder::size() const {
 
 absl::Status TraceRecorder::WriteJson(const std::string& path) const {
   nlohmann::json events = nlohmann::json::array();
-  for (Lane lane : {kCompute, kUpload, kDispatch, kCombine, kOptimizer}) {
+  for (Lane lane : {kCompute, kUpload, kDispatch, kCombine, kOptimizer, kStep}) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", 1},

@@ -20,7 +20,10 @@ namespace expertd::train {
 class TraceRecorder {
  public:
   // The timeline's lanes (Chrome "tid").
-  enum Lane { kCompute = 1, kUpload = 2, kDispatch = 3, kCombine = 4, kOptimizer = 5 };
+  // kStep: the trainer's phases of each optimizer step (forward and backward
+  // of its micro-batches; what runs after backward), the frame the others
+  // are read against.
+  enum Lane { kCompute = 1, kUpload = 2, kDispatch = 3, kCombine = 4, kOptimizer = 5, kStep = 6 };
 
   TraceRecorder();
 

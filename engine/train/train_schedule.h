@@ -86,6 +86,13 @@ struct ScheduleReport {
   int64_t ssd_waits = 0;        // expert pins that waited for an SSD read
   int64_t ssd_prefetches = 0;   // experts read ahead of use by the I/O thread
   double ssd_wait_seconds = 0;  // time compute and upload spent waiting on them
+  // The tier's access sequence against the step's real expert uses
+  // (ExpertTier::Stats): both 0 when the sequence Belady evicted by was exact.
+  int64_t ssd_skipped_uses = 0, ssd_unplanned_pins = 0;
+  // Experts the host budget holds, and the most the host held during the
+  // step (above the capacity only while someone read the whole model:
+  // Trainer::HoldExpertsOnHost).
+  int64_t ssd_host_capacity_experts = 0, ssd_host_peak_experts = 0;
   int64_t recomputed_flops = 0;  // expert forward FLOPs redone in backward
   // Expert AdamW updates (one per expert weight: gate, up, down) run during
   // backward and kept, and those undone and redone after it because clipping

@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/train/optimizer_worker.h"
 
 namespace expertd::train {
 
@@ -175,6 +172,10 @@ absl::StatusOr<StepReport> Trainer::Step(
     r->memory_schedule.ssd_waits = now.waits - tier_before.waits;
     r->memory_schedule.ssd_prefetches = now.prefetches - tier_before.prefetches;
     r->memory_schedule.ssd_wait_seconds = now.wait_seconds - tier_before.wait_seconds;
+    r->memory_schedule.ssd_skipped_uses = now.skipped_uses - tier_before.skipped_uses;
+    r->memory_schedule.ssd_unplanned_pins = now.unplanned_pins - tier_before.unplanned_pins;
+    r->memory_schedule.ssd_host_capacity_experts = static_cast<int64_t>(tier_->capacity());
+    r->memory_schedule.ssd_host_peak_experts = now.host_peak;
   }
   r->memory_schedule.peak_device_bytes = device_->peak();
   r->memory_schedule.step_seconds =
@@ -188,76 +189,19 @@ absl::Status Trainer::WriteTrace() const {
   return trace_->WriteJson(options_.memory_schedule.trace_out);
 }
 
-namespace {
-
-// Runs AdamW updates of single parameters on one thread, in arrival order.
-class OptimizerWorker {
- public:
-  explicit OptimizerWorker(std::function<absl::Status(size_t)> update)
-      : update_(std::move(update)), thread_([this] { Run(); }) {}
-  ~OptimizerWorker() { Close(); }
-  void Push(size_t index) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(index);
-    }
-    cv_.notify_all();
-  }
-
- private:
-  void Run() {
-    for (;;) {
-      size_t index;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // closed and drained
-        index = queue_.front();
-        queue_.pop_front();
-      }
-      absl::Status st = update_(index);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (status_.ok()) status_ = st;
-    }
-  }
-
- public:
-  // The first failed update (valid after destruction began: read it before).
-  absl::Status Close() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    return status_;
-  }
-
- private:
-  const std::function<absl::Status(size_t)> update_;
-  absl::Status status_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<size_t> queue_;
-  bool closed_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
-
 int Trainer::TierId(size_t param) const {
   return tier_ == nullptr ? -1 : tier_->IdOf(&model_->params()[param]);
 }
 
 absl::Status Trainer::UpdateParam(size_t i, double lr, float clip_coef,
-                                  engine::ThreadPool* pool) {
+                                  engine::ThreadPool* pool, bool on_sequence) {
   Parameter* p = &model_->params()[i];
   const int id = TierId(i);
   if (id < 0 || !p->has_grad) {
     optimizer_.StepOne(p, i, lr, pool);
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kAll));
+  RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kAll, on_sequence));
   if (options_.clip_norm > 0.0) {
     for (float& g : p->grad) g *= clip_coef;
   }
@@ -276,8 +220,8 @@ absl::StatusOr<float> Trainer::GradNorm(const std::vector<double>& grad_sq,
     if (!p.has_grad) continue;
     double sq = grad_sq[i];
     if (!have_sq[i]) {
-      const int id = TierId(i);  // an expert the last backward left idle: off the sequence
-      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights, /*advance=*/false));
+      const int id = TierId(i);  // an expert the last backward did not use (ReviseTail)
+      if (id >= 0) RETURN_IF_ERROR(tier_->Pin(id, ExpertTier::Need::kWeights));
       sq = SquaredNorm(p.grad);
       if (id >= 0) tier_->Unpin(id, /*dirty=*/false);
     }
@@ -328,26 +272,33 @@ absl::Status Trainer::PlanSsdTier(int64_t expert_bytes, std::string* reason) {
   return absl::OkStatus();
 }
 
-AccessSequence Trainer::StepSequence(size_t micro_batches, size_t* state_from) const {
+StepAccessPlan Trainer::PredictedAccessPlan(size_t micro_batches) const {
   std::vector<std::vector<int>> layers;
   for (const LayerParams& l : model_->layers()) {
     if (l.ffn.experts.empty()) continue;
     layers.emplace_back();
     for (const MlpParams& e : l.ffn.experts) layers.back().push_back(tier_->IdOf(e.gate));
   }
-  std::vector<int> ids;
-  for (size_t b = 0; b < micro_batches; ++b) {
-    for (const std::vector<int>& l : layers) ids.insert(ids.end(), l.begin(), l.end());
-    for (auto l = layers.rbegin(); l != layers.rend(); ++l) ids.insert(ids.end(), l->begin(), l->end());
-  }
-  *state_from = ids.size();
-  int last = -1;  // AdamW, in parameter order
+  std::vector<int> optimizer;  // AdamW, in parameter order
   for (size_t i = 0; i < model_->params().size(); ++i) {
     const int id = TierId(i);
-    if (id >= 0 && id != last) ids.push_back(id);
-    if (id >= 0) last = id;
+    if (id >= 0 && (optimizer.empty() || optimizer.back() != id)) optimizer.push_back(id);
   }
-  return AccessSequence(std::move(ids));
+  return StepAccessPlan(std::move(layers), micro_batches, std::move(optimizer));
+}
+
+void Trainer::ReviseTail(StepAccessPlan* plan, const std::vector<char>& have_sq,
+                         const std::vector<char>& updated) {
+  // The pins GradNorm and the update loop will make, in their order.
+  std::vector<int> norm, optimizer;
+  for (size_t i = 0; i < model_->params().size(); ++i) {
+    const int id = TierId(i);
+    if (id < 0 || !model_->params()[i].has_grad) continue;
+    if (!have_sq[i] && (norm.empty() || norm.back() != id)) norm.push_back(id);
+    if (!updated[i] && (optimizer.empty() || optimizer.back() != id)) optimizer.push_back(id);
+  }
+  const size_t unchanged = plan->SetTail(std::move(norm), std::move(optimizer));
+  tier_->ReviseSequence(plan->Sequence(), unchanged, plan->state_from());
 }
 
 int64_t Trainer::MinHostMemoryBytes(const TrainModel& model) {
@@ -363,11 +314,15 @@ absl::Status Trainer::HoldExpertsOnHost() {
 }
 
 bool Trainer::EarlyExpertUpdates() const {
-  // With the SSD tier every update goes through it in parameter order. With
-  // clipping the updates are provisional (see RunStep): worth it unless the
-  // previous step clipped, when this one most likely clips too.
-  return executor_ != nullptr && executor_->offload() && tier_ == nullptr &&
-         (options_.clip_norm <= 0.0 || !last_step_clipped_);
+  if (executor_ == nullptr || !executor_->offload()) return false;
+  // With the SSD tier only without clipping: a provisional update's saved
+  // copy of every early-updated expert's weights and AdamW state would hold
+  // the experts' whole training state in RAM, past the host budget the tier
+  // exists for.
+  if (tier_ != nullptr) return options_.clip_norm <= 0.0;
+  // With clipping the updates are provisional (see RunStep): worth it unless
+  // the previous step clipped, when this one most likely clips too.
+  return options_.clip_norm <= 0.0 || !last_step_clipped_;
 }
 
 absl::Status Trainer::ProvisionalUpdate(size_t i, double lr, ProvisionalState* saved) {
@@ -375,7 +330,7 @@ absl::Status Trainer::ProvisionalUpdate(size_t i, double lr, ProvisionalState* s
     saved->value = model_->params()[i].value;
     saved->state = optimizer_.state()[i];
   }
-  return UpdateParam(i, lr, 1.0f, nullptr);
+  return UpdateParam(i, lr, 1.0f, nullptr, /*on_sequence=*/false);
 }
 
 int64_t Trainer::UndoProvisionalUpdates(std::vector<ProvisionalState>* saved,
@@ -400,17 +355,39 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   report.lr = ScheduledLr(options_, steps_done_);
   std::vector<Parameter>& params = model_->params();
   optimizer_.Prepare(params.size());
+  // With the SSD tier the step's expert order starts as a prediction (every
+  // expert of every layer) and becomes the real one as each layer's router
+  // runs (step_access_plan.h).
+  std::unique_ptr<StepAccessPlan> plan;
+  size_t routing_batch = 0;  // the micro-batch whose forward runs
+  const bool early_updates = EarlyExpertUpdates();
   if (tier_ != nullptr) {
-    size_t state_from = 0;
-    AccessSequence sequence = StepSequence(micro_batches.size(), &state_from);
-    RETURN_IF_ERROR(tier_->BeginStep(std::move(sequence), state_from));
+    plan = std::make_unique<StepAccessPlan>(PredictedAccessPlan(micro_batches.size()));
+    // Early updates need each expert's AdamW state in the last backward.
+    if (early_updates) plan->NeedStateFromLastBackward();
+    RETURN_IF_ERROR(tier_->BeginStep(plan->Sequence(), plan->state_from()));
+    executor_->set_on_routed([&](const FeedForwardParams& p, const std::vector<int>& forward,
+                                 const std::vector<int>& backward) {
+      auto ids = [&](const std::vector<int>& experts) {
+        std::vector<int> out;
+        for (int e : experts) out.push_back(tier_->IdOf(p.experts[e].gate));
+        return out;
+      };
+      const int layer = plan->LayerOf(tier_->IdOf(p.experts[0].gate));
+      if (layer < 0) return;
+      const size_t unchanged = plan->Route(routing_batch, layer, ids(forward), ids(backward));
+      tier_->ReviseSequence(plan->Sequence(), unchanged, plan->state_from());
+    });
   }
   struct EndTierStep {  // the tier's I/O thread goes idle whatever happens
     ExpertTier* tier;
+    ScheduledFeedForwardExecutor* executor;
     ~EndTierStep() {
-      if (tier != nullptr) tier->EndStep();
+      if (tier == nullptr) return;
+      executor->set_on_routed(nullptr);
+      tier->EndStep();
     }
-  } end_tier_step{tier_.get()};
+  } end_tier_step{tier_.get(), executor_};
   // An offloaded expert's gradient is final once the last micro-batch's
   // backward is done with it: its update overlaps the rest of backward. With
   // clipping that update is provisional (unclipped, the expert's weights and
@@ -425,11 +402,17 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   // gradient norm while the expert is on the host (GradNorm reuses it).
   std::vector<double> grad_sq(params.size(), 0.0);
   std::vector<char> have_sq(params.size(), 0);
+  const std::string step_name = absl::StrCat("step ", steps_done_);
+  auto passes = std::make_unique<TraceRecorder::Span>(
+      trace_.get(), step_name + ": forward + backward", TraceRecorder::kStep);
   for (size_t b = 0; b < micro_batches.size(); ++b) {
     const bool last = b + 1 == micro_batches.size();
-    if (last && EarlyExpertUpdates()) {
-      worker = std::make_unique<OptimizerWorker>(
-          [this, lr = report.lr, &saved](size_t i) { return ProvisionalUpdate(i, lr, &saved[i]); });
+    if (last && early_updates) {
+      worker = std::make_unique<OptimizerWorker>([this, lr = report.lr, &saved](size_t i) {
+        const absl::Status st = ProvisionalUpdate(i, lr, &saved[i]);
+        if (TierId(i) >= 0) tier_->Unpin(TierId(i), /*dirty=*/false);  // the hold, below
+        return st;
+      });
     }
     if (last && (worker != nullptr || tier_ != nullptr)) {
       executor_->set_on_expert_done([&](const MlpParams& e) {
@@ -441,11 +424,18 @@ absl::StatusOr<StepReport> Trainer::RunStep(
             have_sq[i] = 1;
           }
           if (worker == nullptr || updated[i]) continue;
+          // A tier expert stays held on the host until its update is done
+          // (off the sequence: the update is the same use as this one).
+          if (tier_ != nullptr &&
+              !tier_->Pin(TierId(i), ExpertTier::Need::kWeights, /*advance=*/false).ok()) {
+            continue;  // updated after backward instead
+          }
           updated[i] = 1;
           worker->Push(i);
         }
       });
     }
+    routing_batch = b;
     absl::StatusOr<LossBreakdown> loss =
         model_->Step(micro_batches[b], /*backward=*/true, scale, pool_.get());
     if (executor_ != nullptr) executor_->set_on_expert_done(nullptr);
@@ -463,6 +453,10 @@ absl::StatusOr<StepReport> Trainer::RunStep(
     report.loss.aux += loss->aux * scale;
     report.loss.predicted_tokens += loss->predicted_tokens;
   }
+  passes.reset();
+  TraceRecorder::Span after(trace_.get(), step_name + ": norm, clipping, remaining updates",
+                            TraceRecorder::kStep);
+  if (plan != nullptr) ReviseTail(plan.get(), have_sq, updated);
   if (before_clip) {
     RETURN_IF_ERROR(HoldExpertsOnHost());  // it may read every gradient
     before_clip(*model_);

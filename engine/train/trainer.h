@@ -26,6 +26,7 @@
 #include "engine/train/device_memory.h"
 #include "engine/train/scheduled_feed_forward.h"
 #include "engine/train/expert_tier.h"
+#include "engine/train/step_access_plan.h"
 #include "engine/train/trace_recorder.h"
 #include "engine/train/train_schedule.h"
 #include "engine/train/train_model.h"
@@ -123,8 +124,10 @@ class Trainer {
   int64_t UndoProvisionalUpdates(std::vector<ProvisionalState>* saved,
                                  std::vector<char>* updated);
   // AdamW on params[i]; an expert in the SSD tier is pinned on the host for
-  // it and gets its clipping (`clip_coef`, deferred to here) first.
-  absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool);
+  // it (a use of the step's sequence unless !on_sequence: an early update)
+  // and gets its clipping (`clip_coef`, deferred to here) first.
+  absl::Status UpdateParam(size_t i, double lr, float clip_coef, engine::ThreadPool* pool,
+                           bool on_sequence = true);
   // torch.nn.utils.clip_grad_norm_'s total norm; grad_sq[i] is params[i]'s
   // squared norm where have_sq[i] (else computed here, pinning tier experts).
   absl::StatusOr<float> GradNorm(const std::vector<double>& grad_sq,
@@ -132,11 +135,14 @@ class Trainer {
   // Past --host_memory_bytes the experts' training state goes to the SSD
   // tier (expert_tier.h); appends the why to *reason.
   absl::Status PlanSsdTier(int64_t expert_bytes, std::string* reason);
-  // The order the step uses tier experts: per micro-batch the forward
-  // (layers ascending) and backward (descending), then the optimizer in
-  // parameter order (the gradient norm is taken during the last backward),
-  // from *state_from on.
-  AccessSequence StepSequence(size_t micro_batches, size_t* state_from) const;
+  // The order a step will use tier experts, predicted before any router ran:
+  // every expert of every MoE layer in each forward and backward, then the
+  // optimizer in parameter order.
+  StepAccessPlan PredictedAccessPlan(size_t micro_batches) const;
+  // After the last backward: the plan's gradient norm and optimizer parts
+  // as GradNorm and the update loop will pin them, handed to the tier.
+  void ReviseTail(StepAccessPlan* plan, const std::vector<char>& have_sq,
+                  const std::vector<char>& updated);
   int TierId(size_t param) const;
 
   TrainModel* model_;

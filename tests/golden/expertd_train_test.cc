@@ -434,7 +434,7 @@ TEST(ExpertdTrainScheduleTest, OffloadIsBitwisePlainAndPlainDoesNotFit) {
   for (const nlohmann::json& e : tj.at("traceEvents")) {
     if (e.at("ph") == "X") lanes.insert(e.at("tid").get<int>());
   }
-  EXPECT_EQ(lanes, (std::set<int>{1, 2, 5})) << "compute, upload and optimizer lanes";
+  EXPECT_EQ(lanes, (std::set<int>{1, 2, 5, 6})) << "compute, upload, optimizer and step lanes";
 }
 
 
@@ -546,6 +546,14 @@ void ExpectSsdReport(const nlohmann::json& report) {
   EXPECT_NE(why.find("in the SSD tier"), std::string::npos) << why;
   EXPECT_GT(report.at("ssd_read_bytes").get<int64_t>(), 0) << report;
   EXPECT_GT(report.at("ssd_written_bytes").get<int64_t>(), 0) << report;
+  // The tier's sequence, revised as each layer's routing became known, was
+  // exactly the step's expert uses.
+  EXPECT_EQ(report.at("ssd_skipped_uses").get<int64_t>(), 0) << report;
+  EXPECT_EQ(report.at("ssd_unplanned_pins").get<int64_t>(), 0) << report;
+  // Nothing read the whole model during the step: the host kept to its budget.
+  EXPECT_LE(report.at("ssd_host_peak_experts").get<int64_t>(),
+            report.at("ssd_host_capacity_experts").get<int64_t>())
+      << report;
 }
 
 // Past --host_memory_bytes the experts' weights, gradients and AdamW state
@@ -572,6 +580,9 @@ TEST(ExpertdTrainScheduleTest, SsdTierIsBitwisePlain) {
       const nlohmann::json j = nlohmann::json::parse(ssd.out, nullptr, false);
       ASSERT_FALSE(j.is_discarded()) << ssd.out;
       ExpectSsdReport(j.at("schedule").back());
+      for (const nlohmann::json& step : j.at("schedule")) {  // early only without clipping
+        EXPECT_EQ(step.at("early_expert_updates").get<int64_t>() > 0, clip == "0") << step;
+      }
     }
     const std::string wa = ReadFile(plain_w), wb = ReadFile(ssd_w);
     EXPECT_FALSE(wa.empty());

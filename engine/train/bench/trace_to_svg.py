@@ -2,13 +2,17 @@
 """Renders an expertd-train --trace_out Chrome trace as an SVG timeline.
 
 One row per lane (expert upload, expert compute, dispatch, combine,
-optimizer); one rectangle per event. Usage:
-  trace_to_svg.py TRACE.json OUT.svg [--from_ms=A --to_ms=B]
+optimizer, the trainer's step phases); one rectangle per event. --step=N
+shows optimizer step N (0-based) alone, from its "step N: ..." events.
+Usage:
+  trace_to_svg.py TRACE.json OUT.svg [--from_ms=A --to_ms=B | --step=N]
 """
 import json
 import sys
 
-COLORS = {1: "#4c78a8", 2: "#f58518", 3: "#54a24b", 4: "#b279a2", 5: "#e45756"}
+COLORS = {1: "#4c78a8", 2: "#f58518", 3: "#54a24b", 4: "#b279a2", 5: "#e45756",
+          6: "#bab0ac"}
+STEP_LANE = 6
 
 
 def main(argv):
@@ -19,6 +23,13 @@ def main(argv):
     trace = json.load(open(args[0]))["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in trace if e["ph"] == "M"}
     events = [e for e in trace if e["ph"] == "X"]
+    if "step" in opts:
+        phases = [e for e in events if e["tid"] == STEP_LANE and
+                  e["name"].startswith("step %s:" % opts["step"])]
+        if not phases:
+            sys.exit("no events of step %s in %s" % (opts["step"], args[0]))
+        opts["from_ms"] = min(e["ts"] for e in phases) / 1e3
+        opts["to_ms"] = max(e["ts"] + e["dur"] for e in phases) / 1e3
     lo = float(opts.get("from_ms", min(e["ts"] for e in events) / 1e3)) * 1e3
     hi = float(opts.get("to_ms", max(e["ts"] + e["dur"] for e in events) / 1e3)) * 1e3
     lanes = sorted({e["tid"] for e in events})
@@ -38,10 +49,14 @@ def main(argv):
                 continue
             x = left + (max(e["ts"], lo) - lo) * scale
             w = max(0.5, (min(e["ts"] + e["dur"], hi) - max(e["ts"], lo)) * scale)
+            color = COLORS.get(lane, "#888")
+            if lane == STEP_LANE and "forward" not in e["name"]:
+                color = "#79706e"  # what runs after backward, darker
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s">'
                        '<title>%s %.3f ms</title></rect>' %
-                       (x, y + 4, w, row - 10, COLORS.get(lane, "#888"), e["name"],
-                        e["dur"] / 1e3))
+                       (x, y + 4, w, row - 10, color, e["name"], e["dur"] / 1e3))
+            if lane == STEP_LANE and w > 8 * len(e["name"]):  # the phase's name, if it fits
+                out.append('<text x="%.1f" y="%d">%s</text>' % (x + 4, y + 21, e["name"]))
     axis_y = 20 + len(lanes) * row + 18
     for k in range(11):
         t = lo + (hi - lo) * k / 10

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -193,6 +194,10 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
           {"ssd_waits", r.ssd_waits},
           {"ssd_prefetches", r.ssd_prefetches},
           {"ssd_wait_seconds", r.ssd_wait_seconds},
+          {"ssd_skipped_uses", r.ssd_skipped_uses},
+          {"ssd_host_capacity_experts", r.ssd_host_capacity_experts},
+          {"ssd_host_peak_experts", r.ssd_host_peak_experts},
+          {"ssd_unplanned_pins", r.ssd_unplanned_pins},
           {"step_seconds", r.step_seconds},
           {"recomputed_flops", r.recomputed_flops},
           {"early_expert_updates", r.early_expert_updates},
@@ -271,9 +276,12 @@ absl::Status Run(const Options& o) {
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json schedule = nlohmann::json::array();
   for (int64_t s = 0; s < o.steps; ++s) {
-    auto observe = [&](const train::TrainModel& m) {
-      if (s == 0 && !o.grads_out.empty()) grads = SnapshotGrads(m);
-    };
+    // Only when it is needed: an observer makes the step bring every expert
+    // of the SSD tier back to the host, past --host_memory_bytes.
+    std::function<void(const train::TrainModel&)> observe;
+    if (s == 0 && !o.grads_out.empty()) {
+      observe = [&](const train::TrainModel& m) { grads = SnapshotGrads(m); };
+    }
     if (rows > 0) batch = SliceRows(all_rows, s * rows, rows);
     ASSIGN_OR_RETURN(train::StepReport r, trainer.Step({batch}, observe));
     steps.push_back({{"loss_total", r.loss.total},
