@@ -116,7 +116,7 @@ void ExpectFirstTokenLogprobs(const v1::GenerateUnaryResponse& resp,
 // (layer, expert) -> tokens routed to it.
 using ExpertUses = std::map<std::pair<uint32_t, uint32_t>, uint64_t>;
 
-ExpertUses GetUses(testing::ExpertdProcess* daemon) {
+v1::ExpertStats GetExpertStats(testing::ExpertdProcess* daemon) {
   auto admin = v1::AdminService::NewStub(daemon->channel());
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
@@ -125,6 +125,11 @@ ExpertUses GetUses(testing::ExpertdProcess* daemon) {
   v1::ExpertStats stats;
   grpc::Status s = admin->GetExpertStats(&ctx, req, &stats);
   EXPECT_TRUE(s.ok()) << s.error_message();
+  return stats;
+}
+
+ExpertUses GetUses(testing::ExpertdProcess* daemon) {
+  const v1::ExpertStats stats = GetExpertStats(daemon);
   ExpertUses uses;
   for (const v1::ExpertPlacement& e : stats.experts()) uses[{e.layer(), e.expert()}] = e.uses();
   return uses;
@@ -146,8 +151,8 @@ class DaemonGoldenTest : public ::testing::TestWithParam<Weights> {
   void Start(std::vector<std::string> flags) {
     const std::string token_file = ::testing::TempDir() + "/golden_admin_token";
     std::ofstream(token_file) << kToken;
-    flags.insert(flags.end(), {"--threads=2", "--shutdown_grace_seconds=1",
-                               "--admin_token_file=" + token_file});
+    flags.insert(flags.end(),
+                 {"--threads=2", "--shutdown_grace_seconds=1", "--admin_token_file=" + token_file});
     absl::Status s = daemon_.Start(ModelDir(GetParam()), flags, ::testing::TempDir());
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.Output();
@@ -190,9 +195,9 @@ TEST_P(DaemonGoldenTest, RoutingThroughAnOffloadingDaemonMatchesTheReference) {
   ASSERT_TRUE(golden.ok()) << golden.status();
   // 16 experts x 2 MoE layers, each 3 x 64 x 48 values: 36 KiB in fp32,
   // 18 KiB in bf16 (slots are 4 KiB multiples); the cache holds 8 fp32 ones.
-  ASSERT_NO_FATAL_FAILURE(Start({"--expert_offload", "--expert_cache_bytes=288KiB",
-                                 "--prefetch=speculative",
-                                 "--expert_pack_dir=" + ::testing::TempDir() + "/pack"}));
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--expert_offload", "--expert_cache_bytes=288KiB", "--prefetch=speculative",
+             "--expert_pack_dir=" + ::testing::TempDir() + "/pack"}));
   ExpertUses before = GetUses(&daemon_);
   ASSERT_EQ(before.size(), 2u * 16u);
   for (const auto& [key, n] : before) EXPECT_NE(key.first, 0u) << "layer 0 is dense";
@@ -200,8 +205,7 @@ TEST_P(DaemonGoldenTest, RoutingThroughAnOffloadingDaemonMatchesTheReference) {
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].name);
     // One new token: the prompt's prefill alone is routed.
-    const v1::GenerateUnaryResponse resp =
-        GenerateGreedy(daemon_.channel(), cases[i].input_ids, 1);
+    const v1::GenerateUnaryResponse resp = GenerateGreedy(daemon_.channel(), cases[i].input_ids, 1);
     ASSERT_EQ(Tokens(resp), std::vector<int32_t>{cases[i].greedy[0]});
     ExpertUses routed;
     for (const auto& [key, n] : GetUses(&daemon_)) {
@@ -209,10 +213,10 @@ TEST_P(DaemonGoldenTest, RoutingThroughAnOffloadingDaemonMatchesTheReference) {
     }
     EXPECT_EQ(routed, ReferenceUses(golden->cases[i]));
     // Paged experts give the reference's greedy tokens too.
-    EXPECT_EQ(Tokens(GenerateGreedy(daemon_.channel(), cases[i].input_ids, 16)),
-              cases[i].greedy);
+    EXPECT_EQ(Tokens(GenerateGreedy(daemon_.channel(), cases[i].input_ids, 16)), cases[i].greedy);
     before = GetUses(&daemon_);
   }
+  EXPECT_GT(GetExpertStats(&daemon_).totals().misses(), 0u) << "experts were paged";
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, DaemonGoldenTest,
