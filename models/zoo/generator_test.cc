@@ -49,8 +49,9 @@ std::unique_ptr<Checkpoint> OpenValid(const std::string& dir) {
 }
 
 TEST(GeneratorTest, EveryArchitectureOpensAndValidates) {
-  for (Architecture arch : {Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe,
-                            Architecture::kOlmoe, Architecture::kDeepseekV3}) {
+  for (Architecture arch :
+       {Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe,
+        Architecture::kOlmoe, Architecture::kDeepseekV3}) {
     const std::string dir = TmpDir(std::string("arch_") + ZooArchName(arch));
     ASSERT_TRUE(GenerateModel(Tiny(arch), dir).ok());
     auto ckpt = OpenValid(dir);

@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -65,8 +64,7 @@ void Override(const std::vector<std::string>& set, const char* flag, int64_t val
 
 // The deepseek_v3-only size flags; naming one for another architecture is
 // an error rather than silently ignored.
-absl::Status ApplyDeepseekFlags(const Options& o, const std::vector<std::string>& set,
-                                ZooSpec* s) {
+absl::Status ApplyDeepseekFlags(const Options& o, const std::vector<std::string>& set, ZooSpec* s) {
   const std::vector<std::pair<const char*, std::pair<int64_t, int64_t*>>> flags = {
       {"q_lora_rank", {o.q_lora_rank, &s->q_lora_rank}},
       {"kv_lora_rank", {o.kv_lora_rank, &s->kv_lora_rank}},

@@ -238,8 +238,7 @@ absl::Status ValidateZooSpec(const ZooSpec& s) {
     if (s.heads % s.kv_heads != 0) return FieldError("kv_heads", "must divide heads");
     if (s.head_dim == 0 && s.hidden % s.heads != 0)
       return FieldError("heads", "must divide hidden");
-    if (s.head_dim != 0 && s.head_dim != s.hidden / s.heads &&
-        s.arch != Architecture::kQwen3Moe) {
+    if (s.head_dim != 0 && s.head_dim != s.hidden / s.heads && s.arch != Architecture::kQwen3Moe) {
       return FieldError("head_dim", "may differ from hidden / heads only for qwen3_moe");
     }
     if (s.head_dim < 0 || s.resolved_head_dim() % 2 != 0)

@@ -176,14 +176,14 @@ TEST_F(ExpertBenchTest, DeepseekV3ZooModelRunsOffloadedWithPrefetch) {
   const std::string token_file = ::testing::TempDir() + "/admin_token";
   std::ofstream(token_file) << "bench-test-admin-token-0123456789\n";
   // 2 MoE layers x 16 experts of 3 x 64 x 64 bf16 values (24 KiB): 8 fit.
-  StartDaemon({"--admin_token_file=" + token_file, "--expert_offload",
-               "--expert_cache_bytes=192KiB", "--prefetch=speculative",
-               "--expert_pack_dir=" + ::testing::TempDir() + "/deepseek_pack"},
-              kDeepseekModel);
+  StartDaemon(
+      {"--admin_token_file=" + token_file, "--expert_offload", "--expert_cache_bytes=192KiB",
+       "--prefetch=speculative", "--expert_pack_dir=" + ::testing::TempDir() + "/deepseek_pack"},
+      kDeepseekModel);
   BenchRun run =
-      Bench("deepseek", {"--concurrency=2", "--num_requests=8", "--input_len=uniform:8,24",
-                         "--output_len=8", "--ignore_eos", "--metrics_url=" + metrics_url_,
-                         "--admin_token_file=" + token_file});
+      Bench("deepseek",
+            {"--concurrency=2", "--num_requests=8", "--input_len=uniform:8,24", "--output_len=8",
+             "--ignore_eos", "--metrics_url=" + metrics_url_, "--admin_token_file=" + token_file});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   nlohmann::json j = ReadJson(run.base + ".json");
   ExpectConsistent(j, ReadCsv(run.base + ".csv"));
