@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "base/status_macros.h"
 #include "models/checkpoint/expected_tensors.h"
 #include "models/checkpoint/shard_index.h"
+#include "models/dtype/fp8_block.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "models/zoo/weight_init.h"
 #include "models/zoo/zoo_tokenizer.h"
@@ -53,13 +55,68 @@ std::string ShardName(int64_t i, int64_t n) {
   return buf;
 }
 
+// One tensor as stored: a generated weight in the spec's dtype, or, in an FP8
+// checkpoint, its E4M3 codes or their block scales.
+enum class Stored { kValues, kFp8Codes, kFp8Scales };
+
+struct StoredTensor {
+  TensorSpec spec;
+  const ExpectedTensor* source = nullptr;
+  Stored kind = Stored::kValues;
+};
+
+// What DeepSeek-V3's FP8 checkpoints quantize: the Linear weights; the
+// embeddings, norms, biases, routers and lm_head stay bf16.
+bool QuantizedToFp8(const ExpectedTensor& t) { return t.role == TensorRole::kLinear; }
+
+Fp8BlockShape BlockShape(const ExpectedTensor& t) {
+  return {t.shape[0], t.shape[1], kZooFp8Block, kZooFp8Block};
+}
+
+// The stored tensors of every expected tensor, in model order.
+std::vector<StoredTensor> StoredTensors(const ZooSpec& spec,
+                                        const std::vector<ExpectedTensor>& tensors) {
+  std::vector<StoredTensor> out;
+  for (const ExpectedTensor& t : tensors) {
+    if (spec.dtype != DType::kF8E4M3) {
+      out.push_back({{t.name, spec.dtype, t.shape}, &t, Stored::kValues});
+    } else if (!QuantizedToFp8(t)) {
+      out.push_back({{t.name, DType::kBF16, t.shape}, &t, Stored::kValues});
+    } else {
+      const Fp8BlockShape b = BlockShape(t);
+      out.push_back({{t.name, DType::kF8E4M3, t.shape}, &t, Stored::kFp8Codes});
+      out.push_back({{t.name + "_scale_inv", DType::kF32, {b.scale_rows(), b.scale_cols()}},
+                     &t,
+                     Stored::kFp8Scales});
+    }
+  }
+  return out;
+}
+
+// Quantizes the weight per block; writes its codes or its scales to `dst`.
+// The writer asks for scales and codes separately (F32 tensors come first in
+// the file), so each generates the weight again: memory stays one tensor.
+void FillFp8(uint64_t seed, const StoredTensor& t, uint8_t* dst) {
+  const Fp8BlockShape b = BlockShape(*t.source);
+  std::vector<float> w(static_cast<size_t>(b.rows * b.cols));
+  FillTensor(seed, *t.source, DType::kF32, reinterpret_cast<uint8_t*>(w.data()));
+  std::vector<float> scales(static_cast<size_t>(b.scale_rows() * b.scale_cols()));
+  if (t.kind == Stored::kFp8Codes) {
+    QuantizeFp8Block(b, w.data(), dst, scales.data());
+    return;
+  }
+  std::vector<uint8_t> codes(w.size());
+  QuantizeFp8Block(b, w.data(), codes.data(), scales.data());
+  std::memcpy(dst, scales.data(), scales.size() * sizeof(float));
+}
+
 // Splits the tensors (in model order) into `shards` contiguous groups of
 // roughly equal bytes; every group is non-empty.
-std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(
-    const std::vector<ExpectedTensor>& tensors, int64_t shards, DType dtype) {
+std::vector<std::vector<const StoredTensor*>> SplitIntoShards(
+    const std::vector<StoredTensor>& tensors, int64_t shards) {
   uint64_t total = 0;
-  for (const ExpectedTensor& t : tensors) total += TensorSpec{t.name, dtype, t.shape}.nbytes();
-  std::vector<std::vector<const ExpectedTensor*>> groups(shards);
+  for (const StoredTensor& t : tensors) total += t.spec.nbytes();
+  std::vector<std::vector<const StoredTensor*>> groups(shards);
   uint64_t done = 0;
   size_t next = 0;
   for (int64_t g = 0; g < shards; ++g) {
@@ -67,7 +124,7 @@ std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(
     const size_t must_leave = static_cast<size_t>(shards - g - 1);  // one tensor per later shard
     while (next < tensors.size() - must_leave &&
            (groups[g].empty() || done < target || g == shards - 1)) {
-      done += TensorSpec{tensors[next].name, dtype, tensors[next].shape}.nbytes();
+      done += tensors[next].spec.nbytes();
       groups[g].push_back(&tensors[next++]);
     }
   }
@@ -75,36 +132,41 @@ std::vector<std::vector<const ExpectedTensor*>> SplitIntoShards(
 }
 
 absl::Status WriteShard(const ZooSpec& spec, const std::string& path,
-                        const std::vector<const ExpectedTensor*>& group) {
+                        const std::vector<const StoredTensor*>& group) {
   std::vector<TensorSpec> specs;
-  std::map<std::string, const ExpectedTensor*> by_name;
-  for (const ExpectedTensor* t : group) {
-    specs.push_back({t->name, spec.dtype, t->shape});
-    by_name[t->name] = t;
+  std::map<std::string, const StoredTensor*> by_name;
+  for (const StoredTensor* t : group) {
+    specs.push_back(t->spec);
+    by_name[t->spec.name] = t;
   }
   auto fill = [&](const TensorSpec& s, uint8_t* dst) -> absl::Status {
-    FillTensor(spec.seed, *by_name.at(s.name), s.dtype, dst);
+    const StoredTensor& t = *by_name.at(s.name);
+    if (t.kind == Stored::kValues)
+      FillTensor(spec.seed, *t.source, s.dtype, dst);
+    else
+      FillFp8(spec.seed, t, dst);
     return absl::OkStatus();
   };
   return WriteSafetensors(path, specs, fill);
 }
 
 absl::Status WriteWeights(const ZooSpec& spec, const ModelConfig& config, const std::string& dir) {
-  const std::vector<ExpectedTensor> tensors = ExpectedTensors(config);
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(config);
+  const std::vector<StoredTensor> tensors = StoredTensors(spec, expected);
   if (spec.shards == 1) {
-    std::vector<const ExpectedTensor*> all;
-    for (const ExpectedTensor& t : tensors) all.push_back(&t);
+    std::vector<const StoredTensor*> all;
+    for (const StoredTensor& t : tensors) all.push_back(&t);
     return WriteShard(spec, dir + "/model.safetensors", all);
   }
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   uint64_t total = 0;
-  const auto groups = SplitIntoShards(tensors, spec.shards, spec.dtype);
+  const auto groups = SplitIntoShards(tensors, spec.shards);
   for (int64_t g = 0; g < spec.shards; ++g) {
     const std::string name = ShardName(g, spec.shards);
     RETURN_IF_ERROR(WriteShard(spec, dir + "/" + name, groups[g]));
-    for (const ExpectedTensor* t : groups[g]) {
-      weight_map[t->name] = name;
-      total += TensorSpec{t->name, spec.dtype, t->shape}.nbytes();
+    for (const StoredTensor* t : groups[g]) {
+      weight_map[t->spec.name] = name;
+      total += t->spec.nbytes();
     }
   }
   nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},

@@ -20,6 +20,20 @@ cmp "$OUT/m/model.safetensors" "$OUT/m2/model.safetensors"
 test -s "$OUT/o/model.safetensors.index.json"
 test -s "$OUT/o/model-00002-of-00002.safetensors"
 
+"$ZOO" --arch=deepseek_v3 --preset=tiny --layers=3 --dtype=fp8 --q_lora_rank=0 --out="$OUT/d" \
+  > "$TEST_TMPDIR/summary.json"
+grep -q '"architecture":"DeepseekV3ForCausalLM"' "$TEST_TMPDIR/summary.json"
+grep -q '"quant_method": "fp8"' "$OUT/d/config.json"
+grep -q '"q_lora_rank": null' "$OUT/d/config.json"
+if "$ZOO" --arch=mixtral --preset=tiny --n_group=2 --out="$OUT/z" 2> "$TEST_TMPDIR/err"; then
+  echo "accepted a deepseek_v3 flag for mixtral"; exit 1
+fi
+grep -q -- "--n_group is for deepseek_v3" "$TEST_TMPDIR/err"
+if "$ZOO" --preset=deepseek_v3_2l --out="$OUT/z" 2> "$TEST_TMPDIR/err"; then
+  echo "accepted the V3 preset for qwen3_moe"; exit 1
+fi
+grep -q "needs --arch=deepseek_v3" "$TEST_TMPDIR/err"
+
 if "$ZOO" --arch=llama --out="$OUT/x" 2> "$TEST_TMPDIR/err"; then echo "accepted bad arch"; exit 1; fi
 grep -q "unknown zoo architecture 'llama'" "$TEST_TMPDIR/err"
 if "$ZOO" --preset=tiny 2> "$TEST_TMPDIR/err"; then echo "accepted missing --out"; exit 1; fi

@@ -1,9 +1,12 @@
 // expertd-zoo: writes a deterministic tiny Hugging Face MoE checkpoint.
 //
-//   expertd-zoo [--arch=mixtral|qwen2_moe|qwen3_moe|olmoe] [--preset=tiny|default|olmoe_1b7b_4l]
+//   expertd-zoo [--arch=mixtral|qwen2_moe|qwen3_moe|olmoe|deepseek_v3]
+//               [--preset=tiny|default|olmoe_1b7b_4l|deepseek_v3_2l]
 //               [--hidden=N --layers=N --experts=N --top_k=N --moe_intermediate=N --heads=N
-//                --kv_heads=N --head_dim=N --vocab=N --dtype=bf16|f32|f16 --seed=N --shards=N
-//                --tie_word_embeddings --if_missing] --out=DIR
+//                --kv_heads=N --head_dim=N --vocab=N --dtype=bf16|f32|f16|fp8 --seed=N --shards=N
+//                --tie_word_embeddings --if_missing]
+//               [deepseek_v3: --q_lora_rank=N --kv_lora_rank=N --n_group=N --topk_group=N
+//                --shared_experts=N --first_k_dense_replace=N] --out=DIR
 //
 // The preset gives every size; explicit flags override it. Prints one JSON
 // line describing the model in DIR (re-opened and validated); errors go to
@@ -12,12 +15,15 @@
 // written, the existing model is validated and described.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
 #include "base/status_macros.h"
@@ -38,6 +44,8 @@ struct Options {
   int64_t hidden = 0, layers = 0, experts = 0, top_k = 0, moe_intermediate = 0, heads = 0,
           kv_heads = 0;
   int64_t head_dim = 0, vocab = 0, seed = 0, shards = 1, intermediate = 0, shared_intermediate = 0;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, n_group = 0, topk_group = 0, shared_experts = 0,
+          first_k_dense_replace = 0;
   bool tie_word_embeddings = false;
   bool if_missing = false;
 };
@@ -52,6 +60,28 @@ void Override(const std::vector<std::string>& set, const char* flag, int64_t val
   for (const std::string& s : set) {
     if (s == flag) *field = value;
   }
+}
+
+// The deepseek_v3-only size flags; naming one for another architecture is
+// an error rather than silently ignored.
+absl::Status ApplyDeepseekFlags(const Options& o, const std::vector<std::string>& set, ZooSpec* s) {
+  const std::vector<std::pair<const char*, std::pair<int64_t, int64_t*>>> flags = {
+      {"q_lora_rank", {o.q_lora_rank, &s->q_lora_rank}},
+      {"kv_lora_rank", {o.kv_lora_rank, &s->kv_lora_rank}},
+      {"n_group", {o.n_group, &s->n_group}},
+      {"topk_group", {o.topk_group, &s->topk_group}},
+      {"shared_experts", {o.shared_experts, &s->shared_experts}},
+      {"first_k_dense_replace", {o.first_k_dense_replace, &s->first_k_dense_replace}}};
+  for (const auto& [flag, value] : flags) {
+    const bool given = std::find(set.begin(), set.end(), flag) != set.end();
+    if (given && s->arch != Architecture::kDeepseekV3)
+      return absl::InvalidArgumentError(absl::StrCat("flag --", flag, " is for deepseek_v3"));
+    Override(set, flag, value.first, value.second);
+  }
+  // Latent attention has no kv heads: DeepSeek's config repeats the heads.
+  const bool kv_heads_given = std::find(set.begin(), set.end(), "kv_heads") != set.end();
+  if (s->arch == Architecture::kDeepseekV3 && !kv_heads_given) s->kv_heads = s->heads;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ZooSpec> BuildSpec(const Options& o, const std::vector<std::string>& set) {
@@ -69,6 +99,7 @@ absl::StatusOr<ZooSpec> BuildSpec(const Options& o, const std::vector<std::strin
   Override(set, "head_dim", o.head_dim, &s.head_dim);
   Override(set, "vocab", o.vocab, &s.vocab);
   Override(set, "shards", o.shards, &s.shards);
+  RETURN_IF_ERROR(ApplyDeepseekFlags(o, set, &s));
   s.seed = static_cast<uint64_t>(o.seed);
   s.tie_word_embeddings = o.tie_word_embeddings;
   if (!o.dtype.empty()) {
@@ -78,9 +109,11 @@ absl::StatusOr<ZooSpec> BuildSpec(const Options& o, const std::vector<std::strin
       s.dtype = DType::kF32;
     else if (o.dtype == "f16")
       s.dtype = DType::kF16;
+    else if (o.dtype == "fp8")
+      s.dtype = DType::kF8E4M3;
     else
-      return absl::InvalidArgumentError("flag --dtype: expected bf16, f32 or f16, got '" + o.dtype +
-                                        "'");
+      return absl::InvalidArgumentError("flag --dtype: expected bf16, f32, f16 or fp8, got '" +
+                                        o.dtype + "'");
   }
   for (absl::string_view part : absl::StrSplit(o.mlp_only_layers, ',', absl::SkipEmpty())) {
     int64_t layer;
@@ -100,8 +133,9 @@ int Run(int argc, char** argv) {
       "deterministic "
       "random Hugging Face MoE checkpoint (config.json, tokenizer.json, safetensors)");
   flags.String("out", &o.out, "output directory (created if missing)");
-  flags.String("arch", &o.arch, "mixtral | qwen2_moe | qwen3_moe | olmoe");
-  flags.String("preset", &o.preset, "tiny | default | olmoe_1b7b_4l (sizes; flags below override)");
+  flags.String("arch", &o.arch, "mixtral | qwen2_moe | qwen3_moe | olmoe | deepseek_v3");
+  flags.String("preset", &o.preset,
+               "tiny | default | olmoe_1b7b_4l | deepseek_v3_2l (sizes; flags below override)");
   flags.Int("hidden", &o.hidden, 1, 65536, "hidden size");
   flags.Int("layers", &o.layers, 1, 1024, "decoder layers");
   flags.Int("experts", &o.experts, 1, 4096, "routed experts per layer");
@@ -116,9 +150,19 @@ int Run(int argc, char** argv) {
   flags.Int("kv_heads", &o.kv_heads, 1, 1024, "key/value heads");
   flags.Int("head_dim", &o.head_dim, 2, 1024, "head dim (qwen3_moe only; default hidden / heads)");
   flags.Int("vocab", &o.vocab, 259, 1 << 20, "vocabulary size (== the generated tokenizer's)");
-  flags.String("dtype", &o.dtype, "bf16 | f32 | f16 (default: the preset's)");
+  flags.String("dtype", &o.dtype,
+               "bf16 | f32 | f16 | fp8 (block-scaled E4M3 Linear weights, the rest bf16; "
+               "default: the preset's)");
   flags.Int("seed", &o.seed, 0, INT64_MAX, "weights seed");
   flags.Int("shards", &o.shards, 1, 1024, "number of safetensors shards");
+  flags.Int("q_lora_rank", &o.q_lora_rank, 0, 65536,
+            "deepseek_v3: query low-rank width (0: a plain q_proj)");
+  flags.Int("kv_lora_rank", &o.kv_lora_rank, 1, 65536, "deepseek_v3: compressed KV width");
+  flags.Int("n_group", &o.n_group, 1, 4096, "deepseek_v3: expert groups");
+  flags.Int("topk_group", &o.topk_group, 1, 4096, "deepseek_v3: groups kept per token");
+  flags.Int("shared_experts", &o.shared_experts, 0, 64, "deepseek_v3: shared experts");
+  flags.Int("first_k_dense_replace", &o.first_k_dense_replace, 0, 1024,
+            "deepseek_v3: leading dense layers");
   flags.Bool("tie_word_embeddings", &o.tie_word_embeddings, "share embeddings and lm_head");
   flags.Bool("if_missing", &o.if_missing,
              "do nothing if OUT/config.json exists (a complete model is there)");

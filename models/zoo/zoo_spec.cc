@@ -1,6 +1,7 @@
 #include "models/zoo/zoo_spec.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "models/zoo/zoo_tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -13,7 +14,9 @@ absl::Status FieldError(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("zoo spec: ", field, " ", what));
 }
 
-const char* TorchDtype(DType d) { return DTypeName(d); }  // "float32", "bfloat16", "float16"
+// "float32", "bfloat16", "float16"; an FP8 checkpoint says bfloat16 (its
+// unquantized tensors' dtype), as DeepSeek-V3's does.
+const char* TorchDtype(DType d) { return DTypeName(d == DType::kF8E4M3 ? DType::kBF16 : d); }
 
 // Fields every architecture shares, in transformers' usual order.
 ojson CommonFields(const ZooSpec& s, const char* model_type) {
@@ -61,15 +64,105 @@ void AddQwenMoeFields(const ZooSpec& s, ojson* c) {
   j["max_window_layers"] = s.layers;
 }
 
+// DeepseekV3Config's fields (DeepSeek's published configuration_deepseek.py).
+void AddDeepseekV3Fields(const ZooSpec& s, ojson* c) {
+  ojson& j = *c;
+  j["intermediate_size"] = DenseWidth(s);
+  j["moe_intermediate_size"] = s.moe_intermediate;
+  j["n_routed_experts"] = s.experts;
+  j["n_shared_experts"] = s.shared_experts;
+  j["num_experts_per_tok"] = s.top_k;
+  j["n_group"] = s.n_group;
+  j["topk_group"] = s.topk_group;
+  j["topk_method"] = "noaux_tc";
+  j["scoring_func"] = "sigmoid";
+  j["norm_topk_prob"] = true;
+  j["routed_scaling_factor"] = s.routed_scaling_factor;
+  j["first_k_dense_replace"] = s.first_k_dense_replace;
+  j["moe_layer_freq"] = 1;
+  j["num_nextn_predict_layers"] = 0;
+  j["aux_loss_alpha"] = 0.001;
+  j["seq_aux"] = true;
+  j["ep_size"] = 1;
+  j["pretraining_tp"] = 1;
+  j["q_lora_rank"] = s.q_lora_rank > 0 ? ojson(s.q_lora_rank) : ojson(nullptr);
+  j["kv_lora_rank"] = s.kv_lora_rank;
+  j["qk_nope_head_dim"] = s.qk_nope_head_dim;
+  j["qk_rope_head_dim"] = s.qk_rope_head_dim;
+  j["v_head_dim"] = s.v_head_dim;
+  j["attention_bias"] = false;
+  j["rms_norm_eps"] = 1e-6;
+  j["rope_theta"] = 10000.0;
+  if (s.yarn_factor > 0) {
+    j["rope_scaling"] = {
+        {"type", "yarn"},
+        {"factor", s.yarn_factor},
+        {"original_max_position_embeddings",
+         static_cast<int64_t>(static_cast<double>(s.max_position) / s.yarn_factor)},
+        {"beta_fast", 32},
+        {"beta_slow", 1},
+        {"mscale", 1.0},
+        {"mscale_all_dim", 1.0}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+}
+
+// MLA and routing defaults for a generic preset's sizes (zoo_spec.h).
+void SetDeepseekDefaults(ZooSpec* s) {
+  const int64_t d = s->hidden / s->heads;
+  s->kv_heads = s->heads;
+  s->qk_nope_head_dim = d, s->qk_rope_head_dim = d / 2, s->v_head_dim = d;
+  s->kv_lora_rank = 2 * d, s->q_lora_rank = 3 * d;
+  s->n_group = 4, s->topk_group = 2;
+  s->shared_experts = 1;
+  s->first_k_dense_replace = 1;
+  s->yarn_factor = 4;
+}
+
+absl::Status ValidateDeepseekFields(const ZooSpec& s) {
+  for (const auto& [name, v] :
+       std::vector<std::pair<const char*, int64_t>>{{"kv_lora_rank", s.kv_lora_rank},
+                                                    {"qk_nope_head_dim", s.qk_nope_head_dim},
+                                                    {"qk_rope_head_dim", s.qk_rope_head_dim},
+                                                    {"v_head_dim", s.v_head_dim},
+                                                    {"n_group", s.n_group},
+                                                    {"topk_group", s.topk_group}}) {
+    if (v < 1) return FieldError(name, absl::StrCat("must be >= 1, got ", v));
+  }
+  if (s.q_lora_rank < 0) return FieldError("q_lora_rank", "must be >= 0 (0: a plain q_proj)");
+  if (s.kv_heads != s.heads)
+    return FieldError("kv_heads", "must equal heads (latent attention has no kv heads)");
+  if (s.head_dim != 0) return FieldError("head_dim", "is not used by deepseek_v3 (MLA dims are)");
+  if (s.qk_rope_head_dim % 2 != 0) return FieldError("qk_rope_head_dim", "must be even (RoPE)");
+  if (s.experts % s.n_group != 0) return FieldError("n_group", "must divide experts");
+  if (s.experts / s.n_group < 2) {
+    return FieldError("n_group",
+                      "leaves groups of one expert (a group scores its top two experts)");
+  }
+  if (s.topk_group > s.n_group) return FieldError("topk_group", "exceeds n_group");
+  if (s.top_k > s.topk_group * (s.experts / s.n_group)) {
+    return FieldError("top_k", "exceeds the experts of the topk_group groups kept");
+  }
+  if (s.shared_experts < 0 || s.shared_experts > 64)
+    return FieldError("shared_experts", "must be in [0, 64]");
+  if (s.first_k_dense_replace < 0 || s.first_k_dense_replace > s.layers)
+    return FieldError("first_k_dense_replace", "must be in [0, layers]");
+  if (s.yarn_factor != 0 && !(s.yarn_factor >= 1 && s.max_position / s.yarn_factor >= 1))
+    return FieldError("yarn_factor", "must be 0 (none) or in [1, max_position]");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Architecture> ParseZooArch(const std::string& name) {
   for (Architecture a : {Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe,
-                         Architecture::kOlmoe}) {
+                         Architecture::kOlmoe, Architecture::kDeepseekV3}) {
     if (name == ZooArchName(a)) return a;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown zoo architecture '", name, "' (choose mixtral, qwen2_moe, qwen3_moe or olmoe)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown zoo architecture '", name,
+                   "' (choose mixtral, qwen2_moe, qwen3_moe, olmoe or deepseek_v3)"));
 }
 
 const char* ZooArchName(Architecture arch) {
@@ -88,29 +181,40 @@ const char* ZooArchName(Architecture arch) {
   return "?";
 }
 
-std::vector<std::string> PresetNames() { return {"tiny", "default", "olmoe_1b7b_4l"}; }
+std::vector<std::string> PresetNames() {
+  return {"tiny", "default", "olmoe_1b7b_4l", "deepseek_v3_2l"};
+}
 
 absl::StatusOr<ZooSpec> PresetSpec(const std::string& preset, Architecture arch) {
   ZooSpec s;  // the defaults are the "default" preset
   s.arch = arch;
-  if (preset == "default") return s;
+  if (preset == "deepseek_v3_2l") {
+    if (arch != Architecture::kDeepseekV3)
+      return absl::InvalidArgumentError("zoo preset 'deepseek_v3_2l' needs --arch=deepseek_v3");
+    s.hidden = 7168, s.layers = 2, s.heads = 128, s.kv_heads = 128, s.vocab = 2048;
+    s.intermediate = 18432, s.moe_intermediate = 2048, s.experts = 256, s.top_k = 8;
+    s.n_group = 8, s.topk_group = 4, s.shared_experts = 1, s.first_k_dense_replace = 1;
+    s.q_lora_rank = 1536, s.kv_lora_rank = 512;
+    s.qk_nope_head_dim = 128, s.qk_rope_head_dim = 64, s.v_head_dim = 128;
+    s.max_position = 163840, s.yarn_factor = 40;  // over 4096 positions, as V3
+    return s;
+  }
   if (preset == "tiny") {
     s.hidden = 64, s.layers = 2, s.experts = 8, s.top_k = 2, s.moe_intermediate = 64;
     s.heads = 4, s.kv_heads = 2, s.vocab = 512, s.max_position = 512, s.dtype = DType::kF32;
-    return s;
-  }
-  if (preset == "olmoe_1b7b_4l") {
+  } else if (preset == "olmoe_1b7b_4l") {
     s.hidden = 2048, s.layers = 4, s.experts = 64, s.top_k = 8, s.moe_intermediate = 1024;
     s.heads = 16, s.kv_heads = 16, s.vocab = 2048;
-    return s;
+  } else if (preset != "default") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown zoo preset '", preset,
+                     "' (choose tiny, default, olmoe_1b7b_4l or deepseek_v3_2l)"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown zoo preset '", preset, "' (choose tiny, default or olmoe_1b7b_4l)"));
+  if (arch == Architecture::kDeepseekV3) SetDeepseekDefaults(&s);
+  return s;
 }
 
 absl::Status ValidateZooSpec(const ZooSpec& s) {
-  if (s.arch == Architecture::kDeepseekV3)
-    return FieldError("arch", "deepseek_v3 is not generated by the zoo");
   for (const auto& [name, v] :
        std::vector<std::pair<const char*, int64_t>>{{"hidden", s.hidden},
                                                     {"layers", s.layers},
@@ -128,13 +232,18 @@ absl::Status ValidateZooSpec(const ZooSpec& s) {
   }
   if (s.top_k > s.experts)
     return FieldError("top_k", absl::StrCat("(", s.top_k, ") exceeds experts (", s.experts, ")"));
-  if (s.heads % s.kv_heads != 0) return FieldError("kv_heads", "must divide heads");
-  if (s.head_dim == 0 && s.hidden % s.heads != 0) return FieldError("heads", "must divide hidden");
-  if (s.head_dim != 0 && s.head_dim != s.hidden / s.heads && s.arch != Architecture::kQwen3Moe) {
-    return FieldError("head_dim", "may differ from hidden / heads only for qwen3_moe");
+  if (s.arch == Architecture::kDeepseekV3) {
+    RETURN_IF_ERROR(ValidateDeepseekFields(s));
+  } else {
+    if (s.heads % s.kv_heads != 0) return FieldError("kv_heads", "must divide heads");
+    if (s.head_dim == 0 && s.hidden % s.heads != 0)
+      return FieldError("heads", "must divide hidden");
+    if (s.head_dim != 0 && s.head_dim != s.hidden / s.heads && s.arch != Architecture::kQwen3Moe) {
+      return FieldError("head_dim", "may differ from hidden / heads only for qwen3_moe");
+    }
+    if (s.head_dim < 0 || s.resolved_head_dim() % 2 != 0)
+      return FieldError("head_dim", "must be even (RoPE)");
   }
-  if (s.head_dim < 0 || s.resolved_head_dim() % 2 != 0)
-    return FieldError("head_dim", "must be even (RoPE)");
   if (s.vocab < kZooMinVocab) return FieldError("vocab", absl::StrCat("must be >= ", kZooMinVocab));
   if (s.shards > s.layers + 2) return FieldError("shards", "exceeds the number of layers + 2");
   for (int64_t l : s.mlp_only_layers) {
@@ -187,7 +296,14 @@ std::string ConfigJson(const ZooSpec& s) {
       c["clip_qkv"] = nullptr;
       break;
     case Architecture::kDeepseekV3:
-      break;  // rejected by ValidateZooSpec
+      AddDeepseekV3Fields(s, &c);
+      break;
+  }
+  if (s.dtype == DType::kF8E4M3) {
+    c["quantization_config"] = {{"quant_method", "fp8"},
+                                {"fmt", "e4m3"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", {kZooFp8Block, kZooFp8Block}}};
   }
   return c.dump(2) + "\n";
 }

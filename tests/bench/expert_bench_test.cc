@@ -1,6 +1,7 @@
-// expert-bench against the real daemon on the default zoo model: each test
-// starts expertd on free ports, runs the expert-bench binary for a second or
-// two and checks its result files.
+// expert-bench against the real daemon on the default zoo model (and a tiny
+// zoo DeepSeek-V3 served offloaded): each test starts expertd on free ports,
+// runs the expert-bench binary for a second or two and checks its result
+// files.
 #include <signal.h>
 
 #include <fstream>
@@ -21,6 +22,8 @@ namespace expertd::testing {
 namespace {
 
 constexpr char kModel[] = "tests/data/zoo_default";
+// zoo deepseek_v3, tiny preset at 3 layers (tests/data/BUILD).
+constexpr char kDeepseekModel[] = "tests/data/zoo_deepseek_v3";
 
 // Polls `done` until it holds or `timeout` passes (then false: the caller
 // fails the test rather than waiting forever).
@@ -41,10 +44,10 @@ struct BenchRun {
 
 class ExpertBenchTest : public ::testing::Test {
  protected:
-  void StartDaemon(std::vector<std::string> flags) {
+  void StartDaemon(std::vector<std::string> flags, const std::string& model = kModel) {
     flags.insert(flags.end(),
                  {"--threads=2", "--shutdown_grace_seconds=2", "--metrics_listen=127.0.0.1:0"});
-    absl::Status s = daemon_.Start(kModel, flags, ::testing::TempDir());
+    absl::Status s = daemon_.Start(model, flags, ::testing::TempDir());
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(daemon_.WaitUntilServing(absl::Seconds(60))) << daemon_.Output();
     metrics_url_ = absl::StrCat("http://127.0.0.1:", daemon_.MetricsPort(), "/metrics");
@@ -162,6 +165,63 @@ TEST_F(ExpertBenchTest, ExpertCacheReportWithOffloadHasHitsAndMisses) {
     EXPECT_GT(c["tokens"].get<double>(), 0) << c;
   }
   EXPECT_EQ(run.output.find("n/a (no expert lookups)"), std::string::npos) << run.output;
+}
+
+// DeepSeek-V3's architecture (MLA, grouped sigmoid routing, a shared expert,
+// a dense first layer) served with its routed experts paged through a device
+// cache of a quarter of them and speculative prefetch: the benchmark runs to
+// completion, lookups hit and miss, prefetches are issued, and the store's
+// layers are the MoE layers 1 and 2 (the dense layer 0 has no experts).
+TEST_F(ExpertBenchTest, DeepseekV3ZooModelRunsOffloadedWithPrefetch) {
+  const std::string token_file = ::testing::TempDir() + "/admin_token";
+  std::ofstream(token_file) << "bench-test-admin-token-0123456789\n";
+  // 2 MoE layers x 16 experts of 3 x 64 x 64 bf16 values (24 KiB): 8 fit.
+  StartDaemon(
+      {"--admin_token_file=" + token_file, "--expert_offload", "--expert_cache_bytes=192KiB",
+       "--prefetch=speculative", "--expert_pack_dir=" + ::testing::TempDir() + "/deepseek_pack"},
+      kDeepseekModel);
+  BenchRun run =
+      Bench("deepseek",
+            {"--concurrency=2", "--num_requests=8", "--input_len=uniform:8,24", "--output_len=8",
+             "--ignore_eos", "--metrics_url=" + metrics_url_, "--admin_token_file=" + token_file});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  nlohmann::json j = ReadJson(run.base + ".json");
+  ExpectConsistent(j, ReadCsv(run.base + ".csv"));
+  EXPECT_EQ(j["completed"], 8);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["model_id"], "zoo_deepseek_v3");
+  for (const char* source : {"metrics", "admin"}) {
+    const auto& c = j["expert_cache"][source];
+    SCOPED_TRACE(source);
+    ASSERT_EQ(c["available"], true) << c;
+    EXPECT_GT(c["hits"].get<double>(), 0) << c;
+    EXPECT_GT(c["misses"].get<double>(), 0) << c;
+    EXPECT_GT(c["prefetch_issued"].get<double>(), 0) << c;
+    EXPECT_GT(c["bytes_disk_to_host"].get<double>(), 0) << c;
+  }
+
+  auto admin = v1::AdminService::NewStub(daemon_.channel());
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer bench-test-admin-token-0123456789");
+  v1::GetExpertStatsRequest req;
+  req.set_per_expert(true);
+  v1::ExpertStats stats;
+  ASSERT_TRUE(admin->GetExpertStats(&ctx, req, &stats).ok());
+  std::set<uint32_t> layers, expert_layers;
+  for (const v1::LayerExpertStats& l : stats.layers()) {
+    layers.insert(l.layer());
+    EXPECT_GT(l.counters().misses(), 0u) << "layer " << l.layer();
+  }
+  uint64_t uses = 0;
+  for (const v1::ExpertPlacement& e : stats.experts()) {
+    expert_layers.insert(e.layer());
+    uses += e.uses();
+  }
+  EXPECT_EQ(layers, (std::set<uint32_t>{1, 2}));
+  EXPECT_EQ(expert_layers, (std::set<uint32_t>{1, 2}));
+  EXPECT_EQ(stats.experts_size(), 2 * 16);
+  // Every processed token was routed to top_k = 4 experts in each MoE layer.
+  EXPECT_EQ(uses, stats.tokens_processed() * 4 * 2);
 }
 
 TEST_F(ExpertBenchTest, OpenLoopPoissonFollowsItsSchedule) {

@@ -63,9 +63,8 @@ absl::StatusOr<std::shared_ptr<const WeightSource>> LoadModel(const Options& o, 
              : o.model_dir;
   struct stat st;
   if (stat((*dir + "/config.json").c_str(), &st) != 0) {
-    ASSIGN_OR_RETURN(models::zoo::ZooSpec spec,
-                     models::zoo::PresetSpec("default", models::Architecture::kQwen3Moe));
-    ASSIGN_OR_RETURN(spec.arch, models::zoo::ParseZooArch(o.arch));
+    ASSIGN_OR_RETURN(models::Architecture arch, models::zoo::ParseZooArch(o.arch));
+    ASSIGN_OR_RETURN(models::zoo::ZooSpec spec, models::zoo::PresetSpec("default", arch));
     spec.hidden = o.hidden, spec.layers = o.layers, spec.experts = o.experts, spec.top_k = o.top_k;
     spec.moe_intermediate = o.width;
     std::cerr << "generating " << *dir << "\n";
@@ -222,7 +221,7 @@ int Main(int argc, char** argv) {
   Options o;
   FlagSet f("offload_benchmark: expert offloading policies x prefetchers x budgets");
   f.String("model_dir", &o.model_dir, "zoo model directory (generated when missing)");
-  f.String("arch", &o.arch, "zoo architecture: qwen3_moe, mixtral, olmoe, qwen2_moe");
+  f.String("arch", &o.arch, "zoo architecture: qwen3_moe, mixtral, olmoe, qwen2_moe, deepseek_v3");
   f.Int("hidden", &o.hidden, 16, 65536, "hidden size");
   f.Int("layers", &o.layers, 1, 1024, "decoder layers");
   f.Int("experts", &o.experts, 2, 4096, "routed experts per layer");
