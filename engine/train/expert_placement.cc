@@ -65,23 +65,39 @@ ExpertPlacer::ExpertPlacer(int devices, PlacementCostModel model)
 ExpertPlacement ExpertPlacer::Place(const std::vector<int64_t>& rows,
                                     const std::vector<int64_t>& expert_bytes,
                                     const std::vector<int64_t>& flops_per_row) {
-  ABSL_RAW_CHECK(rows.size() == expert_bytes.size() && rows.size() == flops_per_row.size(),
+  std::vector<ExpertTransfer> transfer(expert_bytes.size());
+  for (size_t e = 0; e < expert_bytes.size(); ++e) {
+    transfer[e] = {expert_bytes[e], 0, expert_bytes[e]};
+  }
+  return Place(rows, transfer, flops_per_row);
+}
+
+ExpertPlacement ExpertPlacer::Place(const std::vector<int64_t>& rows,
+                                    const std::vector<ExpertTransfer>& transfer,
+                                    const std::vector<int64_t>& flops_per_row) {
+  ABSL_RAW_CHECK(rows.size() == transfer.size() && rows.size() == flops_per_row.size(),
                  "one entry per expert");
   const bool has_previous = previous_rows_.size() == rows.size();
   const std::vector<bool> hot =
       has_previous ? HottestQuarter(previous_rows_) : std::vector<bool>(rows.size(), false);
+  const std::vector<bool> kept = HottestQuarter(rows);
   std::vector<double> cost(rows.size());
+  std::vector<int64_t> bytes(rows.size(), 0);
   std::vector<int> fixed(rows.size(), -1);
   for (size_t e = 0; e < rows.size(); ++e) {
     if (rows[e] == 0) continue;  // nothing to upload or compute
-    cost[e] = static_cast<double>(rows[e]) * flops_per_row[e] / model_.flops_per_second;
     if (hot[e]) {
       fixed[e] = previous_device_[e];
+      bytes[e] = transfer[e].pinned;
     } else {
-      cost[e] += static_cast<double>(expert_bytes[e]) / model_.upload_bytes_per_second;
+      bytes[e] = kept[e] ? transfer[e].kept : transfer[e].slots;
     }
+    cost[e] = static_cast<double>(rows[e]) * flops_per_row[e] / model_.flops_per_second +
+              static_cast<double>(bytes[e]) / model_.upload_bytes_per_second;
   }
   ExpertPlacement p = PlaceLongestFirst(cost, devices_, fixed);
+  p.kept = kept;
+  for (int64_t b : bytes) p.transfer_bytes += b;
   previous_rows_ = rows;
   previous_device_ = p.device;
   return p;

@@ -1,9 +1,9 @@
 // ES-MoE's per-step placement of a MoE layer's routed experts over D devices.
 //
 // Each expert costs what it keeps its device busy for in one forward and
-// backward: the upload of its weights (none when pinned: it stayed resident
-// on its device from the previous step) plus compute proportional to the
-// tokens routed to it. Graham's greedy (longest processing time first): the
+// backward: what it moves between host and device (ExpertTransfer: less when
+// pinned, as it stayed on its device from the previous step) plus compute
+// proportional to the tokens routed to it. Graham's greedy (longest processing time first): the
 // unpinned experts, costliest first, each go to the least-loaded device. The
 // hottest quarter of the previous step's experts (by tokens) stay pinned on
 // the device they ran on, which is their load before the greedy starts.
@@ -26,8 +26,13 @@ namespace expertd::train {
 // Where each expert runs, and what the devices' loads come to.
 struct ExpertPlacement {
   std::vector<int> device;   // per expert: the device that runs it
-  std::vector<bool> pinned;  // per expert: stayed resident (no upload)
+  std::vector<bool> pinned;  // per expert: stayed on its device from the previous step
+  // Per expert: in this step's hottest quarter, so pinned in the next
+  // (HottestQuarter of this step's rows): kept on its device from now on.
+  std::vector<bool> kept;
   std::vector<double> load;  // per device: seconds of modelled work
+  // What the experts with rows move in the forward and backward, modelled.
+  int64_t transfer_bytes = 0;
   double makespan() const;   // the largest load
   double imbalance() const;  // largest / mean load; 1 when balanced or idle
 };
@@ -46,6 +51,14 @@ struct PlacementCostModel {
   double flops_per_second = 50e12;
 };
 
+// The bytes one forward and backward of an expert moves between host and
+// device, by how it runs.
+struct ExpertTransfer {
+  int64_t slots = 0;   // through its device's slots: not pinned, not kept
+  int64_t pinned = 0;  // pinned: on its device since the previous step
+  int64_t kept = 0;    // not pinned but kept from this step on (joins the device)
+};
+
 // Places one layer's experts every step, remembering the previous step's
 // placement and routing for the pins.
 class ExpertPlacer {
@@ -56,6 +69,11 @@ class ExpertPlacer {
   // an upload of e moves; flops_per_row[e]: its forward + backward FLOPs per
   // token. An expert with no rows costs nothing (nothing to upload or run).
   ExpertPlacement Place(const std::vector<int64_t>& rows, const std::vector<int64_t>& expert_bytes,
+                        const std::vector<int64_t>& flops_per_row);
+  // As above, with each expert's transfer by fate (the overload above is
+  // {expert_bytes, 0, expert_bytes}: pinned experts move nothing).
+  ExpertPlacement Place(const std::vector<int64_t>& rows,
+                        const std::vector<ExpertTransfer>& transfer,
                         const std::vector<int64_t>& flops_per_row);
 
   int devices() const { return devices_; }

@@ -139,6 +139,29 @@ TEST(ExpertPlacementTest, HottestQuarterOfThePreviousStepIsPinnedWhereItRan) {
   EXPECT_LE(second.imbalance(), 4.0 / 3.0);
 }
 
+// With each expert's transfer by fate, the greedy and the modelled bytes
+// count what the expert moves: through the slots, kept (this step's hottest
+// quarter joins its device), or pinned (on its device from the last step).
+TEST(ExpertPlacementTest, TransferByFateIsWhatTheModelCounts) {
+  ExpertPlacer placer(2, PlacementCostModel{/*upload_bytes_per_second=*/1e3,
+                                            /*flops_per_second=*/1e3});
+  const std::vector<ExpertTransfer> transfer(8, ExpertTransfer{3000, 500, 2000});
+  const std::vector<int64_t> flops(8, 10);
+  const std::vector<int64_t> rows1 = {40, 1, 1, 30, 1, 1, 0, 1};
+  const ExpertPlacement first = placer.Place(rows1, transfer, flops);
+  EXPECT_EQ(first.kept, HottestQuarter(rows1));
+  // Experts 0 and 3 join their devices (2000 each), five others use the slots.
+  EXPECT_EQ(first.transfer_bytes, 2 * 2000 + 5 * 3000);
+  EXPECT_DOUBLE_EQ(first.load[0] + first.load[1], 2 * 2.0 + 5 * 3.0 + 75 * 0.01);
+  const std::vector<int64_t> rows2 = {10, 10, 10, 10, 50, 10, 60, 0};
+  const ExpertPlacement second = placer.Place(rows2, transfer, flops);
+  // 0 and 3 pinned (500 each); 4 and 6 the new hottest (2000 each); 1, 2, 5
+  // through the slots; 7 idle.
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(second.pinned[e], e == 0 || e == 3) << e;
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(second.kept[e], e == 4 || e == 6) << e;
+  EXPECT_EQ(second.transfer_bytes, 2 * 500 + 2 * 2000 + 3 * 3000);
+}
+
 TEST(ExpertPlacementTest, HottestQuarterSkipsIdleExperts) {
   EXPECT_EQ(HottestQuarter({0, 0, 0, 0, 0, 0, 0, 0}), std::vector<bool>(8, false));
   EXPECT_EQ(HottestQuarter({1, 5, 5, 0}), (std::vector<bool>{false, true, false, false}));

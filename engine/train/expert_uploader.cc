@@ -34,13 +34,25 @@ void Download(Parameter* device, Parameter* host) {
   device->has_grad = false;
 }
 
+}  // namespace
+
 std::string ExpertName(const MlpParams& e) {
   const std::string& n = e.gate->name;  // model.layers.L.mlp.experts.E.gate_proj.weight
   const size_t cut = n.rfind('.', n.rfind('.') - 1);
   return cut == std::string::npos ? n : n.substr(0, cut);
 }
 
-}  // namespace
+void UploadExpertWeights(const MlpParams& host, DeviceExpert* device) {
+  device->gate = DeviceCopy(*host.gate);
+  device->up = DeviceCopy(*host.up);
+  device->down = DeviceCopy(*host.down);
+}
+
+void DownloadExpertGradients(DeviceExpert* device, const MlpParams& host) {
+  Download(&device->gate, host.gate);
+  Download(&device->up, host.up);
+  Download(&device->down, host.down);
+}
 
 int64_t ExpertSlotBytes(const MlpParams& expert, bool with_grads) {
   int64_t bytes = 0;
@@ -119,9 +131,7 @@ void ExpertUploader::Run() {
     const auto start = std::chrono::steady_clock::now();
     {
       TraceRecorder::Span span(trace_, "upload " + ExpertName(host), TraceRecorder::kUpload);
-      slot->gate = DeviceCopy(*host.gate);
-      slot->up = DeviceCopy(*host.up);
-      slot->down = DeviceCopy(*host.down);
+      UploadExpertWeights(host, slot.get());
     }
     if (id >= 0 && !with_grads_) tier_->Unpin(id, false);  // forward only reads it
     std::lock_guard<std::mutex> lock(mu_);
@@ -153,9 +163,7 @@ void ExpertUploader::Done(size_t i,
     ready_.pop_front();
   }
   const MlpParams& host = p_.experts[order_[i]];
-  Download(&slot->gate, host.gate);
-  Download(&slot->up, host.up);
-  Download(&slot->down, host.down);
+  DownloadExpertGradients(slot.get(), host);
   if (after_download) after_download(host);
   if (TierId(i) >= 0 && with_grads_) tier_->Unpin(TierId(i), true);
   slot.reset();  // frees the slot's device bytes

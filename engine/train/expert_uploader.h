@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,6 +40,17 @@ struct DeviceExpert {
 
 // The bytes of an expert's weights (and gradients, when `with_grads`).
 int64_t ExpertSlotBytes(const MlpParams& expert, bool with_grads);
+
+// The upload: `host`'s weight values (and names, shapes, adapters) into
+// `device`'s parameters; any device gradient is dropped.
+void UploadExpertWeights(const MlpParams& host, DeviceExpert* device);
+// The download: `device`'s gradients join `host`'s (moved when the host has
+// none yet - bitwise what accumulating in place would give - added
+// otherwise); the device is left without gradients.
+void DownloadExpertGradients(DeviceExpert* device, const MlpParams& host);
+
+// "model.layers.L.mlp.experts.E" from an expert's weight names.
+std::string ExpertName(const MlpParams& expert);
 
 class ExpertUploader {
  public:

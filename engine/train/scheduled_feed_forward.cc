@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/train/expert_feed.h"
 #include "engine/train/expert_uploader.h"
 #include "engine/train/micro_batch_pipeline.h"
 
@@ -57,46 +58,6 @@ std::string LayerName(const FeedForwardParams& p) {
   return cut == std::string::npos ? n : n.substr(0, cut);
 }
 
-// Walks one layer's experts in use order: Get(expert) returns its weights,
-// from the host tier through an uploader when offloaded, else in place.
-class ExpertFeed {
- public:
-  ExpertFeed(const FeedForwardParams& p, const std::vector<int>& order, bool offload,
-             bool with_grads, DeviceMemoryTracker* device, TraceRecorder* trace,
-             ExpertTier* tier, std::function<void(const MlpParams&)> on_done = {})
-      : p_(p), order_(order), on_done_(std::move(on_done)) {
-    if (offload) {
-      uploader_ = std::make_unique<ExpertUploader>(p, order, with_grads, 2, device, trace, tier);
-    }
-  }
-  ~ExpertFeed() { Finish(/*complete=*/false); }  // an error path: no gradient is final
-
-  absl::StatusOr<MlpParams> Get(int expert) {
-    if (uploader_ == nullptr) return p_.experts[expert];
-    if (current_ == expert) return slot_->params();
-    Finish();  // frees the slot before asking for the next (see ExpertUploader)
-    ASSIGN_OR_RETURN(slot_, uploader_->Get(next_));
-    current_ = expert;
-    return slot_->params();
-  }
-  void Finish(bool complete = true) {
-    if (uploader_ == nullptr || current_ < 0) return;
-    uploader_->Done(next_++, complete ? on_done_ : nullptr);
-    current_ = -1;
-  }
-  int64_t uploaded_bytes() const { return uploader_ ? uploader_->uploaded_bytes() : 0; }
-  double upload_seconds() const { return uploader_ ? uploader_->upload_seconds() : 0; }
-
- private:
-  const FeedForwardParams& p_;
-  const std::vector<int> order_;
-  const std::function<void(const MlpParams&)> on_done_;
-  std::unique_ptr<ExpertUploader> uploader_;
-  DeviceExpert* slot_ = nullptr;
-  int current_ = -1;
-  size_t next_ = 0;
-};
-
 }  // namespace
 
 void ScheduledFeedForwardExecutor::LiveBytes::Add(int64_t b) {
@@ -110,7 +71,9 @@ ScheduledFeedForwardExecutor::ScheduledFeedForwardExecutor(const TrainSchedule& 
                                                            TraceRecorder* trace)
     : schedule_(schedule), device_(device), trace_(trace) {
   if (schedule.train_devices > 1) {
-    group_ = std::make_unique<DeviceGroupExperts>(schedule.train_devices);
+    group_ = std::make_unique<DeviceGroupExperts>(
+        schedule.train_devices, PlacementCostModel{},
+        DeviceGroupMemory{device, schedule.device_memory_bytes, trace});
   }
 }
 
@@ -235,12 +198,12 @@ absl::Status ScheduledFeedForwardExecutor::Forward(const FeedForwardParams& p, c
            2 * n * s.top_k * 4);
   const auto start = std::chrono::steady_clock::now();
   if (group_ != nullptr) {
-    if (mb > 1 || offload_) {
+    if (mb > 1 || (offload_ && tier_ != nullptr)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "train_devices=", schedule_.train_devices, " combined with ",
-          offload_ ? "expert offload (the experts do not fit the device)" : "micro-batches",
-          " is not supported: several training devices run the experts resident, without "
-          "micro-batches (chunks combine)"));
+          mb > 1 ? "micro-batches" : "the SSD tier (--host_memory_bytes)",
+          " is not supported: several training devices run the experts resident or from the "
+          "host tier, without micro-batches (chunks combine)"));
     }
     RETURN_IF_ERROR(group_->Forward(p, s, ordinal, x, a, y));
     for (int64_t e = 0; e < s.experts; ++e) {
@@ -281,7 +244,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsForward(const FeedForwardParam
   for (const Task& t : tasks) {
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
-  ExpertFeed feed(p, order, offload_, /*with_grads=*/false, device_, trace_, tier_);
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/false, {device_, trace_, tier_});
   // One reused buffer per stage boundary, two when the stages overlap; sized
   // once for the largest slice.
   const bool threaded = !save && micro_batches > 1;
@@ -397,7 +360,8 @@ absl::Status ScheduledFeedForwardExecutor::Backward(const FeedForwardParams& p, 
     // The devices' packed exchange buffers are the collectives' (as NCCL's
     // would be), not activations: not counted.
     int64_t flops = 0;
-    RETURN_IF_ERROR(group_->Backward(p, s, ordinal, x, a, dy, &dweight, dx, &flops));
+    RETURN_IF_ERROR(group_->Backward(p, s, ordinal, x, a, dy, &dweight, dx, &flops,
+                                     offload_ ? on_expert_done_ : nullptr));
     // One slice's (or expert's) backward temporaries, and a sliced forward.
     live.Add(ExpertBackwardBytes(s, r) + (save ? 0 : ExpertForwardBytes(s, r)));
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -444,7 +408,7 @@ absl::Status ScheduledFeedForwardExecutor::ExpertsBackward(
   for (const Task& t : tasks) {
     if (order.empty() || order.back() != t.expert) order.push_back(t.expert);
   }
-  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, device_, trace_, tier_,
+  ExpertFeed feed(p, order, offload_, /*with_grads=*/true, {device_, trace_, tier_},
                   on_expert_done_);
   // One reused buffer per stage boundary, two when the stages overlap (items
   // t and t+2 share one); sized once for the largest slice. dout lives in the
@@ -566,13 +530,25 @@ void ScheduledFeedForwardExecutor::TakeStats(ScheduleReport* r) {
   r->device_imbalance.clear();
   r->measured_device_imbalance.clear();
   r->pinned_experts.clear();
-  r->placed_upload_bytes = 0;
+  r->placed_upload_bytes = r->measured_placed_upload_bytes = 0;
+  r->placed_upload_seconds = r->measured_placed_upload_seconds = 0;
   for (const auto& [layer, d] : group_->reports()) {
     r->device_imbalance.push_back(d.imbalance);
     r->measured_device_imbalance.push_back(d.measured_imbalance);
     r->pinned_experts.push_back(d.pinned_experts);
     r->placed_upload_bytes += d.placed_upload_bytes;
+    r->placed_upload_seconds += d.placed_upload_seconds;
+    r->measured_placed_upload_bytes += d.measured_upload_bytes;
+    r->measured_placed_upload_seconds += d.measured_upload_seconds;
     r->placement_flops_per_second = d.flops_per_second;
+  }
+  group_->TakeMoved(&r->uploaded_bytes, &r->upload_seconds);
+  r->device_peak_bytes.clear();
+  r->device_cached_experts.clear();
+  for (int d = 0; offload_ && d < group_->devices(); ++d) {  // the step's, per device
+    r->device_peak_bytes.push_back(group_->device_memory(d)->peak());
+    if (d > 0) group_->device_memory(d)->ResetPeak();  // device 0's: the trainer's, per step
+    r->device_cached_experts.push_back(group_->cache(d).size());
   }
 }
 

@@ -19,8 +19,9 @@
 // are added in that order, so y and dx are bitwise those of plain training;
 // expert weight gradients are bitwise too unless rows are sliced (slices add
 // partial sums). With train_devices > 1 the routed experts run over a device
-// group (device_group_experts.h), resident and unsliced, bitwise as on one
-// device. Thread safety: one step at a time.
+// group (device_group_experts.h), resident or offloaded to the host tier (not
+// the SSD tier), without micro-batches, bitwise as on one device. Thread
+// safety: one step at a time.
 #ifndef EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 #define EXPERTD_ENGINE_TRAIN_SCHEDULED_FEED_FORWARD_H_
 
@@ -50,14 +51,27 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
                                TraceRecorder* trace);
 
   // Where the routed experts live: false = resident on the device.
-  void set_offload(bool offload) { offload_ = offload; }
+  void set_offload(bool offload) {
+    offload_ = offload;
+    if (group_ != nullptr) group_->set_offload(offload);
+  }
+  // The host's expert weights changed (an optimizer step): copies kept on a
+  // device (several devices' pinned experts) are uploaded again before use.
+  void MarkExpertWeightsChanged() {
+    if (group_ != nullptr) group_->MarkCachedExpertsStale();
+  }
+  // Frees the devices' cached experts (before the device memory goes).
+  void DropCachedExperts() {
+    if (group_ != nullptr) group_->DropCachedExperts();
+  }
   bool offload() const { return offload_; }
   // The SSD tier behind the host tier (null: none); must outlive its use.
   void set_host_tier(ExpertTier* tier) { tier_ = tier; }
-  // Offloaded backward: called (on the compute thread) once an expert's
-  // gradient for this backward is complete in the host tier - an idle
-  // expert's once its zero gradient is written - while the expert is still
-  // pinned there (SSD tier). Null: none.
+  // Offloaded backward: called (on the compute thread; with train_devices >
+  // 1 on the device threads, several at once) once an expert's gradient for
+  // this backward is complete in the host tier - an idle expert's once its
+  // zero gradient is written - while the expert is still pinned there (SSD
+  // tier). Null: none.
   void set_on_expert_done(std::function<void(const MlpParams&)> fn) {
     on_expert_done_ = std::move(fn);
   }
@@ -74,6 +88,9 @@ class ScheduledFeedForwardExecutor : public FeedForwardExecutor {
   absl::Status Backward(const FeedForwardParams& p, const float* x, const FeedForwardActivations& a,
                         const float* dy, const std::vector<float>& aux_dprob, int64_t n,
                         int64_t hidden, float* dx, ThreadPool* pool) override;
+
+  // The device group (train_devices > 1), else null.
+  const DeviceGroupExperts* device_group() const { return group_.get(); }
 
   // Adds what happened since the last call into *r (uploads, recompute,
   // chosen c and n per MoE layer, predicted vs measured activation peaks).

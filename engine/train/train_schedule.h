@@ -54,6 +54,8 @@ struct TrainSchedule {
   // devices (CPU virtual devices: one thread each, combined through the
   // collectives), placed every step by Graham's greedy with the previous
   // step's hottest quarter pinned (expert_placement.h). 1 = one device.
+  // Combines with offload_experts on the host tier (device_memory_bytes is
+  // then each device's), not with the SSD tier or micro_batches.
   int train_devices = 1;
   // The device's memory; 0 = unlimited (no accounting limit).
   int64_t device_memory_bytes = 0;
@@ -109,13 +111,23 @@ struct ScheduleReport {
   int64_t measured_peak_activation_bytes = 0;   // max over MoE layers (tracker)
   // Multi-device placement (train_devices > 1), per MoE layer, its last
   // forward of the step: modelled and measured max / mean device load, and
-  // the experts pinned from the previous step; the expert bytes the unpinned
-  // placement uploads, summed over the layers.
+  // the experts pinned from the previous step.
   std::vector<double> device_imbalance;
   std::vector<double> measured_device_imbalance;
   std::vector<int> pinned_experts;
+  // What those forwards and their backwards move between host and devices,
+  // summed over the layers: modelled by the placement (seconds at its upload
+  // rate) and, with offloaded experts, measured (seconds summed over the
+  // devices' copies). Resident experts move nothing: only modelled.
   int64_t placed_upload_bytes = 0;
+  double placed_upload_seconds = 0;
+  int64_t measured_placed_upload_bytes = 0;
+  double measured_placed_upload_seconds = 0;
   double placement_flops_per_second = 0;  // the compute rate the last placement assumed
+  // Offloaded over several devices, per device: its memory's peak in the
+  // step, and the experts it keeps cached after the step.
+  std::vector<int64_t> device_peak_bytes;
+  std::vector<int> device_cached_experts;
 };
 
 }  // namespace expertd::train

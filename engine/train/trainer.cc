@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,8 @@ Trainer::Trainer(TrainModel* model, TrainOptions options)
 }
 
 Trainer::~Trainer() {
+  // The devices' cached experts hold memory of device_, which goes first.
+  if (executor_ != nullptr) executor_->DropCachedExperts();
   if (tier_ == nullptr) return;
   const absl::Status st = tier_->HoldAll();
   if (!st.ok()) {
@@ -379,6 +382,12 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       tier_->ReviseSequence(plan->Sequence(), unchanged, plan->state_from());
     });
   }
+  struct EndStep {  // whatever happens: copies of the experts may be stale now
+    ScheduledFeedForwardExecutor* executor;
+    ~EndStep() {
+      if (executor != nullptr) executor->MarkExpertWeightsChanged();
+    }
+  } end_step{executor_};
   struct EndTierStep {  // the tier's I/O thread goes idle whatever happens
     ExpertTier* tier;
     ScheduledFeedForwardExecutor* executor;
@@ -402,6 +411,7 @@ absl::StatusOr<StepReport> Trainer::RunStep(
   // gradient norm while the expert is on the host (GradNorm reuses it).
   std::vector<double> grad_sq(params.size(), 0.0);
   std::vector<char> have_sq(params.size(), 0);
+  std::mutex done_mu;  // the per-expert bookkeeping above, from the done callbacks
   const std::string step_name = absl::StrCat("step ", steps_done_);
   auto passes = std::make_unique<TraceRecorder::Span>(
       trace_.get(), step_name + ": forward + backward", TraceRecorder::kStep);
@@ -415,7 +425,9 @@ absl::StatusOr<StepReport> Trainer::RunStep(
       });
     }
     if (last && (worker != nullptr || tier_ != nullptr)) {
+      // Several training devices call it from their threads at once.
       executor_->set_on_expert_done([&](const MlpParams& e) {
+        std::lock_guard<std::mutex> lock(done_mu);
         for (Parameter* w : {e.gate, e.up, e.down}) {
           const size_t i = static_cast<size_t>(w - params.data());
           if (!w->has_grad) continue;

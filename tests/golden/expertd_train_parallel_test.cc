@@ -3,7 +3,8 @@
 //   devices (one thread each, combined through the in-process collectives),
 //   placed per step by Graham's greedy with the previous step's hottest
 //   quarter pinned; the weights are bitwise those of one device (with
-//   --moe_chunks too).
+//   --moe_chunks too, and with --offload_experts on devices smaller than a
+//   layer's experts).
 // - --micro_batches=N with --activation_restore=recompute|offload: MPMoE's
 //   pipelined micro-batches; both strategies give bitwise the same weights.
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -177,13 +179,116 @@ TEST(ExpertdTrainDevicesTest, ChunksOnEveryDeviceAreBitwiseOneDevice) {
   }
 }
 
+// What a fixture holds while training (fp32: weight, gradient, two moments:
+// 16 bytes an element): the routed experts of its largest layer, the rest.
+struct FixtureBytes {
+  int64_t layer_experts = 0, non_expert = 0;
+};
+
+FixtureBytes MeasureFixture(const std::string& arch) {
+  FixtureBytes b;
+  auto file = models::SafetensorsFile::Open(FixtureDir(arch) + "/model.safetensors");
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return b;
+  std::map<std::string, int64_t> per_layer;
+  for (const models::SafetensorsEntry& e : (*file)->tensors()) {
+    const int64_t bytes = e.numel() * 16;
+    if (e.name.find(".experts.") == std::string::npos) {
+      b.non_expert += bytes;
+      continue;
+    }
+    const size_t layer = e.name.find("layers.");  // model.layers.L.<block>.experts...
+    per_layer[e.name.substr(0, e.name.find('.', layer + 7))] += bytes;
+  }
+  for (const auto& [layer, bytes] : per_layer) b.layer_experts = std::max(b.layer_experts, bytes);
+  return b;
+}
+
+// Offloaded experts over 2 and 3 devices, each device (--device_memory_bytes)
+// smaller than the non-expert state plus one layer's experts: with clipping
+// (--clip_norm=1.0) the reference holds, and with and without clipping the
+// weights are bitwise plain training's. Each device stays within its memory,
+// keeps pinned experts between steps, and moves what the placement modelled.
+class ExpertdTrainDevicesOffloadTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExpertdTrainDevicesOffloadTest, IsBitwisePlainWithinEachDevice) {
+  const std::string arch = GetParam();
+  auto golden = LoadTrainGolden(arch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const FixtureBytes bytes = MeasureFixture(arch);
+  ASSERT_GT(bytes.layer_experts, 0);
+  const int64_t device = bytes.non_expert + bytes.layer_experts * 3 / 4;
+  const std::string prefix = TmpDir() + "/devices_offload_" + arch;
+  for (const std::string clip : {"1.0", "0"}) {
+    SCOPED_TRACE("clip_norm " + clip);
+    // GoldenArgs' flags with this clip norm.
+    std::string args = GoldenArgs(arch, *golden, prefix);
+    args.replace(args.find("--clip_norm=1.0"), 15, "--clip_norm=" + clip);
+    const std::string plain_w = prefix + "_plain.safetensors";
+    Output plain = RunTrain(args + " --weights_out=" + plain_w);
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    for (int devices : {2, 3}) {
+      SCOPED_TRACE(std::to_string(devices) + " devices");
+      const std::string w = prefix + "_devices.safetensors";
+      const std::string flags = args + " --train_devices=" + std::to_string(devices) +
+                                " --offload_experts --device_memory_bytes=" +
+                                std::to_string(device) + " --weights_out=" + w;
+      nlohmann::json j;
+      if (clip == "1.0") {
+        ASSERT_NO_FATAL_FAILURE(j = RunAndCheckGolden(*golden, flags, prefix));
+        args = GoldenArgs(arch, *golden, prefix);  // it removed the batch file
+      } else {
+        Output o = RunTrain(flags);
+        ASSERT_EQ(o.status, 0) << o.err;
+        j = nlohmann::json::parse(o.out, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << o.out;
+      }
+      EXPECT_TRUE(ReadFile(plain_w) == ReadFile(w)) << "offloaded devices changed the bits";
+      std::remove(w.c_str());
+      const nlohmann::json& schedule = j.at("schedule");
+      ASSERT_EQ(schedule.size(), golden->steps.size());
+      for (size_t s = 0; s < schedule.size(); ++s) {
+        const nlohmann::json& r = schedule[s];
+        SCOPED_TRACE("step " + std::to_string(s));
+        EXPECT_EQ(r.at("expert_placement"), "host") << r;
+        EXPECT_LE(r.at("peak_device_bytes").get<int64_t>(), device) << r;
+        ASSERT_EQ(r.at("device_peak_bytes").size(), static_cast<size_t>(devices)) << r;
+        int cached = 0;
+        for (int d = 0; d < devices; ++d) {
+          EXPECT_LE(r.at("device_peak_bytes")[d].get<int64_t>(), device) << r;
+          cached += r.at("device_cached_experts")[d].get<int>();
+        }
+        EXPECT_GT(cached, 0) << r;
+        const int64_t modelled = r.at("placed_upload_bytes");
+        EXPECT_GT(modelled, 0) << r;
+        EXPECT_EQ(r.at("measured_placed_upload_bytes").get<int64_t>(), modelled) << r;
+        EXPECT_EQ(r.at("uploaded_bytes").get<int64_t>(), modelled) << r;
+        EXPECT_GT(r.at("placed_upload_seconds").get<double>(), 0) << r;
+        EXPECT_GT(r.at("measured_placed_upload_seconds").get<double>(), 0) << r;
+        int pinned = 0;
+        for (const nlohmann::json& v : r.at("pinned_experts")) pinned += v.get<int>();
+        if (s > 0) EXPECT_GT(pinned, 0) << r;
+        // Without clipping the experts' updates overlap backward, started
+        // from the device threads' done callbacks.
+        if (clip == "0") EXPECT_GT(r.at("early_expert_updates").get<int64_t>(), 0) << r;
+      }
+    }
+    std::remove(plain_w.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertdTrainDevicesOffloadTest,
+                         ::testing::Values("qwen3_moe", "mixtral", "deepseek_v3"));
+
 TEST(ExpertdTrainDevicesErrorsTest, ClearErrors) {
   const std::string batch = TmpDir() + "/devices_errors_batch.json";
   std::ofstream(batch) << R"({"input_ids": [[1, 2, 3], [4, 5, 6]]})";
   const std::string args = "--model=" + FixtureDir("mixtral") + " --batch=" + batch;
-  Output o = RunTrain(args + " --train_devices=2 --offload_experts");
+  Output o = RunTrain(args + " --train_devices=2 --offload_experts --host_memory_bytes=1000000" +
+                      " --ssd_dir=" + TmpDir());
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("--train_devices"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("SSD tier"), std::string::npos) << o.err;
   o = RunTrain(args + " --train_devices=2 --micro_batches=2");
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("--micro_batches"), std::string::npos) << o.err;

@@ -8,7 +8,8 @@
 // experts, the weights and AdamW state must be bitwise those of plain
 // training: clipping off, never binding, always binding, and binding in the
 // first steps only. The SSD tier (host budget of half a layer's experts) is
-// held to the same.
+// held to the same, and so are the experts over 2 and 3 devices (each with
+// that memory; the done callbacks come from several device threads at once).
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -71,7 +72,8 @@ struct Trained {
 
 enum class Tier { kPlain, kHost, kSsd };
 
-Trained Train(const std::string& arch, const TrainGolden& g, double clip, Tier tier, int steps) {
+Trained Train(const std::string& arch, const TrainGolden& g, double clip, Tier tier, int steps,
+              int devices = 1) {
   Trained t;
   auto model = train::TrainModel::Load(FixtureDir(arch));
   EXPECT_TRUE(model.ok()) << model.status();
@@ -86,6 +88,7 @@ Trained Train(const std::string& arch, const TrainGolden& g, double clip, Tier t
   const std::string ssd_dir = TmpDir() + "/accumulation_ssd_" + arch;
   if (tier != Tier::kPlain) {
     o.memory_schedule.offload_experts = true;
+    o.memory_schedule.train_devices = devices;  // each device's memory as below
     o.memory_schedule.device_memory_bytes = bytes.non_expert + bytes.layer_experts * 3 / 4;
   }
   if (tier == Tier::kSsd) {
@@ -156,10 +159,12 @@ void ExpectEarlyUpdates(const Trained& plain, const Trained& off, double clip, T
 struct Case {
   std::string arch;
   Tier tier;
+  int devices = 1;  // the experts over this many devices (host tier only)
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.arch << (c.tier == Tier::kSsd ? " with the SSD tier" : " on the host tier");
+  if (c.devices > 1) *os << " over " << c.devices << " devices";
 }
 
 class TrainOffloadAccumulationTest : public ::testing::TestWithParam<Case> {};
@@ -179,7 +184,7 @@ TEST_P(TrainOffloadAccumulationTest, EarlyExpertUpdatesAreBitwisePlain) {
   for (double clip : {0.0, 1e6, 1e-3, mixed}) {
     SCOPED_TRACE("clip_norm " + std::to_string(clip));
     const Trained plain = clip == 0.0 ? unclipped : Train(c.arch, *golden, clip, Tier::kPlain, kSteps);
-    const Trained off = Train(c.arch, *golden, clip, c.tier, kSteps);
+    const Trained off = Train(c.arch, *golden, clip, c.tier, kSteps, c.devices);
     ASSERT_EQ(off.steps.size(), static_cast<size_t>(kSteps));
     ExpectBitwiseEqual(plain, off);
     ExpectEarlyUpdates(plain, off, clip, c.tier);
@@ -196,9 +201,11 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, TrainOffloadAccumulationTest,
     ::testing::Values(Case{"mixtral", Tier::kHost}, Case{"qwen2_moe_mixed", Tier::kHost},
                       Case{"deepseek_v3", Tier::kHost}, Case{"mixtral", Tier::kSsd},
-                      Case{"deepseek_v3", Tier::kSsd}),
+                      Case{"deepseek_v3", Tier::kSsd}, Case{"mixtral", Tier::kHost, 2},
+                      Case{"deepseek_v3", Tier::kHost, 3}),
     [](const ::testing::TestParamInfo<Case>& info) {
-      return info.param.arch + (info.param.tier == Tier::kSsd ? "_ssd" : "_host");
+      return info.param.arch + (info.param.tier == Tier::kSsd ? "_ssd" : "_host") +
+             (info.param.devices > 1 ? "_devices" + std::to_string(info.param.devices) : "");
     });
 
 }  // namespace

@@ -27,11 +27,15 @@
 // PEFT layout (adapter_config.json + adapter_model.safetensors). Memory schedules
 // (--offload_experts, --moe_chunks, --micro_batches with --activation_restore,
 // --device_memory_bytes, --host_memory_bytes with --ssd_dir; docs/training.md) and
-// --train_devices=N (the experts over N CPU virtual devices, placed per step) compute the same
-// function; with any of them the JSON gains "schedule": one object per step (placement and why,
-// peak device bytes, uploads, SSD tier bytes read / written and waits, recomputed FLOPs or
+// --train_devices=N (the experts over N CPU virtual devices, placed per step; with
+// --offload_experts each device uploads its experts through its own slots and keeps its pinned
+// ones, --device_memory_bytes per device; not with the SSD tier or --micro_batches) compute the
+// same function; with any of them the JSON gains "schedule": one object per step (placement and
+// why, peak device bytes, uploads, SSD tier bytes read / written and waits, recomputed FLOPs or
 // offloaded activation bytes, chosen chunks, micro-batches and restore strategies; with N > 1
-// each MoE layer's device imbalance and pinned experts). A step that
+// each MoE layer's device imbalance and pinned experts, the placement's modelled upload bytes
+// and seconds beside the measured ones, and offloaded each device's peak bytes and cached
+// experts). A step that
 // does not fit the device fails with the ResourceExhausted message naming what did not fit.
 // Errors go to stderr with exit status 1 (2: bad usage).
 #include <algorithm>
@@ -131,10 +135,15 @@ absl::StatusOr<train::TrainOptions> MakeOptions(const Options& o) {
     return absl::InvalidArgumentError("--activation_restore: expected auto, recompute or offload, "
                                       "got '" + o.activation_restore + "'");
   }
-  if (o.train_devices > 1 && (o.offload_experts || o.micro_batches != 1)) {
+  if (o.train_devices > 1 && o.micro_batches != 1) {
     return absl::InvalidArgumentError(
-        "--train_devices > 1 runs the experts resident on each device, without micro-batches: "
-        "it does not combine with --offload_experts or --micro_batches (--moe_chunks does)");
+        "--train_devices > 1 runs the experts without micro-batches: it does not combine with "
+        "--micro_batches (--moe_chunks and --offload_experts do)");
+  }
+  if (o.train_devices > 1 && (o.host_memory_bytes > 0 || !o.ssd_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "--train_devices > 1 with --offload_experts keeps the experts in the host tier: it does "
+        "not combine with the SSD tier (--host_memory_bytes, --ssd_dir)");
   }
   if (!o.ssd_dir.empty() || o.host_memory_bytes > 0) {
     if (!o.offload_experts) {
@@ -214,7 +223,14 @@ nlohmann::json ScheduleJson(const train::ScheduleReport& r) {
     j["measured_device_imbalance"] = r.measured_device_imbalance;
     j["pinned_experts"] = r.pinned_experts;
     j["placed_upload_bytes"] = r.placed_upload_bytes;
+    j["placed_upload_seconds"] = r.placed_upload_seconds;
+    j["measured_placed_upload_bytes"] = r.measured_placed_upload_bytes;
+    j["measured_placed_upload_seconds"] = r.measured_placed_upload_seconds;
     j["placement_flops_per_second"] = r.placement_flops_per_second;
+  }
+  if (!r.device_peak_bytes.empty()) {
+    j["device_peak_bytes"] = r.device_peak_bytes;
+    j["device_cached_experts"] = r.device_cached_experts;
   }
   return j;
 }
@@ -356,7 +372,8 @@ int main(int argc, char** argv) {
                "MPMoE: how backward restores micro-batches' activations: recompute | offload | "
                "auto (profiled with --micro_batches)");
   flags.Int("train_devices", &o.train_devices, 1, 64,
-            "ES-MoE: run each MoE layer's experts over N CPU virtual devices, placed per step");
+            "ES-MoE: run each MoE layer's experts over N CPU virtual devices, placed per step "
+            "(with --offload_experts: --device_memory_bytes per device)");
   flags.String("ssd_dir", &o.ssd_dir, "directory of the SSD tier (past --host_memory_bytes)");
   flags.String("trace_out", &o.trace_out,
                "write a Chrome trace JSON of uploads, expert compute and optimizer steps");
