@@ -101,14 +101,14 @@ struct MatmulParams {
 struct GroupedMatmulParams {
   const float* x = nullptr;  // [row_offset[groups], k]
   int64_t x_stride = 0;
-  const WeightRef* w = nullptr;  // [groups] host; each [n, k] (n, k equal across groups);
-                                 // a group with no rows may have an empty weight
+  const WeightRef* w = nullptr;         // [groups] host; each [n, k] (n, k equal across groups);
+                                        // a group with no rows may have an empty weight
   const int64_t* row_offset = nullptr;  // [groups + 1] host; row_offset[0] == 0, non-decreasing
   int64_t groups = 0;
   float* y = nullptr;  // [row_offset[groups], n]; must not alias x
   int64_t y_stride = 0;
-  int64_t n = 0;  // output columns (w[g].rows)
-  int64_t k = 0;  // reduction length (w[g].cols)
+  int64_t n = 0;            // output columns (w[g].rows)
+  int64_t k = 0;            // reduction length (w[g].cols)
   bool accumulate = false;  // y += result instead of y = result
 };
 
