@@ -28,9 +28,10 @@ absl::StatusOr<ExpertGemm> ParseExpertGemm(absl::string_view name);
 
 // The measured crossover (CPU backend, AMD EPYC, 2 threads, Qwen3-30B-A3B
 // and 256-wide experts, 8-256 experts, uniform and Zipf rows): grouped is
-// 1.02-1.18x (Qwen3 widths) and 1.1-2.8x (256 wide) faster up to 64 rows per
-// expert, 0.98-1.03x at 256 rows per expert, and 0.97-1.0x on one thread
-// (nothing to balance; it writes all experts' gate/up before reading them).
+// 1.01-1.18x (Qwen3 widths) and 1.08-2.8x (256 wide) faster up to 64 rows
+// per expert, 0.98-1.03x at 256 rows per expert, and 0.95-1.02x on one
+// thread (nothing to balance; it writes all experts' gate/up before reading
+// them back).
 // No expert-count threshold appeared: 8 experts gain as much as 256.
 inline constexpr int64_t kGroupedMaxRowsPerExpert = 128;
 

@@ -47,8 +47,9 @@ std::vector<RowTile> RowTiles(const GroupedMatmulParams& p, int64_t* total_rows)
 // 8, at least 16), so an item is exactly one of the units the per-expert
 // Matmul would run and only their scheduling changes: all experts' units go
 // to the pool as one job. (Whole-width items when the row tiles alone gave
-// every thread 4 were measured 0.85x the per-expert path on Qwen3-30B-A3B
-// prefill shapes at 2 threads: too coarse to balance on a shared machine.)
+// every thread 4 measured 0.56-0.87x the per-expert path on Qwen3-30B-A3B
+// prefill shapes at 2 threads, one run at load ~2.5: too coarse to balance
+// on a shared machine.)
 int64_t ColumnChunk(int64_t n, int threads) {
   if (threads <= 1) return n;
   const int64_t want = (n + threads * 4 - 1) / (threads * 4);
