@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Wei
                                                           : CreateBackend(options.backend));
   Backend* be = impl->backend.get();
   ASSIGN_OR_RETURN(impl->model, Model::Create(be, impl->weights.get()));
+  impl->model->set_expert_gemm(options.expert_gemm);
   const models::ModelConfig& c = impl->model->config();
   ExpertProviderContext ctx{be, &c, impl->weights.get()};
   ExpertProviderFactory factory = options.expert_provider_factory ? options.expert_provider_factory

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/kv/kv_cache.h"  // KvCacheStats
+#include "engine/model/expert_gemm.h"
 #include "engine/model/expert_provider.h"
 #include "engine/model/weight_source.h"
 #include "models/checkpoint/checkpoint.h"
@@ -62,6 +63,9 @@ struct EngineOptions {
   // Null: every routed expert resident in device memory. The expert store (engine/experts) plugs
   // its tiered store in here.
   ExpertProviderFactory expert_provider_factory;
+  // Routed experts' GEMMs: one per expert or grouped; kAuto = the measured
+  // rule (engine/model/expert_gemm.h). Results are bitwise the same.
+  ExpertGemm expert_gemm = ExpertGemm::kAuto;
 };
 
 // New tokens of one sequence for one Step.

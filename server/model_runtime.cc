@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   }
   ASSIGN_OR_RETURN(std::optional<engine::parallel::MultiDeviceOptions> multi,
                    engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads));
+  ASSIGN_OR_RETURN(eo.expert_gemm, engine::parallel::ExpertGemmFromFlags(o.parallel));
   if (multi.has_value()) {
     multi->offload = offload;  // each device pages only its shards
     eo.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(*multi);

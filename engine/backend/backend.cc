@@ -36,6 +36,22 @@ absl::StatusOr<std::unique_ptr<BackendEvent>> Backend::CopyToDeviceAsync(void* d
 
 absl::Status Backend::WaitOnDevice(BackendEvent* event) { return event->Wait(); }
 
+void Backend::GroupedMatmul(const GroupedMatmulParams& p) {
+  for (int64_t g = 0; g < p.groups; ++g) {
+    const int64_t r0 = p.row_offset[g], rows = p.row_offset[g + 1] - r0;
+    if (rows <= 0) continue;
+    MatmulParams m;
+    m.x = p.x + r0 * p.x_stride;
+    m.x_stride = p.x_stride;
+    m.w = p.w[g];
+    m.y = p.y + r0 * p.y_stride;
+    m.y_stride = p.y_stride;
+    m.m = rows;
+    m.accumulate = p.accumulate;
+    Matmul(m);
+  }
+}
+
 void DeviceBuffer::Reset() {
   if (data_ != nullptr && owner_ != nullptr) owner_->Free(data_, size_, kind_);
   owner_ = nullptr;

@@ -143,6 +143,13 @@ class Backend {
   virtual void Embedding(const EmbeddingParams& p) = 0;
   virtual void RmsNorm(const RmsNormParams& p) = 0;
   virtual void Matmul(const MatmulParams& p) = 0;
+  // Default: one Matmul per group with rows (the per-expert path), which is
+  // what a backend without a grouped kernel (CUDA) runs.
+  virtual void GroupedMatmul(const GroupedMatmulParams& p);
+  // True when GroupedMatmul is a kernel of its own (the CPU backend: work
+  // items over (group, row tile, column chunk) on one thread pool) rather
+  // than the per-group default; the MoE block only groups where it is.
+  virtual bool HasGroupedMatmulKernel() const { return false; }
   virtual void Rope(const RopeParams& p) = 0;
   virtual void KvAppend(const KvAppendParams& p) = 0;
   virtual void Attention(const AttentionParams& p) = 0;

@@ -7,7 +7,7 @@ InstrumentedBackend::InstrumentedBackend(std::unique_ptr<Backend> target)
 
 int64_t InstrumentedBackend::ops() const {
   int64_t n = 0;
-  for (int i = 0; i <= static_cast<int>(BackendCall::kMoeCombine); ++i) n += counts_[i].load();
+  for (int i = 0; i <= static_cast<int>(BackendCall::kGroupedMatmul); ++i) n += counts_[i].load();
   return n;
 }
 
@@ -92,6 +92,7 @@ EXPERTD_FORWARD_OP(Clamp, ClampParams)
 EXPERTD_FORWARD_OP(GatherRows, GatherRowsParams)
 EXPERTD_FORWARD_OP(ScatterRows, ScatterRowsParams)
 EXPERTD_FORWARD_OP(MoeCombine, MoeCombineParams)
+EXPERTD_FORWARD_OP(GroupedMatmul, GroupedMatmulParams)
 
 #undef EXPERTD_FORWARD_OP
 

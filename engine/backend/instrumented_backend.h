@@ -39,6 +39,7 @@ enum class BackendCall {
   kGatherRows,
   kScatterRows,
   kMoeCombine,
+  kGroupedMatmul,
   // Memory and synchronisation.
   kAllocate,
   kCopyToDevice,
@@ -94,6 +95,8 @@ class InstrumentedBackend final : public Backend {
   void GatherRows(const GatherRowsParams& p) override;
   void ScatterRows(const ScatterRowsParams& p) override;
   void MoeCombine(const MoeCombineParams& p) override;
+  void GroupedMatmul(const GroupedMatmulParams& p) override;
+  bool HasGroupedMatmulKernel() const override { return target_->HasGroupedMatmulKernel(); }
 
  protected:
   // Never called: every buffer handed out belongs to (and is freed by) the

@@ -88,6 +88,30 @@ struct MatmulParams {
   bool accumulate = false;  // y += result instead of y = result
 };
 
+// The expert GEMM of a MoE layer in one call (grouped GEMM): the rows of x
+// are sorted by group (expert), group g owning rows [row_offset[g],
+// row_offset[g + 1]), and
+//   y[r, n] (+)= x[r, k] . w[g][n, k]^T   for every row r of group g.
+// Element (r, c) is computed exactly as Matmul computes it for a MatmulParams
+// with w = w[g] (same weight formats, same arithmetic), so the result is
+// bitwise that of one Matmul per group, whatever the grouping and the threads.
+// Unlike the other ops, `w` and `row_offset` are HOST arrays (the experts'
+// weight handles and the dispatch's counts are known on the host); what they
+// point to (weights, x, y) is device memory.
+struct GroupedMatmulParams {
+  const float* x = nullptr;  // [row_offset[groups], k]
+  int64_t x_stride = 0;
+  const WeightRef* w = nullptr;         // [groups] host; each [n, k] (n, k equal across groups);
+                                        // a group with no rows may have an empty weight
+  const int64_t* row_offset = nullptr;  // [groups + 1] host; row_offset[0] == 0, non-decreasing
+  int64_t groups = 0;
+  float* y = nullptr;  // [row_offset[groups], n]; must not alias x
+  int64_t y_stride = 0;
+  int64_t n = 0;            // output columns (w[g].rows)
+  int64_t k = 0;            // reduction length (w[g].cols)
+  bool accumulate = false;  // y += result instead of y = result
+};
+
 // Rotary position embedding, rotate-half (GPT-NeoX / HF Llama) layout, in
 // place on x[t, h, 0:rotary_dim]:
 //   a = x[i], b = x[i + rotary_dim/2], angle = positions[t] * inv_freq[i]

@@ -100,14 +100,13 @@ std::shared_ptr<InMemoryWeightSource> Weights(models::DType dtype) {
   return cached;
 }
 
-void BM_Decode(benchmark::State& state) {
-  const models::DType dtype = state.range(0) == 0 ? models::DType::kF32 : models::DType::kBF16;
-  const int threads = state.range(1) == 0 ? HardwareThreads() : static_cast<int>(state.range(1));
+void DecodeWith(benchmark::State& state, models::DType dtype, int threads, ExpertGemm gemm) {
   std::shared_ptr<InMemoryWeightSource> weights = Weights(dtype);
   const Bandwidth bw = MeasureBandwidth(threads);
   EngineOptions opts;
   opts.backend.threads = threads;
   opts.kv_cache_bytes = 512ull << 20;
+  opts.expert_gemm = gemm;
   auto engine_or = Engine::Create(weights, opts);
   if (!engine_or.ok()) {
     state.SkipWithError(engine_or.status().ToString().c_str());
@@ -157,16 +156,31 @@ void BM_Decode(benchmark::State& state) {
   state.counters["floor_ms"] = floor_s * 1e3;
   state.counters["weight_GBps"] = bytes / per_token_s / 1e9;
   state.SetLabel(std::string(models::DTypeName(dtype)) + ", " + std::to_string(threads) +
-                 " threads");
+                 " threads, expert_gemm " + ExpertGemmName(gemm));
 }
 
-// Prefill of a `range(1)`-token prompt (for time-to-first-token), bf16.
-void BM_Prefill(benchmark::State& state) {
+void BM_Decode(benchmark::State& state) {
+  const models::DType dtype = state.range(0) == 0 ? models::DType::kF32 : models::DType::kBF16;
+  const int threads = state.range(1) == 0 ? HardwareThreads() : static_cast<int>(state.range(1));
+  DecodeWith(state, dtype, threads, ExpertGemm::kAuto);
+}
+
+constexpr ExpertGemm kGemms[] = {ExpertGemm::kAuto, ExpertGemm::kPerExpert, ExpertGemm::kGrouped};
+
+// The same decode, bf16 on every core, with range(0) choosing the expert
+// GEMM: 0 auto, 1 per_expert, 2 grouped (engine/model/expert_gemm.h).
+void BM_DecodeExpertGemm(benchmark::State& state) {
+  DecodeWith(state, models::DType::kBF16, HardwareThreads(), kGemms[state.range(0)]);
+}
+
+// Prefill of a `range(0)`-token prompt (for time-to-first-token), bf16.
+void PrefillWith(benchmark::State& state, ExpertGemm gemm) {
   const int threads = HardwareThreads();
   std::shared_ptr<InMemoryWeightSource> weights = Weights(models::DType::kBF16);
   EngineOptions opts;
   opts.backend.threads = threads;
   opts.kv_cache_bytes = 512ull << 20;
+  opts.expert_gemm = gemm;
   auto engine = Engine::Create(weights, opts);
   if (!engine.ok()) {
     state.SkipWithError(engine.status().ToString().c_str());
@@ -185,9 +199,20 @@ void BM_Prefill(benchmark::State& state) {
   }
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(prompt.size()) * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel("bfloat16, " + std::to_string(threads) + " threads");
+  state.SetLabel("bfloat16, " + std::to_string(threads) + " threads, expert_gemm " +
+                 ExpertGemmName(gemm));
 }
+
+void BM_Prefill(benchmark::State& state) { PrefillWith(state, ExpertGemm::kAuto); }
 BENCHMARK(BM_Prefill)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// range(1): 0 auto, 1 per_expert, 2 grouped.
+void BM_PrefillExpertGemm(benchmark::State& state) { PrefillWith(state, kGemms[state.range(1)]); }
+BENCHMARK(BM_PrefillExpertGemm)
+    ->ArgsProduct({{16, 128}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_DecodeExpertGemm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Args: {dtype: 1 = bf16, 0 = fp32; threads: 0 = all cores}.
 BENCHMARK(BM_Decode)

@@ -23,7 +23,9 @@
 // Every Acquire is matched by exactly one Release, also when a later step
 // fails (then EndStep is still called). The engine never holds more than one
 // expert acquired at a time per layer, so a provider whose cache cannot hold
-// all of a layer's experts can load them in waves.
+// all of a layer's experts can load them in waves; only a provider whose
+// HoldsAllExperts() is true may see every expert of the layer acquired
+// before the first Release (the grouped expert GEMM, expert_gemm.h).
 //
 // Determinism: the engine's result does not depend on the order experts are
 // computed in (expert outputs go to per-(token, rank) slots and are combined
@@ -117,6 +119,10 @@ class ExpertProvider {
   // expert). An error (I/O, corrupt pack) fails the step.
   virtual absl::StatusOr<ExpertWeights> Acquire(int layer, int expert) = 0;
   virtual void Release(int layer, int expert) = 0;
+
+  // True when every expert of a layer may be acquired at once (all resident:
+  // acquiring costs nothing and evicts nothing). Default: false.
+  virtual bool HoldsAllExperts() const { return false; }
 
   virtual void EndStep() {}
 

@@ -42,6 +42,41 @@ struct MlpWeights {
 void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y,
             bool accumulate);
 
+// Several experts' MLPs over their grouped rows: rows [row_offset[g],
+// row_offset[g + 1]) of x run expert g's weights (all experts the same
+// widths). Three Backend::GroupedMatmul calls and one SwiGlu over every row,
+// so each row's result is bitwise what RunMlp gives it. x: [rows, H]
+// contiguous; gate, up: [rows, I] scratch; y: [rows, H] (= or +=).
+// `row_offset` is host memory, [experts.size() + 1].
+struct GroupedMlp {
+  std::vector<WeightRef> gate, up, down;  // [experts], host
+  std::vector<int64_t> row_offset;        // [experts + 1], row_offset[0] == 0
+  void Add(const MlpWeights& w, int64_t rows) {
+    if (row_offset.empty()) row_offset.push_back(0);
+    gate.push_back(w.gate);
+    up.push_back(w.up);
+    down.push_back(w.down);
+    row_offset.push_back(row_offset.back() + rows);
+  }
+  int64_t rows() const { return row_offset.empty() ? 0 : row_offset.back(); }
+};
+void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float* gate, float* up,
+                   float* y, bool accumulate);
+
+// Routed experts on their dispatched rows with the grouped GEMM: entry j of
+// gather_index / slot_index (device, int32) names the row of x [*, H] to
+// run and the row of slots [*, H] its output goes to; experts[i] owns the
+// next rows[i] entries, from entry 0 on. Runs in batches of at most
+// kGroupedBatchRows entries (an expert may straddle two: rows are
+// independent), gathering each batch once, three GroupedMatmul, one
+// SwiGlu, one scatter. Bitwise what one gather / RunMlp / scatter per
+// expert gives. Errors: the workspace's grouped buffers cannot grow.
+inline constexpr int64_t kGroupedBatchRows = 2048;
+absl::Status RunGroupedExperts(Backend* be, Workspace* ws, const float* x,
+                               const int32_t* gather_index, const int32_t* slot_index, float* slots,
+                               const std::vector<MlpWeights>& experts,
+                               const std::vector<int64_t>& rows);
+
 // A dense layer (mlp_only_layers): gate/up [intermediate, H], down [H, intermediate].
 absl::StatusOr<std::unique_ptr<FeedForward>> CreateDenseMlp(ResidentWeights* store,
                                                             const models::ModelConfig& config,

@@ -6,6 +6,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/model/expert_gemm.h"
 #include "engine/model/expert_provider.h"
 #include "engine/model/workspace.h"
 
@@ -27,6 +28,7 @@ struct LayerContext {
   KvCache* kv = nullptr;
   ExpertProvider* experts = nullptr;
   int layer = 0;
+  ExpertGemm expert_gemm = ExpertGemm::kAuto;  // per-expert or grouped expert GEMMs
 };
 
 }  // namespace expertd::engine

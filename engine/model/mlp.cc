@@ -1,4 +1,6 @@
 // SwiGLU MLPs: the dense layer and the helper every expert FFN uses.
+#include <algorithm>
+
 #include "base/status_macros.h"
 #include "engine/model/feed_forward.h"
 #include "models/checkpoint/tensor_names.h"
@@ -31,6 +33,83 @@ void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int
   d.m = rows;
   d.accumulate = accumulate;
   be->Matmul(d);
+}
+
+void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float* gate, float* up,
+                   float* y, bool accumulate) {
+  const int64_t rows = experts.rows();
+  if (rows == 0) return;
+  const int64_t hidden = experts.gate[0].cols, inter = experts.gate[0].rows;
+  GroupedMatmulParams p;
+  p.x = x;
+  p.x_stride = hidden;
+  p.row_offset = experts.row_offset.data();
+  p.groups = static_cast<int64_t>(experts.gate.size());
+  p.y_stride = inter;
+  p.n = inter;
+  p.k = hidden;
+  p.w = experts.gate.data();
+  p.y = gate;
+  be->GroupedMatmul(p);
+  p.w = experts.up.data();
+  p.y = up;
+  be->GroupedMatmul(p);
+  be->SwiGlu(SwiGluParams{gate, inter, up, inter, gate, inter, rows, inter});
+  GroupedMatmulParams d = p;
+  d.x = gate;
+  d.x_stride = inter;
+  d.w = experts.down.data();
+  d.y = y;
+  d.y_stride = hidden;
+  d.n = hidden;
+  d.k = inter;
+  d.accumulate = accumulate;
+  be->GroupedMatmul(d);
+}
+
+namespace {
+
+// One batch: entries [begin, begin + batch.rows()) of the index arrays.
+void RunGroupedBatch(Backend* be, Workspace* ws, const float* x, int64_t hidden,
+                     const int32_t* gather_index, const int32_t* slot_index, float* slots,
+                     int64_t begin, const GroupedMlp& batch) {
+  const int64_t n = batch.rows();
+  float* in = ws->f(Buf::kGroupedIn);
+  float* out = ws->f(Buf::kGroupedOut);
+  be->GatherRows(GatherRowsParams{x, hidden, gather_index + begin, in, n, hidden});
+  RunGroupedMlp(be, batch, in, ws->f(Buf::kGroupedGate), ws->f(Buf::kGroupedUp), out, false);
+  be->ScatterRows(ScatterRowsParams{out, slot_index + begin, slots, n, hidden});
+}
+
+}  // namespace
+
+absl::Status RunGroupedExperts(Backend* be, Workspace* ws, const float* x,
+                               const int32_t* gather_index, const int32_t* slot_index, float* slots,
+                               const std::vector<MlpWeights>& experts,
+                               const std::vector<int64_t>& rows) {
+  int64_t total = 0;
+  for (int64_t n : rows) total += n;
+  if (total == 0) return absl::OkStatus();
+  const int64_t capacity = std::min(total, kGroupedBatchRows);
+  RETURN_IF_ERROR(ws->PrepareGroupedExperts(capacity));
+  const int64_t hidden = experts[0].gate.cols;
+  GroupedMlp batch;
+  int64_t begin = 0;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    for (int64_t left = rows[i]; left > 0;) {
+      const int64_t take = std::min(left, capacity - batch.rows());
+      batch.Add(experts[i], take);
+      left -= take;
+      if (batch.rows() == capacity) {
+        RunGroupedBatch(be, ws, x, hidden, gather_index, slot_index, slots, begin, batch);
+        begin += capacity;
+        batch = GroupedMlp{};
+      }
+    }
+  }
+  if (batch.rows() > 0)
+    RunGroupedBatch(be, ws, x, hidden, gather_index, slot_index, slots, begin, batch);
+  return absl::OkStatus();
 }
 
 namespace {

@@ -136,7 +136,7 @@ absl::Status Model::Forward(const StepBatch& batch, Workspace* ws, KvCache* kv,
   float* normed = ws->f(Buf::kNormed);
   be->Embedding(EmbeddingParams{ws->i32(Buf::kTokenIds), rows, embed_, hidden});
   if (routing != nullptr) routing->assign(layers_.size(), RowRouting{});
-  LayerContext ctx{be, ws, &batch, kv, experts, 0};
+  LayerContext ctx{be, ws, &batch, kv, experts, 0, expert_gemm_};
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     ctx.layer = static_cast<int>(i);

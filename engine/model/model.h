@@ -53,6 +53,9 @@ class Model {
   absl::Status Forward(const StepBatch& batch, Workspace* ws, KvCache* kv, ExpertProvider* experts,
                        std::vector<RowRouting>* routing);
 
+  // How MoE layers run their experts' GEMMs (expert_gemm.h). Default kAuto.
+  void set_expert_gemm(ExpertGemm g) { expert_gemm_ = g; }
+
  private:
   struct Layer {
     WeightRef input_norm, post_norm;
@@ -67,6 +70,7 @@ class Model {
   Backend* backend_;
   const models::ModelConfig config_;
   ResidentWeights store_;
+  ExpertGemm expert_gemm_ = ExpertGemm::kAuto;
   DeviceBuffer inv_freq_;
   RopeTable rope_;
   WeightRef embed_, final_norm_, lm_head_;

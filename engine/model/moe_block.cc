@@ -8,7 +8,10 @@
 //               in the provider's order:
 //               Acquire -> gather its rows -> SwiGLU FFN -> scatter to the
 //               rows' (token, rank) slots -> Release; then the host results
-//               are scattered to their slots the same way
+//               are scattered to their slots the same way. Or, when
+//               UseGroupedExpertGemm says so (expert_gemm.h; all resident,
+//               none on the host): acquire all, gather every row once, the
+//               grouped GEMMs, scatter once, release all (bitwise the same)
 //   combine:  out[t] = sum_j w[t, j] * slot[t, j]  (ascending expert id)
 //   shared:   out += sigmoid(x Wsg^T) * shared_mlp(x)   (Qwen2-MoE)
 //   residual += out
@@ -146,7 +149,16 @@ class MoeBlock final : public FeedForward {
                         std::back_inserter(device));
     HostRows rows;
     absl::Status s = host.empty() ? absl::OkStatus() : StartHostExperts(ctx, x, d, host, &rows);
-    if (s.ok()) s = RunDeviceExperts(ctx, x, d, std::move(device));
+    // Grouped needs every expert's rows contiguous (no host experts) and
+    // every expert acquired at once.
+    const bool grouped =
+        host.empty() && provider->HoldsAllExperts() &&
+        UseGroupedExpertGemm(ctx.expert_gemm, *ctx.backend, static_cast<int64_t>(device.size()),
+                             static_cast<int64_t>(d.gather_index.size()));
+    if (s.ok()) {
+      s = grouped ? RunGroupedDeviceExperts(ctx, x, d, std::move(device))
+                  : RunDeviceExperts(ctx, x, d, std::move(device));
+    }
     const absl::Status finished = provider->FinishHostCompute(ctx.layer);
     RETURN_IF_ERROR(s);
     RETURN_IF_ERROR(finished);
@@ -173,6 +185,41 @@ class MoeBlock final : public FeedForward {
       provider->Release(ctx.layer, e);
     }
     return absl::OkStatus();
+  }
+
+  // Every expert at once (RunGroupedExperts), the experts acquired in the
+  // provider's order and released together after the GEMMs are enqueued.
+  absl::Status RunGroupedDeviceExperts(const LayerContext& ctx, const float* x, const Dispatch& d,
+                                       std::vector<int32_t> order) {
+    Workspace* ws = ctx.ws;
+    ExpertProvider* provider = ctx.experts;
+    provider->OnRouting(ctx.layer, order);
+    provider->OrderForCompute(ctx.layer, &order);
+    std::vector<MlpWeights> weights(num_experts_);
+    std::vector<int32_t> held;
+    absl::Status s;
+    for (int32_t e : order) {
+      absl::StatusOr<ExpertWeights> w = provider->Acquire(ctx.layer, e);
+      if (!w.ok()) {
+        s = w.status();
+        break;
+      }
+      held.push_back(e);
+      weights[e] = MlpWeights{w->gate, w->up, w->down};
+    }
+    if (s.ok()) {
+      // d.experts ascending: their entries are consecutive from 0.
+      std::vector<MlpWeights> experts;
+      std::vector<int64_t> rows;
+      for (int32_t e : d.experts) {
+        experts.push_back(weights[e]);
+        rows.push_back(d.offset[e + 1] - d.offset[e]);
+      }
+      s = RunGroupedExperts(ctx.backend, ws, x, ws->i32(Buf::kGatherIndex),
+                            ws->i32(Buf::kSlotIndex), ws->f(Buf::kSlots), experts, rows);
+    }
+    for (int32_t e : held) provider->Release(ctx.layer, e);
+    return s;
   }
 
   // Host copies of the host-computed experts' rows, expert after expert in

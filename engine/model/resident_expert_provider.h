@@ -27,6 +27,7 @@ class ResidentExpertProvider final : public ExpertProvider {
     (void)layer;
     (void)expert;
   }
+  bool HoldsAllExperts() const override { return true; }
 
  private:
   ResidentExpertProvider(Backend* backend, const WeightSource* source) : store_(backend, source) {}

@@ -86,21 +86,43 @@ uint64_t Workspace::BytesFor(Buf b, const WorkspaceDims& w) const {
     case Buf::kLogits:
       elems = r * m.vocab;
       break;
+    case Buf::kGroupedIn:
+    case Buf::kGroupedGate:
+    case Buf::kGroupedUp:
+    case Buf::kGroupedOut:
+      break;  // PrepareGroupedExperts sizes these
     case Buf::kCount:
       break;
   }
   return static_cast<uint64_t>(std::max<int64_t>(1, elems)) * 4;
 }
 
+absl::Status Workspace::Grow(Buf b, uint64_t need) {
+  DeviceBuffer& buf = buffers_[static_cast<int>(b)];
+  if (buf.size() >= need) return absl::OkStatus();
+  const uint64_t grown = std::max<uint64_t>(need, buf.size() + buf.size() / 2);
+  buf.Reset();  // free first so a device budget is not double-counted
+  ASSIGN_OR_RETURN(buf, backend_->Allocate(grown));
+  return absl::OkStatus();
+}
+
 absl::Status Workspace::Prepare(const WorkspaceDims& d) {
-  for (int i = 0; i < static_cast<int>(Buf::kCount); ++i) {
-    const uint64_t need = BytesFor(static_cast<Buf>(i), d);
-    DeviceBuffer& buf = buffers_[i];
-    if (buf.size() >= need) continue;
-    const uint64_t grown = std::max<uint64_t>(need, buf.size() + buf.size() / 2);
-    buf.Reset();  // free first so a device budget is not double-counted
-    ASSIGN_OR_RETURN(buf, backend_->Allocate(grown));
+  // The kGrouped* buffers come last and only grow on demand.
+  for (int i = 0; i < static_cast<int>(Buf::kGroupedIn); ++i) {
+    RETURN_IF_ERROR(Grow(static_cast<Buf>(i), BytesFor(static_cast<Buf>(i), d)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Workspace::PrepareGroupedExperts(int64_t rows) {
+  if (rows <= grouped_rows_) return absl::OkStatus();
+  const uint64_t h = static_cast<uint64_t>(rows * dims_.hidden) * 4;
+  const uint64_t i = static_cast<uint64_t>(rows * dims_.max_intermediate) * 4;
+  RETURN_IF_ERROR(Grow(Buf::kGroupedIn, h));
+  RETURN_IF_ERROR(Grow(Buf::kGroupedGate, i));
+  RETURN_IF_ERROR(Grow(Buf::kGroupedUp, i));
+  RETURN_IF_ERROR(Grow(Buf::kGroupedOut, h));
+  grouped_rows_ = rows;
   return absl::OkStatus();
 }
 

@@ -45,6 +45,11 @@ enum class Buf : int {
   kLogitIndex,    // i32 [R] token rows whose logits are wanted
   kLogitHidden,   // f32 [R, H]
   kLogits,        // f32 [R, V]
+  // The grouped expert GEMM's batch (G rows, see PrepareGroupedExperts):
+  kGroupedIn,    // f32 [G, H] gathered rows of several experts
+  kGroupedGate,  // f32 [G, I]
+  kGroupedUp,    // f32 [G, I]
+  kGroupedOut,   // f32 [G, H]
   kCount
 };
 
@@ -68,16 +73,24 @@ class Workspace {
   // Grows every buffer to fit `d`. ResourceExhausted if device memory runs out.
   absl::Status Prepare(const WorkspaceDims& d);
 
+  // Grows the kGrouped* buffers to `rows` rows (they are empty until the
+  // grouped expert GEMM first runs, so a layout that never groups pays
+  // nothing). Only grow. ResourceExhausted if device memory runs out.
+  absl::Status PrepareGroupedExperts(int64_t rows);
+  int64_t grouped_rows() const { return grouped_rows_; }
+
   float* f(Buf b) const { return buffers_[static_cast<int>(b)].as<float>(); }
   int32_t* i32(Buf b) const { return buffers_[static_cast<int>(b)].as<int32_t>(); }
   int64_t* i64(Buf b) const { return buffers_[static_cast<int>(b)].as<int64_t>(); }
 
  private:
   uint64_t BytesFor(Buf b, const WorkspaceDims& d) const;
+  absl::Status Grow(Buf b, uint64_t bytes);
 
   Backend* backend_;
   const ModelDims dims_;
   std::array<DeviceBuffer, static_cast<int>(Buf::kCount)> buffers_;
+  int64_t grouped_rows_ = 0;
 };
 
 }  // namespace expertd::engine

@@ -170,6 +170,7 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       r->topology = r->comm->topology();
       ASSIGN_OR_RETURN(r->backend, CreateBackend(options_.device_backend));
       r->ws = std::make_unique<Workspace>(r->backend.get(), ModelDims::From(config_));
+      r->expert_gemm = options_.expert_gemm;
       r->owner = owner;
       r->experts.resize(static_cast<int64_t>(config_.num_hidden_layers) * config_.num_experts);
       if (options_.offload.has_value()) {

@@ -56,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/backend/backend.h"
 #include "engine/experts/expert_store_options.h"
+#include "engine/model/expert_gemm.h"
 #include "engine/model/expert_provider.h"
 #include "engine/parallel/expert_shard.h"
 #include "engine/parallel/in_process_collectives.h"
@@ -107,6 +108,10 @@ struct MultiDeviceOptions {
   InProcessOptions collectives;                   // rendezvous deadline
   std::shared_ptr<MultiDeviceCounters> counters;  // optional
   ExpertShardStorage storage;                     // kDense: as the checkpoint stores them
+  // Each device's expert GEMMs (MoEShard, resident shards): one per expert
+  // or grouped; kAuto = the measured rule (engine/model/expert_gemm.h) on
+  // the device's backend and shard width. Results are bitwise the same.
+  ExpertGemm expert_gemm = ExpertGemm::kAuto;
   // Set: expert offloading, one store per device over its shard (kShard only;
   // storage comes from offload->storage, `storage` above must stay dense).
   // A pack_dir gets one subdirectory per device; empty, each device's pack

@@ -51,6 +51,17 @@ TEST(ParallelFlags, BadValuesNameTheFlag) {
   EXPECT_NE(msg({"--devices=2", "--capacity_factor=1"}).find("--capacity_factor"),
             std::string::npos);
   EXPECT_NE(msg({"--devices=0"}).find("devices"), std::string::npos);
+  EXPECT_NE(msg({"--expert_gemm=batched"}).find("--expert_gemm"), std::string::npos);
+}
+
+TEST(ParallelFlags, ExpertGemmReachesEveryDeviceAndTheEngine) {
+  auto o = Parse({"--devices=2", "--expert_gemm=grouped"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ((*o)->expert_gemm, ExpertGemm::kGrouped);
+  ParallelFlags f;
+  EXPECT_EQ(*ExpertGemmFromFlags(f), ExpertGemm::kAuto);
+  f.expert_gemm = "per_expert";
+  EXPECT_EQ(*ExpertGemmFromFlags(f), ExpertGemm::kPerExpert);
 }
 
 }  // namespace

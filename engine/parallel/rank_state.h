@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/backend/backend.h"
+#include "engine/model/expert_gemm.h"
 #include "engine/model/expert_provider.h"
 #include "engine/model/workspace.h"
 #include "engine/parallel/collectives.h"
@@ -50,6 +51,7 @@ struct RankState {
   std::vector<HeldExpert> experts;  // [layer * num_experts + expert]
   std::vector<int32_t> owner;       // kExpert: owning rank of each expert
   std::vector<int32_t> host_ids;    // this step's routing, host copy
+  ExpertGemm expert_gemm = ExpertGemm::kAuto;  // MoEShard's expert GEMMs
   // Scratch of the expert-parallel exchange (device memory).
   DeviceBuffer send, recv, results, back, slots, gathered;
   std::atomic<int64_t> work{0};     // rows x intermediate columns computed

@@ -1,5 +1,6 @@
 // MoEShard's per-layer step on one device: its column shard of every routed
-// expert over all the expert's rows, combined, then summed over devices.
+// expert over all the expert's rows (one GEMM per expert, or grouped:
+// engine/model/expert_gemm.h), combined, then summed over devices.
 #include "base/status_macros.h"
 #include "engine/model/feed_forward.h"
 #include "engine/parallel/rank_state.h"
@@ -54,6 +55,34 @@ void RunShardRows(RankState& r, const LayerStep& s, const ExpertWeights& w, int6
   r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
 }
 
+// Every routed expert's resident shard at once (RunGroupedExperts): the
+// groups' entries are consecutive in ascending expert order. False when the
+// device holds no shard (nothing to compute).
+absl::StatusOr<bool> RunShardGrouped(RankState& r, const LayerStep& s, const ExpertGroups& g) {
+  Workspace* ws = r.ws.get();
+  std::vector<MlpWeights> experts;
+  std::vector<int64_t> rows;
+  for (int64_t e = 0; e < s.num_experts; ++e) {
+    const int64_t n = g.offset[e + 1] - g.offset[e];
+    if (n == 0) continue;
+    const ExpertWeights& w = r.experts[s.layer * s.num_experts + e].w;
+    if (w.gate.empty()) return false;  // every expert's shard is empty on this device
+    experts.push_back(MlpWeights{w.gate, w.up, w.down});
+    rows.push_back(n);
+    r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
+  }
+  RETURN_IF_ERROR(RunGroupedExperts(r.backend.get(), ws, ws->f(Buf::kNormed),
+                                    ws->i32(Buf::kGatherIndex), ws->i32(Buf::kSlotIndex),
+                                    ws->f(Buf::kSlots), experts, rows));
+  return !experts.empty();
+}
+
+int64_t ActiveExperts(const ExpertGroups& g) {
+  int64_t active = 0;
+  for (size_t e = 0; e + 1 < g.offset.size(); ++e) active += g.offset[e + 1] > g.offset[e];
+  return active;
+}
+
 }  // namespace
 
 absl::Status ShardCompute(RankState& r, const LayerStep& s) {
@@ -77,7 +106,15 @@ absl::Status ShardCompute(RankState& r, const LayerStep& s) {
     r.store->OnRouting(s.layer, routed);
   }
   bool any = false;
-  for (int64_t e = 0; e < s.num_experts; ++e) {
+  // Resident shards may run grouped (offloaded ones are held one at a time).
+  // The rule sees this device's backend (its share of the threads).
+  const bool grouped =
+      r.store == nullptr && UseGroupedExpertGemm(r.expert_gemm, *be, ActiveExperts(g),
+                                                 static_cast<int64_t>(g.row.size()));
+  if (grouped) {
+    ASSIGN_OR_RETURN(any, RunShardGrouped(r, s, g));
+  }
+  for (int64_t e = 0; e < s.num_experts && !grouped; ++e) {
     const int64_t off = g.offset[e], n = g.offset[e + 1] - off;
     if (n == 0) continue;
     if (r.store == nullptr) {

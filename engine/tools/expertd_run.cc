@@ -3,6 +3,7 @@
 //   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda]
 //               [--weights=model.bf16.safetensors] [--threads=N]
 //               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
+//               [--expert_gemm=auto|per_expert|grouped]
 //               [--device_memory_bytes=B] [the daemon's expert-store flags:
 //                --expert_offload --expert_cache_bytes=B --host_expert_bytes=B
 //                --expert_policy=lru|lfu --prefetch=... --expert_dtype=int4
@@ -119,6 +120,9 @@ absl::Status Run(const Options& o) {
   eopts.backend.device_memory_limit = o.device_memory_bytes;
   auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads);
   if (!multi.ok()) return multi.status();
+  auto expert_gemm = engine::parallel::ExpertGemmFromFlags(o.parallel);
+  if (!expert_gemm.ok()) return expert_gemm.status();
+  eopts.expert_gemm = *expert_gemm;
   auto offload = engine::ExpertStoreOptionsFromFlags(o.experts);
   if (!offload.ok()) return offload.status();
   if (multi->has_value() && offload->has_value()) {

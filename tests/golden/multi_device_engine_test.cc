@@ -122,6 +122,30 @@ TEST(MultiDeviceEngine, ExpertParallelismIsBitwiseOneDeviceAndShardIsClose) {
   for (size_t i = 0; i < run.logits.size(); ++i) EXPECT_EQ(run.logits[i], reference.logits[i]);
 }
 
+// MoEShard's devices with the grouped expert GEMM (forced, and the rule on
+// 2-thread devices) give bitwise the logits of one GEMM per expert.
+TEST(MultiDeviceEngine, ShardGroupedExpertGemmIsBitwisePerExpert) {
+  for (const std::string arch : {"mixtral", "deepseek_v3"}) {
+    absl::StatusOr<golden::Golden> g = golden::LoadGolden(arch);
+    ASSERT_TRUE(g.ok());
+    std::vector<CaseOutputs> runs;
+    for (ExpertGemm gemm : {ExpertGemm::kPerExpert, ExpertGemm::kGrouped, ExpertGemm::kAuto}) {
+      MultiDeviceOptions o = Devices(2, MoeParallelism::kShard, nullptr);
+      o.device_backend.threads = 2;
+      o.expert_gemm = gemm;
+      auto engine = MakeEngine(arch, MultiDeviceExpertsFactory(o));
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      runs.push_back(RunCases(engine->get(), *g));
+    }
+    for (size_t r = 1; r < runs.size(); ++r) {
+      ASSERT_EQ(runs[r].logits.size(), runs[0].logits.size());
+      for (size_t i = 0; i < runs[0].logits.size(); ++i)
+        EXPECT_EQ(runs[r].logits[i], runs[0].logits[i]) << arch << " run " << r << " case " << i;
+      EXPECT_EQ(runs[r].tokens, runs[0].tokens) << arch;
+    }
+  }
+}
+
 // Two "pods" of two devices each, meeting by the rendezvous address like
 // pods of a LeaderWorkerSet: node 0 runs the engine, node 1 follows it layer
 // by layer until node 0's engine goes away; the tokens are the single

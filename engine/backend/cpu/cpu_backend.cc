@@ -81,6 +81,7 @@ absl::Status CpuBackend::CopyToHost(void* host_dst, const void* device_src, uint
 void CpuBackend::Embedding(const EmbeddingParams& p) { cpu::Embedding(p, pool_.get()); }
 void CpuBackend::RmsNorm(const RmsNormParams& p) { cpu::RmsNorm(p, pool_.get()); }
 void CpuBackend::Matmul(const MatmulParams& p) { cpu::Matmul(p, pool_.get()); }
+void CpuBackend::GroupedMatmul(const GroupedMatmulParams& p) { cpu::GroupedMatmul(p, pool_.get()); }
 void CpuBackend::Rope(const RopeParams& p) { cpu::Rope(p, pool_.get()); }
 void CpuBackend::KvAppend(const KvAppendParams& p) { cpu::KvAppend(p, pool_.get()); }
 void CpuBackend::Attention(const AttentionParams& p) { cpu::Attention(p, pool_.get()); }

@@ -43,6 +43,8 @@ class CpuBackend final : public Backend {
   void Embedding(const EmbeddingParams& p) override;
   void RmsNorm(const RmsNormParams& p) override;
   void Matmul(const MatmulParams& p) override;
+  void GroupedMatmul(const GroupedMatmulParams& p) override;
+  bool HasGroupedMatmulKernel() const override { return true; }
   void Rope(const RopeParams& p) override;
   void KvAppend(const KvAppendParams& p) override;
   void Attention(const AttentionParams& p) override;

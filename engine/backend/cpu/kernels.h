@@ -16,6 +16,7 @@ namespace expertd::engine::cpu {
 void Embedding(const EmbeddingParams& p, ThreadPool* pool);      // elementwise.cc
 void RmsNorm(const RmsNormParams& p, ThreadPool* pool);          // rms_norm.cc
 void Matmul(const MatmulParams& p, ThreadPool* pool);            // matmul.cc
+void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool);  // grouped_matmul.cc
 void Rope(const RopeParams& p, ThreadPool* pool);                // rope.cc
 void KvAppend(const KvAppendParams& p, ThreadPool* pool);        // attention.cc
 void Attention(const AttentionParams& p, ThreadPool* pool);      // attention.cc

@@ -16,6 +16,7 @@
 
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/matmul_fp8.h"
+#include "engine/backend/cpu/matmul_unit.h"
 #include "engine/backend/cpu/quant_matmul.h"
 #include "engine/backend/cpu/simd.h"
 
@@ -176,6 +177,23 @@ void Run(const MatmulParams& p, ThreadPool* pool) {
 }
 
 }  // namespace
+
+void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (r0 >= r1 || c0 >= c1) return;
+  if (p.w.quant.quantized()) return QuantMatmulUnit(p, r0, r1, c0, c1);
+  const int64_t k = p.w.cols;
+  switch (p.w.dtype) {
+    case DType::kF32:
+      return Unit<F32W>(p, k, r0, r1, c0, c1);
+    case DType::kBF16:
+      return Unit<Bf16W>(p, k, r0, r1, c0, c1);
+    case DType::kF16:
+      return Unit<F16W>(p, k, r0, r1, c0, c1);
+    case DType::kF8E4M3:  // always quantized (kFp8E4m3Block): handled above
+      assert(false);
+      return;
+  }
+}
 
 void Matmul(const MatmulParams& p, ThreadPool* pool) {
   assert(p.x != nullptr && p.y != nullptr && p.w.data != nullptr);

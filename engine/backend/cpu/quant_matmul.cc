@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/backend/cpu/matmul_fp8.h"
+#include "engine/backend/cpu/matmul_unit.h"
 #include "engine/backend/cpu/quant_matmul_tile.h"
 #include "engine/backend/weight_quantize.h"
 
@@ -41,28 +42,54 @@ CpuIsa QuantMatmulIsa(const MatmulParams& p, CpuIsa isa) {
   return isa;
 }
 
+namespace {
+
+// The FP8 variant QuantMatmul runs for `isa`.
+Fp8Isa QuantFp8Isa(CpuIsa isa) {
+  return isa == CpuIsa::kAvx512 && BestFp8Isa() == Fp8Isa::kAvx512 ? Fp8Isa::kAvx512
+                                                                   : Fp8Isa::kAvx2;
+}
+
+using ColumnKernel = void (*)(const MatmulParams&, int64_t, int64_t);
+
+ColumnKernel ColumnKernelFor(const MatmulParams& p, CpuIsa isa) {
+  switch (QuantMatmulIsa(p, isa)) {
+    case CpuIsa::kScalar:
+      return QuantMatmulScalar;
+    case CpuIsa::kAvx2:
+      return QuantMatmulAvx2;
+    case CpuIsa::kAvx512:
+      return QuantMatmulAvx512;
+  }
+  return QuantMatmulScalar;
+}
+
+}  // namespace
+
+void QuantMatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const CpuIsa isa = BestCpuIsa();  // what Matmul -> QuantMatmul uses
+  if (p.w.quant.format == WeightFormat::kFp8E4m3Block) {
+    return QuantFp8Isa(isa) == Fp8Isa::kAvx512 ? internal::MatmulFp8UnitAvx512(p, r0, r1, c0, c1)
+                                               : internal::MatmulFp8UnitAvx2(p, r0, r1, c0, c1);
+  }
+  // The column kernels cover every row of their params: give them the rows.
+  MatmulParams rows = p;
+  rows.x = p.x + r0 * p.x_stride;
+  rows.y = p.y + r0 * p.y_stride;
+  rows.m = r1 - r0;
+  ColumnKernelFor(p, isa)(rows, c0, c1);
+}
+
 void QuantMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   if (p.w.quant.format == WeightFormat::kFp8E4m3Block) {
     // 2-D fp32 block scales, ragged column blocks: its own kernels.
-    return MatmulFp8(p, pool, isa == CpuIsa::kAvx512 && BestFp8Isa() == Fp8Isa::kAvx512
-                                  ? Fp8Isa::kAvx512
-                                  : Fp8Isa::kAvx2);
+    return MatmulFp8(p, pool, QuantFp8Isa(isa));
   }
   assert(p.w.quant.quantized() && p.w.quant.group_size > 0);
   assert(p.w.cols % p.w.quant.group_size == 0);
   const int64_t n = p.w.rows;
   if (p.m <= 0 || n <= 0) return;
-  void (*columns)(const MatmulParams&, int64_t, int64_t) = QuantMatmulScalar;
-  switch (QuantMatmulIsa(p, isa)) {
-    case CpuIsa::kScalar:
-      break;
-    case CpuIsa::kAvx2:
-      columns = QuantMatmulAvx2;
-      break;
-    case CpuIsa::kAvx512:
-      columns = QuantMatmulAvx512;
-      break;
-  }
+  const ColumnKernel columns = ColumnKernelFor(p, isa);
   // Column chunks of multiples of 8 columns (the blocked kernel's tile),
   // about 4 per thread.
   const int threads = pool == nullptr ? 1 : pool->num_threads();

@@ -1,0 +1,77 @@
+// RunGroupedExperts against one gather / RunMlp / scatter per expert:
+// bitwise, also when an expert's rows straddle two batches.
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/backend/backend_factory.h"
+#include "engine/model/feed_forward.h"
+#include "engine/model/workspace.h"
+#include "gtest/gtest.h"
+
+namespace expertd::engine {
+namespace {
+
+constexpr int64_t kHidden = 24, kInter = 40;
+
+std::vector<float> Random(int64_t n, std::mt19937* rng) {
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(*rng);
+  return v;
+}
+
+TEST(GroupedExpertsTest, BitwiseEqualToPerExpertAcrossBatchBoundaries) {
+  BackendOptions o;
+  o.threads = 3;
+  std::unique_ptr<Backend> be = *CreateBackend(o);
+  std::mt19937 rng(3);
+  // 1500 + 1 + 1200 entries: the third expert straddles the 2048-row batch.
+  const std::vector<int64_t> rows = {1500, 1, 1200, 7};
+  const int64_t entries = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  static_assert(kGroupedBatchRows < 1500 + 1 + 1200);
+  const int64_t tokens = 1600;
+  std::vector<std::vector<float>> storage;
+  std::vector<MlpWeights> experts;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    for (int i = 0; i < 3; ++i) storage.push_back(Random(kInter * kHidden, &rng));
+    const size_t b = storage.size() - 3;
+    experts.push_back(MlpWeights{WeightRef{storage[b].data(), DType::kF32, kInter, kHidden},
+                                 WeightRef{storage[b + 1].data(), DType::kF32, kInter, kHidden},
+                                 WeightRef{storage[b + 2].data(), DType::kF32, kHidden, kInter}});
+  }
+  const std::vector<float> x = Random(tokens * kHidden, &rng);
+  std::vector<int32_t> gather(entries), slot(entries);
+  for (int64_t i = 0; i < entries; ++i) gather[i] = static_cast<int32_t>(rng() % tokens);
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), rng);
+
+  ModelDims dims;
+  dims.hidden = dims.q_width = dims.k_width = dims.v_width = kHidden;
+  dims.experts = dims.top_k = dims.vocab = 1;
+  dims.max_intermediate = kInter;
+  Workspace ws(be.get(), dims);
+  ASSERT_TRUE(ws.Prepare(WorkspaceDims{entries, 1, 1}).ok());
+
+  std::vector<float> grouped(entries * kHidden, -1.0f), per_expert(entries * kHidden, -2.0f);
+  ASSERT_TRUE(RunGroupedExperts(be.get(), &ws, x.data(), gather.data(), slot.data(), grouped.data(),
+                                experts, rows)
+                  .ok());
+  EXPECT_EQ(ws.grouped_rows(), kGroupedBatchRows);
+  int64_t off = 0;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    const int64_t n = rows[e];
+    float* in = ws.f(Buf::kExpertIn);
+    float* out = ws.f(Buf::kExpertOut);
+    be->GatherRows(GatherRowsParams{x.data(), kHidden, gather.data() + off, in, n, kHidden});
+    RunMlp(be.get(), &ws, experts[e], in, n, out, false);
+    be->ScatterRows(ScatterRowsParams{out, slot.data() + off, per_expert.data(), n, kHidden});
+    off += n;
+  }
+  ASSERT_EQ(0, std::memcmp(grouped.data(), per_expert.data(), grouped.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace expertd::engine
