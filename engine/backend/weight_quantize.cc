@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
 namespace {
@@ -61,7 +62,7 @@ float BlockScale(WeightFormat f, float amax) {
       return amax / 127.0f;
     case WeightFormat::kInt4:
       return amax / 7.0f;
-    case WeightFormat::kFp8E4m3Block:  // QuantizeWeights refuses it
+    case WeightFormat::kFp8E4m3Block:  // QuantizeFp8 (models/dtype/fp8_block.h)
       return 1.0f;
     case WeightFormat::kMxfp4:
       if (amax == 0.0f) return 0.0f;
@@ -78,14 +79,37 @@ uint8_t Encode(WeightFormat f, float w, float scale) {
   return static_cast<uint8_t>(static_cast<int8_t>(q)) & (f == WeightFormat::kInt8 ? 0xFF : 0x0F);
 }
 
+absl::Status CheckFinite(const float* src, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (!std::isfinite(src[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot quantize a non-finite weight at [",
+                                                     i / cols, ", ", i % cols, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// E4M3 codes with fp32 scales per block_rows x group_size block, DeepSeek's
+// quantizer (models/dtype/fp8_block.h): ragged edge blocks allowed.
+absl::Status QuantizeFp8(const float* src, int64_t rows, int64_t cols, const WeightQuant& q,
+                         uint8_t* values, void* scales) {
+  if (q.scale_dtype != ScaleDType::kF32 || q.group_size <= 0 || q.block_rows <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fp8-block needs fp32 scales and positive blocks, got ", ScaleDTypeName(q.scale_dtype),
+        " scales over [", q.block_rows, ", ", q.group_size, "]"));
+  }
+  if (absl::Status s = CheckFinite(src, rows, cols); !s.ok()) return s;
+  const models::Fp8BlockShape b{rows, cols, q.block_rows, q.group_size};
+  models::QuantizeFp8Block(b, src, values, static_cast<float*>(scales));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const WeightQuant& q,
                              uint8_t* values, void* scales) {
   if (q.format == WeightFormat::kFp8E4m3Block) {
-    // FP8 weights come quantized in the checkpoint (models/dtype/fp8_block.h
-    // makes test ones); the pack stores them as loaded.
-    return absl::InvalidArgumentError("quantizing to fp8-block is not supported");
+    return QuantizeFp8(src, rows, cols, q, values, scales);
   }
   const int64_t groups = q.scale_cols(cols), g = q.group_size, br = q.block_rows;
   const bool nibbles = WeightFormatBits(q.format) == 4;

@@ -11,6 +11,11 @@
 //          minus e2m1's largest exponent; an e8m0 byte, clamped to
 //          [2^-127, 2^127]); q = the nearest e2m1 value to w / scale (ties to
 //          the even code), saturating at +-6
+//   fp8-block  (E4M3 codes, fp32 scales, 2-D blocks of block_rows x group_size,
+//          the edge blocks possibly short) DeepSeek-V3's quantizer
+//          (models/dtype/fp8_block.h): scale = amax / 448, q = E4M3(w / scale)
+//          rounded to nearest even, saturating at +-448; a block of zeros
+//          gets scale 1
 // A block of zeros gets scale 0 (e8m0: 2^-127) and zero codes. Non-finite
 // weights are InvalidArgument (a corrupt checkpoint), never silently stored.
 // Pure functions, thread-safe.
@@ -26,7 +31,8 @@ namespace expertd::engine {
 
 // src [rows, cols] fp32 -> values (QuantValueBytes) and scales
 // (QuantScaleBytes) in `q`'s format; q.scales is ignored (output `scales`).
-// REQUIRES: q.quantized(), q.group_size divides cols and is even.
+// REQUIRES: q.quantized(), q.group_size divides cols and is even (fp8-block:
+// any positive blocks, fp32 scales; InvalidArgument otherwise).
 absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const WeightQuant& q,
                              uint8_t* values, void* scales);
 

@@ -1,11 +1,13 @@
 #include "engine/backend/weight_quantize.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
 namespace {
@@ -119,6 +121,54 @@ TEST(WeightQuantizeTest, NonFiniteWeightsAreRefused) {
   std::vector<uint8_t> values(32), scales(2);
   absl::Status s = QuantizeWeights(w.data(), 1, 32, q, values.data(), scales.data());
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+}
+
+// fp8-block: E4M3 codes rounded to nearest even under fp32 scales amax / 448
+// per 2-D block (edge blocks short), the codes and scales those of
+// models::QuantizeFp8Block; each element within half an E4M3 step (2^-4
+// relative) of the weight.
+TEST(WeightQuantizeTest, Fp8BlockRoundsToNearestEvenWithRaggedBlocks) {
+  const int64_t rows = 150, cols = 200;  // blocks 128 x 128: a 2 x 2 grid, the edges short
+  std::vector<float> w = RandomWeights(rows * cols, 4);
+  w[7] = 0.5f;  // the largest of block (0, 0): its code is exactly 448
+  WeightQuant q = Fp8BlockQuant(nullptr, 128, 128);
+  Quantized r = RoundTrip(w, rows, cols, q);
+  ASSERT_EQ(r.values.size(), size_t(rows * cols));
+  ASSERT_EQ(r.scales.size(), 2u * 2u * sizeof(float));
+  std::vector<uint8_t> codes(rows * cols);
+  std::vector<float> scales(4);
+  models::QuantizeFp8Block({rows, cols, 128, 128}, w.data(), codes.data(), scales.data());
+  EXPECT_EQ(std::memcmp(codes.data(), r.values.data(), codes.size()), 0);
+  EXPECT_EQ(std::memcmp(scales.data(), r.scales.data(), r.scales.size()), 0);
+  EXPECT_EQ(scales[0], 0.5f / 448);
+  EXPECT_EQ(r.values[7], 0x7e);  // +448
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float scale = scales[(i / cols / 128) * 2 + (i % cols) / 128];
+    // Half a step: 2^-4 of |w| when normal, 2^-10 x scale when subnormal.
+    EXPECT_LE(std::fabs(r.dequantized[i] - w[i]), std::fabs(w[i]) / 16 + scale / 1024) << i;
+  }
+  // A tie between two E4M3 values rounds to the even code: 1 + 1/16 lies
+  // halfway between 1 (0x38) and 1.125 (0x39).
+  std::vector<float> tie = {448.0f, 1.0625f, 1.1875f, -1.0625f};
+  Quantized t = RoundTrip(tie, 1, 4, Fp8BlockQuant(nullptr, 128, 128));
+  EXPECT_EQ(reinterpret_cast<const float*>(t.scales.data())[0], 1.0f);
+  EXPECT_EQ(t.values[1], 0x38);  // 1.0, even
+  EXPECT_EQ(t.values[2], 0x3a);  // 1.25, even (not 1.125)
+  EXPECT_EQ(t.values[3], 0xb8);
+}
+
+TEST(WeightQuantizeTest, Fp8BlockRefusesNonFiniteWeightsAndNonF32Scales) {
+  std::vector<float> w(32, 0.0f);
+  std::vector<uint8_t> values(32);
+  std::vector<float> scales(1);
+  w[3] = std::numeric_limits<float>::quiet_NaN();
+  WeightQuant q = Fp8BlockQuant(nullptr, 128, 128);
+  EXPECT_TRUE(absl::IsInvalidArgument(QuantizeWeights(w.data(), 1, 32, q, values.data(),
+                                                      scales.data())));
+  w[3] = 0;
+  q.scale_dtype = ScaleDType::kF16;
+  EXPECT_TRUE(absl::IsInvalidArgument(QuantizeWeights(w.data(), 1, 32, q, values.data(),
+                                                      scales.data())));
 }
 
 }  // namespace
