@@ -21,7 +21,8 @@ import tempfile
 
 FIXTURES = ["mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe", "qwen3_moe", "deepseek_v3"]
 FORMATS = [("bf16", "bf16", 0), ("int8-g32", "int8", 32), ("int4-g32", "int4", 32),
-           ("int4-g16", "int4", 16), ("int4-g128", "int4", 128), ("mxfp4", "mxfp4", 0)]
+           ("int4-g16", "int4", 16), ("int4-g128", "int4", 128), ("mxfp4", "mxfp4", 0),
+           ("fp8", "fp8", 0)]
 
 
 def run(binary, fixture_dir, ids, dtype, group, pack_dir):

@@ -28,9 +28,10 @@ void RegisterExpertStoreFlags(FlagSet* f, ExpertStoreFlags* v) {
             "record every MoE layer's routing to this JSON-lines file");
   f->String("expert_dtype", &v->expert_dtype,
             "store, page and compute routed experts as bf16 | f16 | f32 | int8 | int4 | mxfp4 "
-            "(quantized when the expert pack is built; default: as loaded)");
+            "| fp8 (quantized when the expert pack is built; fp8: E4M3 with fp32 scales per "
+            "128 x 128 block; default: as loaded)");
   f->Int("expert_group_size", &v->expert_group_size, 0, 4096,
-         "int8 / int4 experts: columns per fp16 scale (32 or 128; 0 = 32)");
+         "int8 / int4 experts: columns per fp16 scale (32 or 128; 0 = 32); mxfp4: 32, fp8: 128");
   f->String("expert_compute", &v->expert_compute,
             "where missed experts run: device (page them) | host (compute them on the host "
             "from the host tier) | auto (per expert and step, by measured costs)");

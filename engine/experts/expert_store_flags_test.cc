@@ -76,6 +76,14 @@ TEST(ExpertStoreFlagsTest, ExpertDtypeQuantizesAndTurnsOffloadingOn) {
   auto bad_group = Parse({"--expert_dtype=mxfp4", "--expert_group_size=128"});
   ASSERT_FALSE(bad_group.ok());
   EXPECT_NE(bad_group.status().message().find("--expert_group_size"), std::string::npos);
+  auto fp8 = Parse({"--expert_dtype=fp8"});
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  ASSERT_TRUE(fp8->has_value());
+  EXPECT_EQ((*fp8)->storage.format, WeightFormat::kFp8E4m3Block);
+  EXPECT_EQ((*fp8)->storage.Name(), "fp8-block-g128x128-f32");
+  auto fp8_group = Parse({"--expert_dtype=fp8", "--expert_group_size=32"});
+  ASSERT_FALSE(fp8_group.ok());
+  EXPECT_NE(fp8_group.status().message().find("--expert_group_size"), std::string::npos);
 }
 
 TEST(ExpertStoreFlagsTest, ExpertComputeHostOrAutoTurnsOffloadingOn) {

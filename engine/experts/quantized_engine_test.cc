@@ -1,13 +1,15 @@
 // Quantized experts through the real forward pass:
-// - the engine with int8 / int4 / mxfp4 experts (dequantized inside the CPU
-//   matmul) equals the same engine given the dequantized fp32 experts, within
-//   1e-5 (only the fp32 summation order differs);
+// - the engine with int8 / int4 / mxfp4 / fp8 experts (dequantized inside the
+//   CPU matmul) equals the same engine given the dequantized fp32 experts,
+//   within 1e-5 (only the fp32 summation order differs);
 // - the same device budget holds 2-4x more quantized experts, and the stats
 //   count the bytes paged in the stored format;
+// - one pack per format, a pack of another format at a format's name rebuilt;
 // - its error against the unquantized model is printed (docs/offload.md).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -157,7 +159,7 @@ TEST_P(QuantizedEngineTest, EqualsTheEngineOnDequantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedEngineTest,
                          ::testing::Values(Format{"int8", 32}, Format{"int8", 128},
                                            Format{"int4", 32}, Format{"int4", 128},
-                                           Format{"mxfp4", 0}),
+                                           Format{"mxfp4", 0}, Format{"fp8", 0}),
                          [](const auto& info) {
                            return std::string(info.param.dtype) + "_g" +
                                   std::to_string(info.param.group);
@@ -190,17 +192,67 @@ TEST(QuantizedBudgetTest, TheSameBudgetHoldsMoreQuantizedExpertsAndPagesFewerByt
     const ExpertStoreStats s = store->stats();
     return Run{s.device_slots, s.slot_bytes, s.total.bytes_disk_to_host, s.total.disk_reads};
   };
-  const Run bf16 = run("bf16"), int8 = run("int8"), int4 = run("int4"), mxfp4 = run("mxfp4");
+  const Run bf16 = run("bf16"), int8 = run("int8"), int4 = run("int4"), mxfp4 = run("mxfp4"),
+            fp8 = run("fp8");
   EXPECT_EQ(bf16.slots, 4);
   EXPECT_GE(int8.slots, 7);   // 1.06 bytes per weight (fp16 scale per 32)
   EXPECT_GE(int4.slots, 12);  // 0.56 bytes per weight
   EXPECT_GE(mxfp4.slots, 12);
-  for (const Run& r : {bf16, int8, int4, mxfp4}) {
+  EXPECT_GE(fp8.slots, 7);  // 1 byte per weight (an fp32 scale per 128 x 128)
+  for (const Run& r : {bf16, int8, int4, mxfp4, fp8}) {
     EXPECT_EQ(r.disk_bytes, static_cast<uint64_t>(r.disk_reads) * r.slot_bytes);
   }
   EXPECT_LT(int4.slot_bytes * 3, bf16.slot_bytes);
-  std::printf("experts in a %d-byte budget: bf16 %d, int8 %d, int4 %d, mxfp4 %d\n", 4 * 196608,
-              bf16.slots, int8.slots, int4.slots, mxfp4.slots);
+  EXPECT_LT(fp8.slot_bytes * 3, bf16.slot_bytes * 2);
+  std::printf("experts in a %d-byte budget: bf16 %d, int8 %d, int4 %d, mxfp4 %d, fp8 %d\n",
+              4 * 196608, int(bf16.slots), int(int8.slots), int(int4.slots), int(mxfp4.slots),
+              int(fp8.slots));
+}
+
+// Packs of several formats live side by side in one directory, each reused;
+// a file at fp8's name that holds another format is rebuilt as fp8.
+TEST(QuantizedPackTest, OnePackPerFormatAndAPackOfAnotherFormatIsRebuilt) {
+  auto ckpt = ZooModel();
+  const std::string dir = TempDir("quant_pack_per_format");
+  struct Opened {
+    bool built = false;
+    std::string path;
+    WeightFormat format = WeightFormat::kDense;
+  };
+  auto open = [&](const char* dtype) -> Opened {
+    ExpertStoreOptions o;
+    o.pack_dir = dir;
+    o.storage = *ParseExpertStorage(dtype, 0);
+    Opened out;
+    auto engine = MakeEngine(ckpt, [&](const ExpertProviderContext& ctx)
+                                       -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
+      ASSIGN_OR_RETURN(auto s, ExpertStore::Create(ctx, o));
+      out = {s->stats().pack_built, s->stats().pack_path, s->layout().gate.format};
+      return std::unique_ptr<ExpertProvider>(std::move(s));
+    });
+    EXPECT_NE(engine, nullptr) << dtype;
+    return out;
+  };
+  std::remove((dir + "/experts-int8-g32-f16.pack").c_str());
+  std::remove((dir + "/experts-fp8-block-g128x128-f32.pack").c_str());
+  const Opened int8 = open("int8");
+  const Opened fp8 = open("fp8");
+  EXPECT_TRUE(int8.built);
+  EXPECT_TRUE(fp8.built);
+  EXPECT_EQ(fp8.path, dir + "/experts-fp8-block-g128x128-f32.pack");
+  EXPECT_EQ(fp8.format, WeightFormat::kFp8E4m3Block);
+  EXPECT_FALSE(open("fp8").built);
+  EXPECT_FALSE(open("int8").built);
+  // The int8 pack copied over the fp8 one: valid, but not the layout asked for.
+  {
+    std::ifstream in(int8.path, std::ios::binary);
+    std::ofstream out(fp8.path, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+  const Opened again = open("fp8");
+  EXPECT_TRUE(again.built);
+  EXPECT_EQ(again.format, WeightFormat::kFp8E4m3Block);
+  EXPECT_FALSE(open("fp8").built);
 }
 
 }  // namespace

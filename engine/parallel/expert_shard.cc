@@ -156,7 +156,8 @@ absl::StatusOr<int64_t> ExpertShardUnit(const models::ModelConfig& config,
   if (!storage.quantized()) return config.fp8.enabled ? config.fp8.block_cols : 1;
   if (storage.format == WeightFormat::kFp8E4m3Block) {
     return absl::InvalidArgumentError(
-        "fp8-block experts come from an FP8 checkpoint; they are not quantized at load");
+        "--expert_dtype=fp8 is not supported on several devices yet (an FP8 checkpoint's "
+        "experts are sharded as loaded)");
   }
   const int64_t g = storage.group_size, br = std::max<int64_t>(1, storage.block_rows);
   if (g <= 0 || h % g != 0 || inter % g != 0) {

@@ -3,7 +3,7 @@
 //   expertd-perplexity --model=DIR (--text=FILE | --token_ids=FILE.json) [--ctx=256]
 //                      [--max_windows=N] [--weights=model.bf16.safetensors] [--threads=N]
 //                      [--backend=cpu|cuda|auto] [the daemon's expert-store flags:
-//                       --expert_dtype=bf16|int8|int4|mxfp4 --expert_group_size=G ...]
+//                       --expert_dtype=bf16|int8|int4|mxfp4|fp8 --expert_group_size=G ...]
 //
 // The text is encoded with DIR/tokenizer.json (no special tokens added); --token_ids takes the
 // ids instead (a JSON array), so another engine can be scored on exactly the same tokens. The
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   expertd::Options o;
   expertd::FlagSet flags(
       "expertd-perplexity --model=DIR (--text=FILE | --token_ids=FILE.json) [--ctx=256] "
-      "[--expert_dtype=bf16|int8|int4|mxfp4 --expert_group_size=G]");
+      "[--expert_dtype=bf16|int8|int4|mxfp4|fp8 --expert_group_size=G]");
   flags.String("model", &o.model, "Hugging Face checkpoint directory (config.json + safetensors)");
   flags.String("text", &o.text, "UTF-8 text to score, encoded with DIR/tokenizer.json");
   flags.String("token_ids", &o.token_ids, "JSON array of token ids to score (instead of --text)");

@@ -186,6 +186,12 @@ absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
       shape.dtype == models::DType::kF8E4M3) {
     return Fp8TensorLayout(shape, which, offset);
   }
+  if (st.format == WeightFormat::kFp8E4m3Block) {  // --expert_dtype=fp8: the storage's blocks
+    PackTensorShape blocks = shape;
+    blocks.fp8_block_rows = st.block_rows;
+    blocks.fp8_block_cols = st.group_size;
+    return Fp8TensorLayout(blocks, which, offset);
+  }
   if (st.format == WeightFormat::kDense) {
     t.dtype = st.keep_dtype ? shape.dtype : st.dense_dtype;
     t.nbytes = static_cast<uint64_t>(shape.rows * shape.cols) * models::DTypeSize(t.dtype);
@@ -242,7 +248,8 @@ absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64
   auto dense = [&](models::DType d) -> absl::StatusOr<ExpertStorage> {
     if (group_size != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "flag --expert_group_size: only for int8, int4 and mxfp4 experts, not '", dtype, "'"));
+          "flag --expert_group_size: only for int8, int4, mxfp4 and fp8 experts, not '", dtype,
+          "'"));
     }
     s.keep_dtype = false;
     s.dense_dtype = d;
@@ -251,7 +258,7 @@ absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64
   if (dtype.empty()) {
     if (group_size != 0) {
       return absl::InvalidArgumentError(
-          "flag --expert_group_size: needs --expert_dtype=int8, int4 or mxfp4");
+          "flag --expert_group_size: needs --expert_dtype=int8, int4, mxfp4 or fp8");
     }
     return s;
   }
@@ -278,8 +285,20 @@ absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64
     s.scale_dtype = ScaleDType::kE8M0;
     return s;
   }
+  if (dtype == "fp8") {
+    if (group_size != 0 && group_size != 128) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flag --expert_group_size: fp8 blocks are 128 x 128, got ", group_size));
+    }
+    s.format = WeightFormat::kFp8E4m3Block;
+    s.group_size = 128;
+    s.block_rows = 128;
+    s.scale_dtype = ScaleDType::kF32;
+    return s;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "flag --expert_dtype: expected bf16, f16, f32, int8, int4 or mxfp4, got '", dtype, "'"));
+      "flag --expert_dtype: expected bf16, f16, f32, int8, int4, mxfp4 or fp8, got '", dtype,
+      "'"));
 }
 
 WeightQuant PackTensorLayout::QuantAt(const uint8_t* slot) const {

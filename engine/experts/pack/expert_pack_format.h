@@ -51,7 +51,8 @@ inline uint64_t AlignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 // How the pack stores every routed expert tensor. kDense keeps the elements
 // as `dense_dtype` (kept_dtype: the checkpoint's own dtype, else converted,
 // rounding to nearest even); a quantized format stores values and scales
-// (weight_format.h), round-to-nearest from the checkpoint's weights.
+// (weight_format.h), round-to-nearest from the checkpoint's weights
+// (kFp8E4m3Block: block_rows x group_size blocks, fp32 scales).
 struct ExpertStorage {
   WeightFormat format = WeightFormat::kDense;
   bool keep_dtype = true;                      // kDense: store the checkpoint's dtype
@@ -66,10 +67,12 @@ struct ExpertStorage {
 };
 
 // The storage `--expert_dtype=NAME --expert_group_size=G` asks for. Names:
-// "" (as loaded), "bf16", "f16", "f32", "int8", "int4", "mxfp4". int8 / int4
-// take G (32 or 128 are the tested ones; 0 means 32) and fp16 scales; mxfp4
-// is always 32 with e8m0 scales (G must be 0 or 32). InvalidArgument naming
-// the flag otherwise.
+// "" (as loaded), "bf16", "f16", "f32", "int8", "int4", "mxfp4", "fp8". int8
+// / int4 take G (32 or 128 are the tested ones; 0 means 32) and fp16 scales;
+// mxfp4 is always 32 with e8m0 scales (G must be 0 or 32); fp8 is E4M3 with
+// fp32 scales per 128 x 128 block, the fp8-block records of an FP8
+// checkpoint (G must be 0 or 128; edge blocks may be short). InvalidArgument
+// naming the flag otherwise.
 absl::StatusOr<ExpertStorage> ParseExpertStorage(const std::string& dtype, int64_t group_size);
 
 // One tensor of an expert: [rows, cols] row-major at `offset` in the slot.
@@ -124,7 +127,8 @@ struct PackTensorShape {
 // Computes offsets: gate at 0, up and down each at the next 64-byte boundary
 // (a quantized tensor's scales at the 64-byte boundary after its values).
 // `gate`, `up`, `down` are the source's shapes and dtypes; an FP8 source kept
-// as loaded becomes an fp8-block record. InvalidArgument for
+// as loaded becomes an fp8-block record with the source's blocks, any source
+// stored as fp8 one with the storage's blocks. InvalidArgument for
 // empty shapes, no MoE layer, or a group size that does not divide a
 // tensor's columns (naming the tensor).
 absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,

@@ -449,6 +449,15 @@ TEST(ExpertStorageTest, FlagsParseIntoStorageFormats) {
   EXPECT_EQ(ParseExpertStorage("mxfp4", 0)->Name(), "mxfp4-g32-e8m0");
   EXPECT_EQ(ParseExpertStorage("bf16", 0)->Name(), "bf16");
   EXPECT_EQ(ParseExpertStorage("", 0)->Name(), "as-loaded");
+  auto fp8 = ParseExpertStorage("fp8", 0);
+  ASSERT_TRUE(fp8.ok());
+  EXPECT_EQ(fp8->format, WeightFormat::kFp8E4m3Block);
+  EXPECT_EQ(fp8->group_size, 128);
+  EXPECT_EQ(fp8->block_rows, 128);
+  EXPECT_EQ(fp8->scale_dtype, ScaleDType::kF32);
+  EXPECT_EQ(fp8->Name(), "fp8-block-g128x128-f32");
+  EXPECT_EQ(ParseExpertStorage("fp8", 128)->Name(), "fp8-block-g128x128-f32");
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("fp8", 32).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("int3", 0).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("mxfp4", 64).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseExpertStorage("int8", 33).status()));
@@ -469,6 +478,20 @@ TEST(ExpertStorageTest, QuantizedLayoutsCountQuantizedBytes) {
   EXPECT_EQ(int4.down.scales_nbytes, 64u * 1 * 2);
   EXPECT_LT(int4.expert_bytes, int8.expert_bytes);
   EXPECT_LT(int8.expert_bytes * 3, f32.expert_bytes);
+  // fp8: a byte per weight, one fp32 scale per (here ragged) 128 x 128 block.
+  const PackLayout fp8 = QuantLayout(*ParseExpertStorage("fp8", 0));
+  EXPECT_EQ(fp8.gate.format, WeightFormat::kFp8E4m3Block);
+  EXPECT_EQ(fp8.gate.dtype, DType::kF8E4M3);
+  EXPECT_EQ(fp8.gate.nbytes, 16u * 64);
+  EXPECT_EQ(fp8.gate.scales_nbytes, 4u);
+  EXPECT_EQ(fp8.down.scales_nbytes, 4u);
+  EXPECT_LT(fp8.expert_bytes * 3, f32.expert_bytes);
+  PackHeader h = MakePackHeader(fp8, 1);
+  std::vector<uint8_t> block = EncodePackHeader(h);
+  auto back = DecodePackHeader(block.data(), block.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  back->layout.moe_layers = fp8.moe_layers;
+  EXPECT_TRUE(back->layout.SameAs(fp8));
 }
 
 TEST(ExpertStorageTest, GroupSizeMustDivideEveryTensor) {
@@ -505,7 +528,7 @@ TEST(ExpertStorageTest, HeaderRoundTripsTheStorageAndRefusesUnknownFormats) {
 }
 
 TEST(ExpertStorageTest, WriterQuantizesEachExpertAsTheLayoutSays) {
-  for (const char* dtype : {"int8", "int4", "mxfp4", "bf16"}) {
+  for (const char* dtype : {"int8", "int4", "mxfp4", "fp8", "bf16"}) {
     const ExpertStorage st = *ParseExpertStorage(dtype, 0);
     const PackLayout l = QuantLayout(st);
     std::mt19937 rng(1);
@@ -540,7 +563,8 @@ TEST(ExpertStorageTest, WriterQuantizesEachExpertAsTheLayoutSays) {
 // An FP8 source expert: kept as loaded, the slot holds its codes and scales
 // as they were (DequantizeWeights of the record equals the checkpoint's
 // dequantization bitwise); converted to int8, the FP8 blocks are dequantized
-// to fp32 first and then quantized like any other source.
+// to fp32 first and then quantized like any other source; stored as fp8
+// (128 x 128 blocks), its 8 x 32 blocks are requantized the same way.
 TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
   const models::Fp8BlockShape b{16, 64, 8, 32};  // 2 x 2 blocks
   std::mt19937 rng(3);
@@ -553,7 +577,7 @@ TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
   const PackTensorShape shape{DType::kF8E4M3, 16, 64, 8, 32};
   PackSourceTensor t{DType::kF8E4M3, 16, 64, codes.data(), scale.data(), 8, 32};
   const PackSourceExpert e{t, t, t};
-  for (const char* dtype : {"", "int8"}) {
+  for (const char* dtype : {"", "int8", "fp8"}) {
     auto l = MakePackLayout(2, {1}, 2, shape, shape, shape, *ParseExpertStorage(dtype, 0));
     ASSERT_TRUE(l.ok()) << l.status();
     AlignedBuffer slot(l->slot_bytes);
@@ -563,6 +587,7 @@ TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
                       back.data());
     if (*dtype == '\0') {
       EXPECT_EQ(l->up.format, WeightFormat::kFp8E4m3Block);
+      EXPECT_EQ(l->up.block_rows, 8);
       EXPECT_EQ(std::memcmp(back.data(), exact.data(), back.size() * 4), 0);
     } else {
       std::vector<uint8_t> want_values(l->up.nbytes), want_scales(l->up.scales_nbytes);
@@ -585,6 +610,43 @@ TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
   const absl::Status s = FillExpertSlot(*l, {1, 0}, no_scale, slot.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("FP8 without block scales"), std::string::npos) << s;
+}
+
+// --expert_dtype=fp8 of a bf16 source: each tensor is QuantizeWeights'
+// 128 x 128 fp8-block encoding of its fp32 values; of an FP8 source that
+// already has 128 x 128 blocks: its codes and scales copied as they are.
+TEST(ExpertStorageTest, WriterQuantizesToFp8OrCopiesFp8WithTheSameBlocks) {
+  const ExpertStorage st = *ParseExpertStorage("fp8", 0);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0, 0.1f);
+  std::vector<float> w(130 * 256);  // 2 x 2 blocks, the second row of blocks 2 rows high
+  for (float& x : w) x = d(rng);
+  std::vector<uint16_t> bf16(w.size());
+  models::ConvertFromF32(DType::kBF16, w.data(), bf16.data(), w.size());
+  std::vector<float> exact(w.size());
+  models::ConvertToF32(DType::kBF16, bf16.data(), exact.data(), w.size());
+  const PackTensorShape shape{DType::kBF16, 130, 256};
+  auto l = MakePackLayout(1, {0}, 1, shape, shape, shape, st);
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->up.scales_nbytes, 4u * 4);
+  PackSourceTensor t{DType::kBF16, 130, 256, bf16.data()};
+  AlignedBuffer slot(l->slot_bytes);
+  ASSERT_TRUE(FillExpertSlot(*l, {0, 0}, PackSourceExpert{t, t, t}, slot.data()).ok());
+  std::vector<uint8_t> codes(w.size());
+  std::vector<float> scales(4);
+  models::QuantizeFp8Block({130, 256, 128, 128}, exact.data(), codes.data(), scales.data());
+  EXPECT_EQ(std::memcmp(slot.data() + l->up.offset, codes.data(), codes.size()), 0);
+  EXPECT_EQ(std::memcmp(slot.data() + l->up.scales_offset, scales.data(), 16), 0);
+
+  // The same codes as an FP8 source with 128 x 128 blocks: copied.
+  PackSourceTensor f{DType::kF8E4M3, 130, 256, codes.data(), scales.data(), 128, 128};
+  const PackTensorShape fshape{DType::kF8E4M3, 130, 256, 128, 128};
+  auto fl = MakePackLayout(1, {0}, 1, fshape, fshape, fshape, st);
+  ASSERT_TRUE(fl.ok()) << fl.status();
+  EXPECT_TRUE(fl->SameAs(*l));
+  AlignedBuffer copied(fl->slot_bytes);
+  ASSERT_TRUE(FillExpertSlot(*fl, {0, 0}, PackSourceExpert{f, f, f}, copied.data()).ok());
+  EXPECT_EQ(std::memcmp(copied.data(), slot.data(), fl->expert_bytes), 0);
 }
 
 }  // namespace

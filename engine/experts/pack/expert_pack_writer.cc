@@ -69,21 +69,18 @@ absl::Status WriteIndexAndHeader(WritableFile* out, PackHeader* h,
 }
 
 // Writes one source tensor into the slot as `want` stores it: a copy, a
-// dtype conversion, or a quantization (engine/backend/weight_quantize.h).
+// dtype conversion, or a quantization (engine/backend/weight_quantize.h; FP8
+// sources are dequantized to fp32 first unless their blocks are the pack's).
 absl::Status StoreTensor(const PackSourceTensor& t, const PackTensorLayout& want, uint8_t* slot) {
   if (want.format == WeightFormat::kDense && t.dtype == want.dtype) {
     std::memcpy(slot + want.offset, t.data, want.nbytes);
     return absl::OkStatus();
   }
   const bool fp8_source = t.dtype == models::DType::kF8E4M3;
-  if (want.format == WeightFormat::kFp8E4m3Block) {  // FP8 kept as loaded: codes and scales
-    if (!fp8_source || t.fp8_block_rows != want.block_rows ||
-        t.fp8_block_cols != want.group_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          models::DTypeName(t.dtype), " with scale block [", t.fp8_block_rows, ", ",
-          t.fp8_block_cols, "] where the pack stores FP8 with blocks [", want.block_rows, ", ",
-          want.group_size, "]"));
-    }
+  if (want.format == WeightFormat::kFp8E4m3Block && fp8_source &&
+      t.fp8_block_rows == want.block_rows && t.fp8_block_cols == want.group_size) {
+    // FP8 with the pack's blocks (as loaded, or --expert_dtype=fp8 of an FP8
+    // checkpoint with 128 x 128 blocks): codes and scales copied.
     std::memcpy(slot + want.offset, t.data, want.nbytes);
     std::memcpy(slot + want.scales_offset, t.fp8_scale, want.scales_nbytes);
     return absl::OkStatus();
