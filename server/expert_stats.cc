@@ -68,6 +68,7 @@ void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placem
 
 ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& s) {
   ExpertCacheSnapshot snap;
+  snap.format = s.stored_format;
   for (const engine::ExpertLayerCounters& c : s.layers) {
     ExpertLayerCounters l;
     l.layer = c.layer;

@@ -36,6 +36,19 @@ std::vector<uint32_t> Generate(const std::shared_ptr<grpc::Channel>& channel, in
   return {resp.token_ids().begin(), resp.token_ids().end()};
 }
 
+// The sum of a /metrics family's samples whose labels contain `labels`
+// (e.g. `path="disk_to_host",format="bf16"`); -1 when no sample matches.
+double SumMetric(const std::string& body, const std::string& family, const std::string& labels) {
+  double sum = -1;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::StartsWith(line, family + "{") || !absl::StrContains(line, labels)) continue;
+    double v = 0;
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) << line;
+    sum = std::max(sum, 0.0) + v;
+  }
+  return sum;
+}
+
 class OffloadDaemonTest : public ::testing::Test {
  protected:
   void Start(testing::ExpertdProcess* d, std::vector<std::string> flags) {
@@ -125,7 +138,50 @@ TEST_F(OffloadDaemonTest, SameTokensAsResidentAndStatsReported) {
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_TRUE(absl::StrContains(res->body, "expertd:expert_cache_misses_total{")) << res->body;
+  // The experts are kept as loaded: the bytes are labelled with the
+  // checkpoint's own format, never "as-loaded".
+  EXPECT_EQ(SumMetric(res->body, "expertd:expert_bytes_moved_total",
+                      "path=\"disk_to_host\",format=\"bf16\""),
+            static_cast<double>(stats.totals().bytes_disk_to_host()))
+      << res->body;
   Stop(&offload);
+}
+
+// --expert_dtype=fp8 on the daemon: the bf16 experts are paged as E4M3 with
+// 128 x 128 fp32 block scales, the same budget holds about twice as many of
+// them, and /metrics labels the bytes paged with the stored format.
+TEST_F(OffloadDaemonTest, Fp8ExpertsArePagedAndReportedInTheirFormat) {
+  testing::ExpertdProcess fp8;
+  Start(&fp8, {"--expert_dtype=fp8", "--expert_cache_bytes=6MiB", "--prefetch=none",
+               "--expert_pack_dir=" + ::testing::TempDir() + "/fp8_pack",
+               "--metrics_listen=127.0.0.1:0"});
+  EXPECT_EQ(Generate(fp8.channel(), 0).size(), 24u);
+  auto admin = v1::AdminService::NewStub(fp8.channel());
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  v1::GetExpertStatsRequest per_expert;
+  per_expert.set_per_expert(true);
+  v1::ExpertStats stats;
+  grpc::Status s = admin->GetExpertStats(&ctx, per_expert, &stats);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(stats.totals().misses(), 0u);
+  uint64_t on_device = 0;
+  for (const auto& e : stats.experts()) on_device += e.tier() == v1::EXPERT_TIER_DEVICE;
+  // A bf16 expert is 3 x 256 x 256 x 2 bytes; at about a byte a weight the
+  // 6 MiB budget holds more than 6 MiB of bf16 experts would.
+  EXPECT_GT(on_device * 3 * 256 * 256 * 2, 6u << 20) << on_device;
+
+  httplib::Client http("127.0.0.1", fp8.MetricsPort());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  const std::string fmt = "format=\"fp8-block-g128x128-f32\"";
+  EXPECT_EQ(SumMetric(res->body, "expertd:expert_bytes_moved_total",
+                      "path=\"disk_to_host\"," + fmt),
+            static_cast<double>(stats.totals().bytes_disk_to_host()))
+      << res->body;
+  EXPECT_EQ(SumMetric(res->body, "expertd:expert_bytes_moved_total", "format=\"bf16\""), -1)
+      << res->body;
+  Stop(&fp8);
 }
 
 // Missed experts computed on the host (--expert_compute=host): only the

@@ -453,6 +453,7 @@ ExpertStoreStats ExpertStore::stats() const {
   s.slot_bytes = slot_bytes_;
   s.expert_bytes = reader_->layout().expert_bytes;
   s.storage = options_.storage.Name();
+  s.stored_format = StoredFormatName(reader_->layout());
   s.static_pins = static_cast<int64_t>(static_pins_.size());
   s.policy = PolicyKindName(options_.policy);
   s.prefetch = PrefetchKindName(options_.prefetch);

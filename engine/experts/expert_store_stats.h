@@ -69,6 +69,10 @@ struct ExpertStoreStats {
   // How experts are stored, paged and computed ("as-loaded", "bf16",
   // "int4-g32-f16", ...): every byte counter above is in this format.
   std::string storage;
+  // The same, as the pack really stores it: "as-loaded" resolved to the
+  // checkpoint's ("bf16", "f32", "fp8-block-g128x128-f32", ...;
+  // StoredFormatName). /metrics labels the bytes paged with it.
+  std::string stored_format;
   int64_t static_pins = 0;    // hot experts pinned now
   std::string policy, prefetch, pack_path;
   std::string compute = "device";  // --expert_compute

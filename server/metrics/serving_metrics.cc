@@ -214,9 +214,10 @@ ServingMetrics::ServingMetrics(const ServingMetricsInfo& info) : registry_(Const
       "Routed experts not on the device computed on the host instead of paged "
       "(--expert_compute), per MoE layer.",
       {"layer"});
-  expert_bytes_moved_total_ =
-      r.AddCounter("expertd:expert_bytes_moved_total",
-                   "Expert weight bytes copied between memory tiers.", {"path"});
+  expert_bytes_moved_total_ = r.AddCounter(
+      "expertd:expert_bytes_moved_total",
+      "Expert weight bytes copied between memory tiers, in the format the experts are stored in.",
+      {"path", "format"});
   experts_on_device_ = r.AddGauge("expertd:experts_on_device",
                                   "Experts resident in device memory, per MoE layer.", {"layer"});
   expert_cache_used_bytes_ = r.AddGauge("expertd:expert_cache_used_bytes",
@@ -224,8 +225,6 @@ ServingMetrics::ServingMetrics(const ServingMetricsInfo& info) : registry_(Const
   expert_cache_capacity_bytes_ =
       r.AddGauge("expertd:expert_cache_capacity_bytes",
                  "Expert-cache budget in bytes, per tier (0: unlimited).", {"tier"});
-  for (const char* path : {"disk_to_host", "host_to_device"})
-    expert_bytes_moved_total_->WithLabels({path});
 }
 
 void ServingMetrics::OnStep(int64_t prompt_tokens, int64_t generation_tokens) {
@@ -308,8 +307,10 @@ void ServingMetrics::UpdateExpertCache(const ExpertCacheSnapshot& s) {
     d2h_delta += delta(before.bytes_disk_to_host, now.bytes_disk_to_host);
     last_expert_[now.layer] = now;
   }
-  expert_bytes_moved_total_->WithLabels({"host_to_device"})->Increment(h2d_delta);
-  expert_bytes_moved_total_->WithLabels({"disk_to_host"})->Increment(d2h_delta);
+  // Both paths exist (at 0) from the first snapshot of a format on.
+  const std::string format = s.format.empty() ? "unknown" : s.format;
+  expert_bytes_moved_total_->WithLabels({"host_to_device", format})->Increment(h2d_delta);
+  expert_bytes_moved_total_->WithLabels({"disk_to_host", format})->Increment(d2h_delta);
   expert_cache_used_bytes_->WithLabels({"device"})->Set(static_cast<double>(s.device_used_bytes));
   expert_cache_used_bytes_->WithLabels({"host"})->Set(static_cast<double>(s.host_used_bytes));
   expert_cache_capacity_bytes_->WithLabels({"device"})

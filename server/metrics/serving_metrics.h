@@ -78,6 +78,10 @@ struct ExpertLayerCounters {
 };
 
 struct ExpertCacheSnapshot {
+  // How the experts are stored, so paged and held ("bf16", "int4-g32-f16",
+  // "fp8-block-g128x128-f32", ...): every byte count here is of this format.
+  // Labels expertd:expert_bytes_moved_total{format}; empty reads "unknown".
+  std::string format;
   std::vector<ExpertLayerCounters> layers;
   uint64_t device_capacity_bytes = 0;
   uint64_t device_used_bytes = 0;
@@ -187,7 +191,7 @@ class ServingMetrics {
   metrics::Family<Counter>* expert_prefetch_wasted_total_;  // {layer}
   metrics::Family<Counter>* expert_stall_seconds_total_;    // {layer}
   metrics::Family<Counter>* expert_host_computes_total_;    // {layer}
-  metrics::Family<Counter>* expert_bytes_moved_total_;      // {path}
+  metrics::Family<Counter>* expert_bytes_moved_total_;      // {path, format}
   metrics::Family<Gauge>* experts_on_device_;               // {layer}
   metrics::Family<Gauge>* expert_cache_used_bytes_;         // {tier}
   metrics::Family<Gauge>* expert_cache_capacity_bytes_;     // {tier}

@@ -165,6 +165,7 @@ TEST(ServingMetricsTest, ExpertCacheSnapshotsAdvanceCountersByDifference) {
                  0,           /*h2d=*/24, /*d2h=*/0,    0, 2};
   s.device_capacity_bytes = 4096;
   s.device_used_bytes = 2048;
+  s.format = "int4-g32-f16";
   m.UpdateExpertCache(s);
   m.UpdateExpertCache(s);  // same totals again: nothing moves
   s.layers[0].hits = 15;
@@ -186,14 +187,49 @@ TEST(ServingMetricsTest, ExpertCacheSnapshotsAdvanceCountersByDifference) {
   EXPECT_TRUE(Has(t, "expertd:expert_stall_seconds_total{model_name=\"tiny\",layer=\"1\"} 0.75"));
   EXPECT_TRUE(Has(t, "expertd:expert_host_computes_total{model_name=\"tiny\",layer=\"1\"} 9"));
   EXPECT_TRUE(Has(t, "expertd:expert_host_computes_total{model_name=\"tiny\",layer=\"3\"} 0"));
-  EXPECT_TRUE(
-      Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"host_to_device\"} 1524"));
-  EXPECT_TRUE(
-      Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\"} 500"));
+  EXPECT_TRUE(Has(t,
+                  "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"host_to_device\","
+                  "format=\"int4-g32-f16\"} 1524"));
+  EXPECT_TRUE(Has(t,
+                  "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\","
+                  "format=\"int4-g32-f16\"} 500"));
   EXPECT_TRUE(Has(t, "expertd:experts_on_device{model_name=\"tiny\",layer=\"1\"} 6"));
   EXPECT_TRUE(Has(t, "expertd:expert_cache_used_bytes{model_name=\"tiny\",tier=\"device\"} 2048"));
   EXPECT_TRUE(
       Has(t, "expertd:expert_cache_capacity_bytes{model_name=\"tiny\",tier=\"device\"} 4096"));
+}
+
+// Bytes are labelled with the format they were moved in: no series before the
+// first snapshot, both paths at 0 from it on, and a model stored in another
+// format (after a checkpoint activation) counts in series of its own.
+TEST(ServingMetricsTest, ExpertBytesMovedAreLabelledWithTheStoredFormat) {
+  ServingMetrics m(Info());
+  EXPECT_EQ(m.Render().find("expertd:expert_bytes_moved_total{"), std::string::npos);
+  ExpertCacheSnapshot s;
+  s.format = "bf16";
+  s.layers.resize(1);
+  m.UpdateExpertCache(s);
+  std::string t = m.Render();
+  EXPECT_TRUE(Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\","
+                     "format=\"bf16\"} 0"))
+      << t;
+  s.layers[0].bytes_disk_to_host = 8192;
+  m.UpdateExpertCache(s);
+  ExpertCacheSnapshot next;  // the new model restarts counting in fp8
+  next.format = "fp8-block-g128x128-f32";
+  next.layers.resize(1);
+  next.layers[0].bytes_disk_to_host = 4096;
+  m.UpdateExpertCache(next);
+  t = m.Render();
+  EXPECT_TRUE(Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\","
+                     "format=\"bf16\"} 8192"))
+      << t;
+  EXPECT_TRUE(Has(t, "expertd:expert_bytes_moved_total{model_name=\"tiny\",path=\"disk_to_host\","
+                     "format=\"fp8-block-g128x128-f32\"} 4096"))
+      << t;
+  next.format.clear();
+  m.UpdateExpertCache(next);
+  EXPECT_NE(m.Render().find(",format=\"unknown\"} 0\n"), std::string::npos);
 }
 
 TEST(ServingMetricsTest, CollectHookPullsSnapshotsOnScrape) {

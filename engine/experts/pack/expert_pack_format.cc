@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/experts/pack/crc32c.h"
@@ -236,6 +237,8 @@ std::string ExpertStorage::Name() const {
         return "f16";
       case models::DType::kBF16:
         return "bf16";
+      case models::DType::kF8E4M3:  // FP8 is only stored as fp8-block records
+        break;
     }
   }
   std::string name = absl::StrCat(WeightFormatName(format), "-g", group_size);
@@ -320,6 +323,26 @@ int64_t PackLayout::EntryIndex(ExpertKey key) const {
 
 ExpertKey PackLayout::EntryKey(size_t index) const {
   return ExpertKey{moe_layers[index / num_experts], static_cast<int32_t>(index % num_experts)};
+}
+
+std::string StoredFormatName(const PackLayout& l) {
+  std::string out;
+  for (const PackTensorLayout* t : {&l.gate, &l.up, &l.down}) {
+    ExpertStorage s;
+    s.format = t->format;
+    s.keep_dtype = false;
+    s.dense_dtype = t->dtype;
+    s.group_size = t->group_size;
+    s.block_rows = t->block_rows;
+    s.scale_dtype = t->scale_dtype;
+    const std::string name = s.Name();
+    if (out.empty()) {
+      out = name;
+    } else if (!absl::StrContains(absl::StrCat("+", out, "+"), absl::StrCat("+", name, "+"))) {
+      absl::StrAppend(&out, "+", name);
+    }
+  }
+  return out;
 }
 
 bool PackLayout::SameAs(const PackLayout& o) const {

@@ -117,6 +117,12 @@ struct PackLayout {
   bool SameAs(const PackLayout& o) const;
 };
 
+// The format a pack really stores, named like ExpertStorage::Name() but never
+// "as-loaded": "bf16", "f32", "int4-g32-f16", "fp8-block-g128x128-f32" (an
+// FP8 checkpoint kept as loaded, or --expert_dtype=fp8), ...; tensors stored
+// differently are joined with '+' in gate, up, down order ("bf16+f32").
+std::string StoredFormatName(const PackLayout& layout);
+
 struct PackTensorShape {
   models::DType dtype = models::DType::kF32;
   int64_t rows = 0;

@@ -494,6 +494,24 @@ TEST(ExpertStorageTest, QuantizedLayoutsCountQuantizedBytes) {
   EXPECT_TRUE(back->layout.SameAs(fp8));
 }
 
+// The format a pack really holds: "as-loaded" resolved to the source's dtype,
+// quantized formats by their storage name, mixed tensors joined.
+TEST(ExpertStorageTest, StoredFormatNameResolvesAsLoaded) {
+  EXPECT_EQ(StoredFormatName(QuantLayout({})), "f32");
+  EXPECT_EQ(StoredFormatName(TestLayout()), "bf16");
+  EXPECT_EQ(StoredFormatName(QuantLayout(*ParseExpertStorage("int4", 32))), "int4-g32-f16");
+  EXPECT_EQ(StoredFormatName(QuantLayout(*ParseExpertStorage("fp8", 0))),
+            "fp8-block-g128x128-f32");
+  const PackTensorShape fp8{DType::kF8E4M3, 16, 64, 8, 32};
+  auto as_loaded = MakePackLayout(2, {1}, 2, fp8, fp8, fp8);
+  ASSERT_TRUE(as_loaded.ok());
+  EXPECT_EQ(StoredFormatName(*as_loaded), "fp8-block-g32x8-f32");
+  auto mixed = MakePackLayout(2, {1}, 2, {DType::kBF16, 16, 64}, {DType::kBF16, 16, 64},
+                              {DType::kF32, 64, 32});
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(StoredFormatName(*mixed), "bf16+f32");
+}
+
 TEST(ExpertStorageTest, GroupSizeMustDivideEveryTensor) {
   auto l = MakePackLayout(2, {1}, 2, {DType::kF32, 16, 64}, {DType::kF32, 16, 64},
                           {DType::kF32, 64, 32}, *ParseExpertStorage("int8", 64));
