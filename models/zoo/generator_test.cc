@@ -226,6 +226,36 @@ TEST(ZooSpecTest, DeepseekV3PresetHasV3sWidths) {
   EXPECT_EQ(c->ExpertParamsPerExpert(), 3 * 7168 * 2048);
 }
 
+// Qwen3-30B-A3B's widths (too large to write in a unit test, ~2.5 GB): the
+// config.json expertd reads is the real model's but for depth and vocab.
+TEST(ZooSpecTest, Qwen3_30bA3bPresetHasItsWidths) {
+  EXPECT_FALSE(PresetSpec("qwen3_30b_a3b_2l", Architecture::kOlmoe).ok());
+  auto spec = PresetSpec("qwen3_30b_a3b_2l", Architecture::kQwen3Moe);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(ValidateZooSpec(*spec).ok()) << ValidateZooSpec(*spec);
+  auto c = ParseModelConfig(ConfigJson(*spec), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, Architecture::kQwen3Moe);
+  EXPECT_EQ(c->hidden_size, 2048);
+  EXPECT_EQ(c->num_hidden_layers, 2);
+  EXPECT_EQ(c->num_experts, 128);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 768);
+  EXPECT_EQ(c->intermediate_size, 6144);
+  EXPECT_EQ(c->num_attention_heads, 32);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->vocab_size, 2048);
+  EXPECT_EQ(c->is_moe_layer, (std::vector<bool>{true, true}));
+  EXPECT_EQ(c->ExpertParamsPerExpert(), 3 * 2048 * 768);
+  // The real vocabulary is a field away (in-memory models: no tokenizer).
+  spec->vocab = 151936;
+  ASSERT_TRUE(ValidateZooSpec(*spec).ok());
+  EXPECT_EQ(ParseModelConfig(ConfigJson(*spec), "config.json")->vocab_size, 151936);
+  const std::vector<std::string> presets = PresetNames();
+  EXPECT_NE(std::find(presets.begin(), presets.end(), "qwen3_30b_a3b_2l"), presets.end());
+}
+
 // --dtype=fp8: the Linear weights as E4M3 codes with an F32 scale per
 // 128 x 128 block (partial edge blocks here: the tiny model is narrower),
 // the rest bf16; dequantized, they are the f32 model's weights to E4M3's

@@ -1,7 +1,7 @@
 // expertd-zoo: writes a deterministic tiny Hugging Face MoE checkpoint.
 //
 //   expertd-zoo [--arch=mixtral|qwen2_moe|qwen3_moe|olmoe|deepseek_v3]
-//               [--preset=tiny|default|olmoe_1b7b_4l|deepseek_v3_2l]
+//               [--preset=tiny|default|olmoe_1b7b_4l|qwen3_30b_a3b_2l|deepseek_v3_2l]
 //               [--hidden=N --layers=N --experts=N --top_k=N --moe_intermediate=N --heads=N
 //                --kv_heads=N --head_dim=N --vocab=N --dtype=bf16|f32|f16|fp8 --seed=N --shards=N
 //                --tie_word_embeddings --if_missing]
@@ -135,7 +135,8 @@ int Run(int argc, char** argv) {
   flags.String("out", &o.out, "output directory (created if missing)");
   flags.String("arch", &o.arch, "mixtral | qwen2_moe | qwen3_moe | olmoe | deepseek_v3");
   flags.String("preset", &o.preset,
-               "tiny | default | olmoe_1b7b_4l | deepseek_v3_2l (sizes; flags below override)");
+               "tiny | default | olmoe_1b7b_4l | qwen3_30b_a3b_2l | deepseek_v3_2l (sizes; flags "
+               "below override)");
   flags.Int("hidden", &o.hidden, 1, 65536, "hidden size");
   flags.Int("layers", &o.layers, 1, 1024, "decoder layers");
   flags.Int("experts", &o.experts, 1, 4096, "routed experts per layer");

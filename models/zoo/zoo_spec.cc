@@ -182,7 +182,7 @@ const char* ZooArchName(Architecture arch) {
 }
 
 std::vector<std::string> PresetNames() {
-  return {"tiny", "default", "olmoe_1b7b_4l", "deepseek_v3_2l"};
+  return {"tiny", "default", "olmoe_1b7b_4l", "qwen3_30b_a3b_2l", "deepseek_v3_2l"};
 }
 
 absl::StatusOr<ZooSpec> PresetSpec(const std::string& preset, Architecture arch) {
@@ -199,6 +199,14 @@ absl::StatusOr<ZooSpec> PresetSpec(const std::string& preset, Architecture arch)
     s.max_position = 163840, s.yarn_factor = 40;  // over 4096 positions, as V3
     return s;
   }
+  if (preset == "qwen3_30b_a3b_2l") {
+    if (arch != Architecture::kQwen3Moe)
+      return absl::InvalidArgumentError("zoo preset 'qwen3_30b_a3b_2l' needs --arch=qwen3_moe");
+    // Qwen3-30B-A3B's config.json, at 2 of its 48 layers and the zoo's vocab.
+    s.hidden = 2048, s.layers = 2, s.experts = 128, s.top_k = 8, s.moe_intermediate = 768;
+    s.intermediate = 6144, s.heads = 32, s.kv_heads = 4, s.head_dim = 128, s.vocab = 2048;
+    return s;
+  }
   if (preset == "tiny") {
     s.hidden = 64, s.layers = 2, s.experts = 8, s.top_k = 2, s.moe_intermediate = 64;
     s.heads = 4, s.kv_heads = 2, s.vocab = 512, s.max_position = 512, s.dtype = DType::kF32;
@@ -208,7 +216,8 @@ absl::StatusOr<ZooSpec> PresetSpec(const std::string& preset, Architecture arch)
   } else if (preset != "default") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown zoo preset '", preset,
-                     "' (choose tiny, default, olmoe_1b7b_4l or deepseek_v3_2l)"));
+                     "' (choose tiny, default, olmoe_1b7b_4l, qwen3_30b_a3b_2l or "
+                     "deepseek_v3_2l)"));
   }
   if (arch == Architecture::kDeepseekV3) SetDeepseekDefaults(&s);
   return s;

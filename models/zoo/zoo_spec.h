@@ -16,6 +16,12 @@
 //   olmoe_1b7b_4l  OLMoE-1B-7B's layer shapes: hidden 2048, 64 experts top-8
 //                  of width 1024, 16 heads / 16 kv, 4 layers, vocab 2048, bf16
 //                  (~3.3 GB) -- benchmarks.
+//   qwen3_30b_a3b_2l (qwen3_moe only) Qwen3-30B-A3B's layer shapes: hidden
+//                  2048, 128 experts top-8 of width 768, 32 heads / 4 kv of
+//                  head_dim 128 (q width 4096), dense MLP width 6144 (unused:
+//                  no dense layer), 2 layers, vocab 2048 (the real 151936 is
+//                  past what the zoo tokenizer's corpus trains; in-memory
+//                  benchmarks set it), bf16 (~2.5 GB) -- benchmarks.
 //   deepseek_v3_2l (deepseek_v3 only) DeepSeek-V3's layer shapes at full
 //                  width: hidden 7168, 128 heads, MLA (q_lora_rank 1536,
 //                  kv_lora_rank 512, qk dims 128 + 64 rope, v 128), YaRN
