@@ -1,11 +1,14 @@
-// Decode ms/token with routed experts stored as bf16 / int8 / int4 / mxfp4
-// (--expert_dtype), resident and offloaded, on the CPU backend, against the
-// memory-traffic floor of the bytes each token actually reads.
+// Decode ms/token with routed experts stored as bf16 / int8 / int4 / mxfp4 /
+// fp8 (--expert_dtype), resident and offloaded, on the CPU backend, against
+// the memory-traffic floor of the bytes each token actually reads.
 //
-// Model: OLMoE-1B-7B's layer shapes (hidden 2048, 64 experts of width 1024,
-// top-8, vocab 50304 or --vocab), --layers layers, random bf16 weights in memory; the
-// experts go through the ExpertStore, which builds one pack per format under
-// --pack_dir (quantized when built). Modes: "resident" (the cache holds every
+// Model (--shape): "olmoe", OLMoE-1B-7B's layer shapes (hidden 2048, 64
+// experts of width 1024, top-8, vocab 50304), or "qwen3_30b_a3b",
+// Qwen3-30B-A3B's (hidden 2048, 128 experts of width 768, top-8, 32 q / 4 kv
+// heads of 128, vocab 151936; zoo preset qwen3_30b_a3b_2l); --vocab
+// overrides the vocabulary, --layers the depth; random bf16 weights in
+// memory. The experts go through the ExpertStore, which builds one pack per
+// shape and format under --pack_dir (quantized when built). Modes: "resident" (the cache holds every
 // expert) and "offloaded" (the device cache holds --budget of the experts, a
 // host tier holds all of them, so every miss is a host -> device copy of the
 // stored bytes, no disk).
@@ -49,11 +52,34 @@ namespace expertd::engine {
 namespace {
 
 struct Options {
-  int64_t layers = 2, threads = 2, steps = 24, rounds = 3, vocab = 50304;
+  int64_t layers = 2, threads = 2, steps = 24, rounds = 3;
+  int64_t vocab = 0;  // 0: the shape's real vocabulary
+  std::string shape = "olmoe";
   std::string prefill;  // prompt lengths, e.g. "128,512": also time their prefill
   double budget = 0.25;
-  std::string formats = "bf16,int8,int4,mxfp4", pack_dir = "/tmp/expertd-quant-bench";
+  std::string formats = "bf16,int8,int4,mxfp4,fp8", pack_dir = "/tmp/expertd-quant-bench";
 };
+
+// A model shape the benchmark builds: a zoo preset, its architecture and the
+// real model's vocabulary (zoo presets keep the zoo tokenizer's 2048).
+struct Shape {
+  const char* name;   // --shape
+  const char* title;  // the printed table's
+  const char* preset;
+  models::Architecture arch;
+  int64_t vocab;
+};
+constexpr Shape kShapes[] = {
+    {"olmoe", "OLMoE-1B-7B", "olmoe_1b7b_4l", models::Architecture::kOlmoe, 50304},
+    {"qwen3_30b_a3b", "Qwen3-30B-A3B", "qwen3_30b_a3b_2l", models::Architecture::kQwen3Moe,
+     151936},
+};
+const Shape* FindShape(const std::string& name) {
+  for (const Shape& s : kShapes) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
 
 // Streaming-read bandwidth (GB/s) over a 256 MiB array, best of 3.
 double ReadBandwidth(int threads) {
@@ -103,7 +129,7 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
     return absl::InvalidArgumentError("format '" + dtype + "': expected DTYPE or DTYPE-gGROUP");
   }
   ASSIGN_OR_RETURN(so.storage, ParseExpertStorage(parts[0], group));
-  so.pack_dir = o.pack_dir + "/" + dtype;
+  so.pack_dir = o.pack_dir + "/" + o.shape + "/" + dtype;
   if (offloaded) {
     so.device_cache_experts = std::max<int64_t>(2, static_cast<int64_t>(o.budget * total));
     so.host_cache_bytes = ~0ull >> 1;  // every expert (capped at the total)
@@ -138,7 +164,7 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
     }
     std::vector<int32_t> long_prompt(n);
     for (int64_t i = 0; i < n; ++i) {
-      long_prompt[i] = static_cast<int32_t>((i * 7919 + 13) % 50000);
+      long_prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
     }
     double best = 1e30;
     for (int rep = 0; rep < 2; ++rep) {
@@ -180,9 +206,12 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
 int Main(int argc, char** argv) {
   Options o;
   FlagSet f("quant_decode_benchmark: decode ms/token per expert storage format");
-  f.Int("layers", &o.layers, 1, 16, "decoder layers (OLMoE-1B-7B shapes)");
-  f.Int("vocab", &o.vocab, 259, 1 << 20,
-        "vocabulary (2048: the zoo's olmoe_1b7b_4l checkpoint, as the llama.cpp peer runs it)");
+  f.String("shape", &o.shape,
+           "model shape: olmoe (OLMoE-1B-7B) | qwen3_30b_a3b (Qwen3-30B-A3B), its layers' widths");
+  f.Int("layers", &o.layers, 1, 16, "decoder layers");
+  f.Int("vocab", &o.vocab, 0, 1 << 20,
+        "vocabulary (0: the real model's, 50304 / 151936; 2048: the zoo's checkpoint, as the "
+        "llama.cpp peer runs it)");
   f.Int("threads", &o.threads, 1, 256, "CPU threads");
   f.Int("steps", &o.steps, 4, 100000, "timed decode steps per measurement");
   f.Int("rounds", &o.rounds, 1, 100, "alternating rounds over the formats");
@@ -197,9 +226,19 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n%s", st.ToString().c_str(), f.Usage().c_str());
     return st.ok() ? 0 : 2;
   }
+  const Shape* shape = FindShape(o.shape);
+  if (shape == nullptr) {
+    std::fprintf(stderr, "--shape: expected olmoe or qwen3_30b_a3b, got '%s'\n", o.shape.c_str());
+    return 2;
+  }
+  if (o.vocab != 0 && o.vocab < 259) {  // 3 special tokens + 256 bytes, as the zoo's
+    std::fprintf(stderr, "--vocab: expected 0 or at least 259, got %lld\n",
+                 static_cast<long long>(o.vocab));
+    return 2;
+  }
   log::SetMinLevel(log::Level::kWarn);
-  auto spec = models::zoo::PresetSpec("olmoe_1b7b_4l", models::Architecture::kOlmoe);
-  spec->vocab = o.vocab;
+  auto spec = models::zoo::PresetSpec(shape->preset, shape->arch);
+  spec->vocab = o.vocab != 0 ? o.vocab : shape->vocab;
   spec->layers = o.layers;
   spec->dtype = models::DType::kBF16;
   spec->seed = 7;
@@ -234,9 +273,10 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  absl::PrintF("OLMoE-1B-7B shapes, %d layers, %d threads, ISA %s, offloaded = %.0f%% of experts "
-               "on the device + all in the host tier\n\n",
-               o.layers, o.threads, cpu::CpuIsaName(cpu::BestCpuIsa()), 100 * o.budget);
+  absl::PrintF("%s shapes, %d layers, vocab %d, %d threads, ISA %s, offloaded = %.0f%% of "
+               "experts on the device + all in the host tier\n\n",
+               shape->title, o.layers, spec->vocab, o.threads,
+               cpu::CpuIsaName(cpu::BestCpuIsa()), 100 * o.budget);
   absl::PrintF("| experts | mode | bytes / expert | per round: ms/token, MB read/token, read GB/s: x floor |\n");
   absl::PrintF("|---|---|---|---|\n");
   for (const std::string& dtype : formats) {
