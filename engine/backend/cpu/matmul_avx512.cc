@@ -105,6 +105,15 @@ void PackPanel(const WeightRef& w, int64_t c0, int64_t cols, int pairs, float* o
   }
 }
 
+// The next panel's weights (contiguous rows), fetched into L2 a few lines per
+// k step while the tiles of this panel compute, so that small-m products
+// overlap the DRAM reads with the FMAs instead of packing from cold memory.
+struct Prefetch {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  int64_t per_step = 0;  // cache lines per k step
+};
+
 // + bias, (+ y): matmul.cc's Store for one element.
 inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
   if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
@@ -114,7 +123,8 @@ inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
 
 // Rows [r0, r0 + R) x columns [c0, c0 + cols) over a panel packed for C pairs.
 template <int R, int C>
-void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const float* panel) {
+void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const float* panel,
+          Prefetch* pf) {
   const int64_t k = p.w.cols, full = k / 8, tail = k % 8;
   constexpr int64_t kStride = int64_t{C} * kPairFloats;
   __m512 acc[R][C];
@@ -127,7 +137,11 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const flo
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) x[r] = p.x + (r0 + r) * p.x_stride;
   const float* ws = panel;
+  const char* pf_next = pf->next;
   for (int64_t s = 0; s < full; ++s, ws += kStride) {
+    if (pf_next < pf->end) {
+      for (int64_t i = 0; i < pf->per_step; ++i, pf_next += 64) _mm_prefetch(pf_next, _MM_HINT_T1);
+    }
     __m512 xv[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) xv[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(x[r] + 8 * s));
@@ -138,6 +152,7 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const flo
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
     }
   }
+  pf->next = pf_next;
   if (tail > 0) {
     const __mmask8 mask = static_cast<__mmask8>((1u << tail) - 1);
     for (int r = 0; r < R; ++r) {
@@ -161,35 +176,35 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const flo
 
 template <int R>
 void TileAnyPairs(int pairs, const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols,
-                  const float* panel) {
+                  const float* panel, Prefetch* pf) {
   switch (pairs) {
     case 6:
-      return Tile<R, 6>(p, r0, c0, cols, panel);
+      return Tile<R, 6>(p, r0, c0, cols, panel, pf);
     case 5:
-      return Tile<R, 5>(p, r0, c0, cols, panel);
+      return Tile<R, 5>(p, r0, c0, cols, panel, pf);
     case 4:
-      return Tile<R, 4>(p, r0, c0, cols, panel);
+      return Tile<R, 4>(p, r0, c0, cols, panel, pf);
     case 3:
-      return Tile<R, 3>(p, r0, c0, cols, panel);
+      return Tile<R, 3>(p, r0, c0, cols, panel, pf);
     case 2:
-      return Tile<R, 2>(p, r0, c0, cols, panel);
+      return Tile<R, 2>(p, r0, c0, cols, panel, pf);
     default:
-      return Tile<R, 1>(p, r0, c0, cols, panel);
+      return Tile<R, 1>(p, r0, c0, cols, panel, pf);
   }
 }
 
 // Rows [r0, r1) over one packed panel of `pairs` pairs (<= kTilePairs).
 void RowsOverPanel(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t cols,
-                   int pairs, const float* panel) {
+                   int pairs, const float* panel, Prefetch* pf) {
   int64_t r = r0;
-  for (; r + kTileRows <= r1; r += kTileRows) TileAnyPairs<4>(pairs, p, r, c0, cols, panel);
+  for (; r + kTileRows <= r1; r += kTileRows) TileAnyPairs<4>(pairs, p, r, c0, cols, panel, pf);
   switch (r1 - r) {
     case 3:
-      return TileAnyPairs<3>(pairs, p, r, c0, cols, panel);
+      return TileAnyPairs<3>(pairs, p, r, c0, cols, panel, pf);
     case 2:
-      return TileAnyPairs<2>(pairs, p, r, c0, cols, panel);
+      return TileAnyPairs<2>(pairs, p, r, c0, cols, panel, pf);
     case 1:
-      return TileAnyPairs<1>(pairs, p, r, c0, cols, panel);
+      return TileAnyPairs<1>(pairs, p, r, c0, cols, panel, pf);
     default:
       return;
   }
@@ -215,12 +230,23 @@ void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_
       PackPanel(p.w, pc + sc, cols, static_cast<int>((cols + 1) / 2),
                 panel + sc / 2 * kPairFloats * steps);
     }
+    Prefetch pf;
+    if (pc + 2 * kPanelPairs < c1) {
+      const int64_t bytes = p.w.cols * static_cast<int64_t>(models::DTypeSize(p.w.dtype));
+      const int64_t next_cols = std::min<int64_t>(2 * kPanelPairs, c1 - pc - 2 * kPanelPairs);
+      pf.next = static_cast<const char*>(p.w.data) + (pc + 2 * kPanelPairs) * bytes;
+      pf.end = pf.next + next_cols * bytes;
+      const int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows *
+                            ((panel_cols + 2 * kTilePairs - 1) / (2 * kTilePairs));
+      const int64_t lines = (pf.end - pf.next + 63) / 64;
+      pf.per_step = (lines + tiles * (steps - 1) - 1) / std::max<int64_t>(1, tiles * (steps - 1));
+    }
     for (int64_t r = r0; r < r1; r += kTileRows) {
       const int64_t re = std::min(r1, r + kTileRows);
       for (int64_t sc = 0; sc < panel_cols; sc += 2 * kTilePairs) {
         const int64_t cols = std::min<int64_t>(2 * kTilePairs, panel_cols - sc);
         RowsOverPanel(p, r, re, pc + sc, cols, static_cast<int>((cols + 1) / 2),
-                      panel + sc / 2 * kPairFloats * steps);
+                      panel + sc / 2 * kPairFloats * steps, &pf);
       }
     }
   }
