@@ -138,7 +138,7 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
     }
     std::vector<int32_t> long_prompt(n);
     for (int64_t i = 0; i < n; ++i) {
-      long_prompt[i] = static_cast<int32_t>((i * 7919 + 13) % 50000);
+      long_prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
     }
     double best = 1e30;
     for (int rep = 0; rep < 2; ++rep) {
