@@ -204,7 +204,7 @@ void PrefillWith(benchmark::State& state, ExpertGemm gemm) {
 }
 
 void BM_Prefill(benchmark::State& state) { PrefillWith(state, ExpertGemm::kAuto); }
-BENCHMARK(BM_Prefill)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill)->Arg(16)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // range(1): 0 auto, 1 per_expert, 2 grouped.
 void BM_PrefillExpertGemm(benchmark::State& state) { PrefillWith(state, kGemms[state.range(1)]); }

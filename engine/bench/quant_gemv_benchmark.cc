@@ -8,6 +8,8 @@
 // BM_Gemm: the same weights times 16 or 64 token rows (prefill, tokens sorted
 // per expert), GFLOP/s against BM_FmaPeak, the FMA throughput of this machine
 // measured in the same run. Compare variants within one run.
+// BM_DenseGemm: the dense (bf16 / fp32 weights) GEMM at prefill shapes, the
+// AVX2 tiles against the AVX-512 register-blocked kernel (matmul_dense.h).
 //
 //   bazel build //engine/bench:quant_gemv_benchmark
 //   nice -n 19 bazel-bin/engine/bench/quant_gemv_benchmark --benchmark_repetitions=3 \
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -24,6 +27,7 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/quant_matmul.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/weight_quantize.h"
@@ -254,6 +258,70 @@ BENCHMARK(BM_Gemm)
     ->Args({2, 2, 64, 1, 128})
     ->Args({0, 1, 16, 1, 32})
     ->Args({0, 1, 64, 1, 32})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// ~96 MiB of [n, kK] matrices (at least 3) of values in [-1, 1), made once
+// per (dtype, n); fp32 elements are two uint16_t.
+const std::vector<std::vector<uint16_t>>& DenseWeights(models::DType dtype, int64_t n) {
+  static std::map<std::pair<int, int64_t>, std::vector<std::vector<uint16_t>>> cache;
+  auto& mats = cache[{static_cast<int>(dtype), n}];
+  if (!mats.empty()) return mats;
+  const int64_t bytes = n * kK * (dtype == models::DType::kBF16 ? 2 : 4);
+  mats.assign(std::max<int64_t>(3, (int64_t{96} << 20) / bytes), std::vector<uint16_t>(bytes / 2));
+  uint32_t seed = 12345;
+  for (auto& mat : mats) {
+    for (size_t i = 0; i < mat.size(); ++i) {
+      seed = seed * 1664525u + 1013904223u;  // the high half: a sign, exponent 2^-7, 7 bits
+      const uint16_t high = static_cast<uint16_t>(0x3C00u | (seed >> 16 & 0x807Fu));
+      mat[i] =
+          dtype == models::DType::kBF16 || i % 2 == 1 ? high : static_cast<uint16_t>(seed >> 16);
+    }
+  }
+  return mats;
+}
+
+// Dense prefill GEMM: y = X W^T, W [n, 2048] bf16 or fp32, cycled through
+// ~96 MiB of matrices (more than the L3, as a layer's weights are), X `tokens`
+// rows. Args: {dtype: 1 bf16, 0 fp32; isa: 0 avx2, 1 avx512; tokens; threads;
+// n}. GFLOP/s = 2 m n k / time; with one thread compare it with BM_FmaPeak/1.
+void BM_DenseGemm(benchmark::State& state) {
+  const models::DType dtype = state.range(0) == 1 ? models::DType::kBF16 : models::DType::kF32;
+  const cpu::CpuIsa isa = state.range(1) == 1 ? cpu::CpuIsa::kAvx512 : cpu::CpuIsa::kAvx2;
+  const int64_t tokens = state.range(2), n = state.range(4);
+  if (isa == cpu::CpuIsa::kAvx512 && !cpu::CpuSupports(isa)) {
+    state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  const std::vector<std::vector<uint16_t>>& mats = DenseWeights(dtype, n);
+  const int64_t count = static_cast<int64_t>(mats.size());
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(tokens * kK), y(tokens * n);
+  for (float& v : x) v = d(rng);
+  MatmulParams p;
+  p.x = x.data();
+  p.x_stride = kK;
+  p.y = y.data();
+  p.y_stride = n;
+  p.m = tokens;
+  p.w = WeightRef{nullptr, dtype, n, kK, {}};
+  int64_t i = 0;
+  for (auto _ : state) {
+    p.w.data = mats[i].data();
+    cpu::DenseMatmul(p, &pool, isa);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % count;
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * tokens * n * kK * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["MFLOP"] = 2.0 * tokens * n * kK / 1e6;  // per call: / CPU us = GFLOP/s
+  state.SetLabel(std::string(models::DTypeName(dtype)) + " " + cpu::CpuIsaName(isa));
+}
+BENCHMARK(BM_DenseGemm)
+    ->ArgsProduct({{1, 0}, {0, 1}, {16, 64, 512}, {1}, {1024, 2048}})
+    ->ArgsProduct({{1}, {0, 1}, {64, 512}, {2}, {2048}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -10,11 +10,16 @@
 // bf16 weights: 8 x u16 -> zero-extend to u32 -> shift left 16 -> fp32 (exact),
 // then FMA; fp16 via F16C. Decode (m = 1) uses 1 x 8 tiles: 8 independent
 // FMA chains streaming 8 weight rows, which keeps a core memory-bound.
+//
+// This file is the AVX2 variant; with m >= 4 rows on an AVX-512 CPU the
+// register-blocked kernel of matmul_avx512.cc runs instead (bitwise the same
+// results: matmul_dense.h).
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
 
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/matmul_fp8.h"
 #include "engine/backend/cpu/matmul_unit.h"
 #include "engine/backend/cpu/quant_matmul.h"
@@ -149,18 +154,21 @@ void Unit(const MatmulParams& p, int64_t k, int64_t r0, int64_t r1, int64_t c0, 
   }
 }
 
-template <typename W>
-void Run(const MatmulParams& p, ThreadPool* pool) {
+using UnitFn = void (*)(const MatmulParams&, int64_t, int64_t, int64_t, int64_t);
+
+// The product split into output units: groups of `row_group` rows x column
+// chunks (multiples of `chunk_multiple`) small enough that every thread gets
+// several (load balance). Units are disjoint, so the split changes no result.
+void Run(const MatmulParams& p, ThreadPool* pool, UnitFn unit, int64_t row_group,
+         int64_t chunk_multiple) {
   const int64_t m = p.m, n = p.w.rows, k = p.w.cols;
   const int threads = pool == nullptr ? 1 : pool->num_threads();
-  // Units: row groups x column chunks. Column chunks are multiples of 8 and
-  // small enough that every thread gets several (load balance).
-  constexpr int64_t kRowGroup = 64;
+  const int64_t kRowGroup = row_group;
   const int64_t row_groups = (m + kRowGroup - 1) / kRowGroup;
   int64_t chunk = n;
   if (threads > 1) {
     int64_t want = (n + threads * 4 - 1) / (threads * 4);
-    chunk = std::max<int64_t>(16, (want + 7) / 8 * 8);
+    chunk = std::max<int64_t>(16, (want + chunk_multiple - 1) / chunk_multiple * chunk_multiple);
   }
   const int64_t col_chunks = (n + chunk - 1) / chunk;
   const int64_t units = row_groups * col_chunks;
@@ -171,16 +179,16 @@ void Run(const MatmulParams& p, ThreadPool* pool) {
       const int64_t rg = u / col_chunks, cc = u % col_chunks;
       const int64_t r0 = rg * kRowGroup, r1 = std::min(m, r0 + kRowGroup);
       const int64_t c0 = cc * chunk, c1 = std::min(n, c0 + chunk);
-      Unit<W>(p, k, r0, r1, c0, c1);
+      unit(p, r0, r1, c0, c1);
     }
   });
 }
 
 }  // namespace
 
-void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  if (r0 >= r1 || c0 >= c1) return;
-  if (p.w.quant.quantized()) return QuantMatmulUnit(p, r0, r1, c0, c1);
+namespace internal {
+
+void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int64_t k = p.w.cols;
   switch (p.w.dtype) {
     case DType::kF32:
@@ -189,10 +197,40 @@ void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64
       return Unit<Bf16W>(p, k, r0, r1, c0, c1);
     case DType::kF16:
       return Unit<F16W>(p, k, r0, r1, c0, c1);
-    case DType::kF8E4M3:  // always quantized (kFp8E4m3Block): handled above
+    case DType::kF8E4M3:  // always quantized (kFp8E4m3Block): not dense
       assert(false);
       return;
   }
+}
+
+}  // namespace internal
+
+CpuIsa DenseMatmulIsa(int64_t rows, CpuIsa isa) {
+  if (isa == CpuIsa::kAvx512 && rows >= kDenseAvx512MinRows && CpuSupports(CpuIsa::kAvx512))
+    return CpuIsa::kAvx512;
+  return CpuIsa::kAvx2;
+}
+
+void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
+  if (p.m <= 0 || p.w.rows <= 0) return;
+  if (DenseMatmulIsa(p.m, isa) == CpuIsa::kAvx512) {
+    // Chunks of whole 12-column tiles (the AVX-512 kernel's 6 pairs); a
+    // unit widens its weights once for all its rows, so groups are long.
+    // (bf16, [1024, 2048] x 512 rows, 1 thread: 181 GFLOP/s with groups of
+    // 64 rows, 195 with 256).
+    return Run(p, pool, internal::DenseMatmulUnitAvx512, 256, 12);
+  }
+  Run(p, pool, internal::DenseMatmulUnitAvx2, 64, 8);
+}
+
+void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (r0 >= r1 || c0 >= c1) return;
+  if (p.w.quant.quantized()) return QuantMatmulUnit(p, r0, r1, c0, c1);
+  // Every dense variant is bitwise the same: pick by this unit's rows.
+  if (DenseMatmulIsa(r1 - r0, BestCpuIsa()) == CpuIsa::kAvx512) {
+    return internal::DenseMatmulUnitAvx512(p, r0, r1, c0, c1);
+  }
+  internal::DenseMatmulUnitAvx2(p, r0, r1, c0, c1);
 }
 
 void Matmul(const MatmulParams& p, ThreadPool* pool) {
@@ -203,11 +241,9 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   if (p.w.quant.quantized()) return QuantMatmul(p, pool);
   switch (p.w.dtype) {
     case DType::kF32:
-      return Run<F32W>(p, pool);
     case DType::kBF16:
-      return Run<Bf16W>(p, pool);
     case DType::kF16:
-      return Run<F16W>(p, pool);
+      return DenseMatmul(p, pool, BestCpuIsa());
     case DType::kF8E4M3:  // always with quant kFp8E4m3Block (asserted there)
       return MatmulFp8(p, pool, BestFp8Isa());
   }

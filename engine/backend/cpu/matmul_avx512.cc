@@ -1,0 +1,257 @@
+// The AVX-512 dense matmul for many rows (matmul_dense.h).
+//
+// Per unit, columns go in panels of kPanelPairs column pairs; each panel is
+// widened to fp32 once into a thread-local buffer, laid out per k step s (8
+// elements, the last zero-padded) and pair j as 16 floats:
+//   w[c + 2j][8s .. 8s + 8)  w[c + 2j + 1][8s .. 8s + 8)
+// (a missing odd column is zeros). A tile of R <= 4 rows x C <= 6 pairs then
+// runs k / 8 steps of: R broadcasts of x[r][8s .. 8s + 8) to both halves of
+// a zmm, C aligned loads of the panel, R x C FMAs. Lane l of the accumulator
+// half for (r, c) is exactly lane l of the AVX2 kernel's accumulator for
+// (r, c) (same products, same FMA order), and the halves are reduced with the
+// same HorizontalSum: the result is bitwise matmul.cc's.
+//
+// The build's baseline is AVX2, so everything below the pragma is compiled
+// for AVX-512 and only ever called after cpuid says the CPU has it
+// (DenseMatmulIsa). Headers are included before the pragma so their inline
+// functions stay baseline code.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/simd.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+
+namespace expertd::engine::cpu::internal {
+namespace {
+
+constexpr int kTileRows = 4;
+constexpr int kTilePairs = 6;  // 4 x 6 accumulators + 4 x + 1 w = 29 zmm
+constexpr int kPanelPairs = 2 * kTilePairs;
+constexpr int kPairFloats = 16;
+
+// Elements [a, a + 8) and [b, b + 8) of the weights as one 16-lane fp32
+// vector (exact widening).
+template <DType D>
+inline __m512 LoadPair(const void* data, int64_t a, int64_t b) {
+  if constexpr (D == DType::kF32) {
+    const float* f = static_cast<const float*>(data);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(f + a)),
+                              _mm256_loadu_ps(f + b), 1);
+  } else {
+    const __m128i* h = reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + a);
+    const __m128i* g = reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + b);
+    const __m256i v =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(h)), _mm_loadu_si128(g), 1);
+    if constexpr (D == DType::kBF16) {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+    } else {
+      return _mm512_cvtph_ps(v);
+    }
+  }
+}
+
+// Packs columns [c0, c0 + cols) (cols <= 2 * pairs) as `pairs` pairs: the
+// layout above with a step stride of pairs * 16 floats, one 64-byte store per
+// pair and step.
+template <DType D>
+void PackPanelAs(const WeightRef& w, int64_t c0, int64_t cols, int pairs, float* out) {
+  using E = std::conditional_t<D == DType::kF32, float, uint16_t>;
+  const int64_t k = w.cols, full = k / 8, tail = k % 8;
+  const int64_t stride = int64_t{pairs} * kPairFloats;
+  for (int64_t j = 0; j < pairs; ++j) {
+    const int64_t a = (c0 + 2 * j) * k;
+    const bool has_b = 2 * j + 1 < cols;
+    const int64_t b = has_b ? a + k : a;
+    const __mmask16 keep = has_b ? 0xFFFF : 0x00FF;
+    float* dst = out + j * kPairFloats;
+    // Each weight row is its own page-sized stream, which hardware
+    // prefetchers restart cold: fetch the next pair's rows one pair ahead.
+    const char* next = static_cast<const char*>(w.data) + (a + 2 * k) * sizeof(E);
+    const bool prefetch = c0 + 2 * j + 3 < w.rows;
+    for (int64_t s = 0; s < full; ++s) {
+      if (prefetch && (s * 8 * sizeof(E)) % 64 == 0) {
+        _mm_prefetch(next + s * 8 * sizeof(E), _MM_HINT_T0);
+        _mm_prefetch(next + (k + s * 8) * sizeof(E), _MM_HINT_T0);
+      }
+      _mm512_store_ps(dst + s * stride,
+                      _mm512_maskz_mov_ps(keep, LoadPair<D>(w.data, a + 8 * s, b + 8 * s)));
+    }
+    if (tail > 0) {
+      float* t = dst + full * stride;
+      _mm256_store_ps(t, LoadTail(w.data, w.dtype, a + 8 * full, tail));
+      _mm256_store_ps(t + 8,
+                      has_b ? LoadTail(w.data, w.dtype, b + 8 * full, tail) : _mm256_setzero_ps());
+    }
+  }
+}
+
+void PackPanel(const WeightRef& w, int64_t c0, int64_t cols, int pairs, float* out) {
+  switch (w.dtype) {
+    case DType::kF32:
+      return PackPanelAs<DType::kF32>(w, c0, cols, pairs, out);
+    case DType::kBF16:
+      return PackPanelAs<DType::kBF16>(w, c0, cols, pairs, out);
+    case DType::kF16:
+      return PackPanelAs<DType::kF16>(w, c0, cols, pairs, out);
+    case DType::kF8E4M3:  // quantized: never reaches the dense kernels
+      return;
+  }
+}
+
+// The next panel's weights (contiguous rows), fetched into L2 a few lines per
+// k step while the tiles of this panel compute, so that small-m products
+// overlap the DRAM reads with the FMAs instead of packing from cold memory.
+struct Prefetch {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  int64_t per_step = 0;  // cache lines per k step
+};
+
+// + bias, (+ y): matmul.cc's Store for one element.
+inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
+  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
+  float* y = p.y + r * p.y_stride + c;
+  *y = p.accumulate ? *y + v : v;
+}
+
+// Rows [r0, r0 + R) x columns [c0, c0 + cols) over a panel packed for C pairs.
+template <int R, int C>
+void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const float* panel,
+          Prefetch* pf) {
+  const int64_t k = p.w.cols, full = k / 8, tail = k % 8;
+  constexpr int64_t kStride = int64_t{C} * kPairFloats;
+  __m512 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  const float* x[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) x[r] = p.x + (r0 + r) * p.x_stride;
+  const float* ws = panel;
+  const char* pf_next = pf->next;
+  for (int64_t s = 0; s < full; ++s, ws += kStride) {
+    if (pf_next < pf->end) {
+      for (int64_t i = 0; i < pf->per_step; ++i, pf_next += 64) _mm_prefetch(pf_next, _MM_HINT_T1);
+    }
+    __m512 xv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(x[r] + 8 * s));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = _mm512_load_ps(ws + c * kPairFloats);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  pf->next = pf_next;
+  if (tail > 0) {
+    const __mmask8 mask = static_cast<__mmask8>((1u << tail) - 1);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(mask, x[r] + 8 * full));
+      for (int c = 0; c < C; ++c)
+        acc[r][c] = _mm512_fmadd_ps(xv, _mm512_load_ps(ws + c * kPairFloats), acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      const int64_t col = 2 * c;
+      if (col >= cols) break;
+      StoreOne(p, r0 + r, c0 + col, HorizontalSum(_mm512_castps512_ps256(acc[r][c])));
+      if (col + 1 < cols) {
+        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
+        StoreOne(p, r0 + r, c0 + col + 1, HorizontalSum(hi));
+      }
+    }
+  }
+}
+
+template <int R>
+void TileAnyPairs(int pairs, const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols,
+                  const float* panel, Prefetch* pf) {
+  switch (pairs) {
+    case 6:
+      return Tile<R, 6>(p, r0, c0, cols, panel, pf);
+    case 5:
+      return Tile<R, 5>(p, r0, c0, cols, panel, pf);
+    case 4:
+      return Tile<R, 4>(p, r0, c0, cols, panel, pf);
+    case 3:
+      return Tile<R, 3>(p, r0, c0, cols, panel, pf);
+    case 2:
+      return Tile<R, 2>(p, r0, c0, cols, panel, pf);
+    default:
+      return Tile<R, 1>(p, r0, c0, cols, panel, pf);
+  }
+}
+
+// Rows [r0, r1) over one packed panel of `pairs` pairs (<= kTilePairs).
+void RowsOverPanel(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t cols,
+                   int pairs, const float* panel, Prefetch* pf) {
+  int64_t r = r0;
+  for (; r + kTileRows <= r1; r += kTileRows) TileAnyPairs<4>(pairs, p, r, c0, cols, panel, pf);
+  switch (r1 - r) {
+    case 3:
+      return TileAnyPairs<3>(pairs, p, r, c0, cols, panel, pf);
+    case 2:
+      return TileAnyPairs<2>(pairs, p, r, c0, cols, panel, pf);
+    case 1:
+      return TileAnyPairs<1>(pairs, p, r, c0, cols, panel, pf);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t steps = (p.w.cols + 7) / 8;
+  // One panel: kPanelPairs pairs x steps x 16 floats, 64-byte aligned
+  // (std::vector<__m512> is not: its allocator ignores the type's alignment).
+  thread_local std::vector<float> buffer;
+  const size_t want = static_cast<size_t>(steps) * kPanelPairs * kPairFloats + kPairFloats;
+  if (buffer.size() < want) buffer.resize(want);
+  float* panel = buffer.data();
+  panel += (kPairFloats - (reinterpret_cast<uintptr_t>(panel) / sizeof(float)) % kPairFloats) %
+           kPairFloats;
+  for (int64_t pc = c0; pc < c1; pc += 2 * kPanelPairs) {
+    const int64_t panel_cols = std::min<int64_t>(2 * kPanelPairs, c1 - pc);
+    // Sub-panels of up to kTilePairs pairs, each packed with its own stride.
+    for (int64_t sc = 0; sc < panel_cols; sc += 2 * kTilePairs) {
+      const int64_t cols = std::min<int64_t>(2 * kTilePairs, panel_cols - sc);
+      PackPanel(p.w, pc + sc, cols, static_cast<int>((cols + 1) / 2),
+                panel + sc / 2 * kPairFloats * steps);
+    }
+    Prefetch pf;
+    if (pc + 2 * kPanelPairs < c1) {
+      const int64_t bytes = p.w.cols * static_cast<int64_t>(models::DTypeSize(p.w.dtype));
+      const int64_t next_cols = std::min<int64_t>(2 * kPanelPairs, c1 - pc - 2 * kPanelPairs);
+      pf.next = static_cast<const char*>(p.w.data) + (pc + 2 * kPanelPairs) * bytes;
+      pf.end = pf.next + next_cols * bytes;
+      const int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows *
+                            ((panel_cols + 2 * kTilePairs - 1) / (2 * kTilePairs));
+      const int64_t lines = (pf.end - pf.next + 63) / 64;
+      pf.per_step = (lines + tiles * (steps - 1) - 1) / std::max<int64_t>(1, tiles * (steps - 1));
+    }
+    for (int64_t r = r0; r < r1; r += kTileRows) {
+      const int64_t re = std::min(r1, r + kTileRows);
+      for (int64_t sc = 0; sc < panel_cols; sc += 2 * kTilePairs) {
+        const int64_t cols = std::min<int64_t>(2 * kTilePairs, panel_cols - sc);
+        RowsOverPanel(p, r, re, pc + sc, cols, static_cast<int>((cols + 1) / 2),
+                      panel + sc / 2 * kPairFloats * steps, &pf);
+      }
+    }
+  }
+}
+
+}  // namespace expertd::engine::cpu::internal
+
+#pragma GCC pop_options
