@@ -38,6 +38,7 @@ sources() {
     shard_index) echo models/checkpoint/shard_index.cc ;;
     expert_pack)
       echo engine/experts/pack/expert_pack_format.cc engine/experts/pack/crc32c.cc \
+        engine/backend/weight_format.cc \
         models/config/model_config.cc models/dtype/dtype.cc ;;
     safetensors)
       echo models/safetensors/safetensors_reader.cc base/env.cc base/posix_env.cc \

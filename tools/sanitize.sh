@@ -11,7 +11,8 @@
 # uninstrumented absl::Mutex makes every handoff look like a race): build it
 # once with tools/build_tsan_abseil.sh; the tests load it through
 # LD_LIBRARY_PATH ($EXPERTD_TSAN_ABSL, default ~/.cache/expertd/absl-tsan).
-# tools/tsan.supp holds the few suppressions, each with its reason.
+# tools/tsan.supp holds the few suppressions, each with its reason;
+# tools/lsan.supp the one LeakSanitizer needs (a leak inside Debian's c-ares).
 #
 # The CUDA backend is left out (nvcc does not take these flags; GPU tests
 # skip here anyway). Extra Bazel flags after `--`, e.g. `-- --runs_per_test=5`.
@@ -53,6 +54,9 @@ existing=()
 for t in "${targets[@]}"; do
   if [[ "$t" == *"..."* ]] || bazel query "$t" >/dev/null 2>&1; then existing+=("$t"); fi
 done
+if [ "$kind" = asan ]; then
+  extra=(--test_env=LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" "${extra[@]}")
+fi
 if [ "$kind" = tsan ]; then
   absl=${EXPERTD_TSAN_ABSL:-$HOME/.cache/expertd/absl-tsan}
   if [ ! -f "$absl/lib/libabsl_synchronization.so.20220623" ]; then

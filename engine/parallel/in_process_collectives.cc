@@ -123,18 +123,29 @@ class Endpoint final : public Collectives {
     p.send_bytes = send_bytes;
     p.recv_bytes = recv_bytes;
     RETURN_IF_ERROR(Begin(p));
-    int64_t recv_offset = 0;
-    for (int s = 0; s < group_->world_size(); ++s) {
-      const InProcessGroup::Post& peer = group_->post(s);
-      int64_t send_offset = 0;
-      for (int d = 0; d < rank_; ++d) send_offset += peer.send_bytes[d];
-      if (peer.send_bytes[rank_] != recv_bytes[s]) {
-        absl::Status bad = absl::InvalidArgumentError(
-            absl::StrCat("AllToAllV: rank ", s, " sends ", peer.send_bytes[rank_],
-                         " bytes to rank ", rank_, " but it expects ", recv_bytes[s]));
+    // Every rank checks every pair, so all reach the same verdict; on a
+    // disagreement they meet once more before returning: a rank must not
+    // leave (its size arrays and buffer may be on its stack) while another
+    // still reads them.
+    const int world = group_->world_size();
+    for (int s = 0; s < world; ++s) {
+      for (int d = 0; d < world; ++d) {
+        const int64_t sent = group_->post(s).send_bytes[d];
+        const int64_t expected = group_->post(d).recv_bytes[s];
+        if (sent == expected) continue;
+        absl::Status bad = absl::InvalidArgumentError(absl::StrCat("AllToAllV: rank ", s, " sends ",
+                                                                   sent, " bytes to rank ", d,
+                                                                   " but it expects ", expected));
+        group_->Arrive().IgnoreError();  // the others' verdict is the same
         group_->Abort(bad);
         return bad;
       }
+    }
+    int64_t recv_offset = 0;
+    for (int s = 0; s < world; ++s) {
+      const InProcessGroup::Post& peer = group_->post(s);
+      int64_t send_offset = 0;
+      for (int d = 0; d < rank_; ++d) send_offset += peer.send_bytes[d];
       if (recv_bytes[s] > 0) {
         std::memcpy(static_cast<char*>(recv) + recv_offset,
                     static_cast<const char*>(peer.send) + send_offset, recv_bytes[s]);

@@ -33,7 +33,9 @@ std::unique_ptr<Engine> MakeEngine(const std::string& arch, int threads) {
 }
 
 bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see an empty vector's data() (may be null): a dense layer routes nothing.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 std::vector<int32_t> Prompt(const std::string& arch, size_t index) {

@@ -137,7 +137,8 @@ void Tile(const MatmulParams& p, int64_t c0) {
     w[c] = base + (c0 + c) * row_bytes;
     ScalesToF32(q, ((c0 + c) / q.block_rows) * groups, groups, scales[c]);
   }
-  const __m512 table = _mm512_load_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  // Unaligned load: kE2m1Values (weight_format.h) has no 64-byte alignment.
+  const __m512 table = _mm512_loadu_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
   // A chunk: whole groups and whole 64-byte lines.
   constexpr int64_t kChunk = kG > kWeightsPerLine<F> ? kG : kWeightsPerLine<F>;
   constexpr int64_t kLinesPerChunk = kChunk / kWeightsPerLine<F>;
@@ -265,7 +266,8 @@ void PanelBlock(const MatmulParams& p, int64_t c0, int64_t c1) {
   const int64_t k = p.w.cols, m = p.m, groups = k / kG;
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
   const auto* base = static_cast<const uint8_t*>(p.w.data);
-  const __m512 table = _mm512_load_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  // Unaligned load: kE2m1Values (weight_format.h) has no 64-byte alignment.
+  const __m512 table = _mm512_loadu_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
   float* x_buf = PanelScratch(0, m * k);
   float* w_buf = PanelScratch(1, kTileColumns * k);
   for (int64_t r = 0; r < m; ++r) {
