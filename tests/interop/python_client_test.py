@@ -345,8 +345,14 @@ class PythonClientTest(unittest.TestCase):
                      "expertd:request_success_total", "expertd:time_to_first_token_seconds_bucket",
                      "expertd:inter_token_latency_seconds_count", "expertd:e2e_request_latency_seconds_sum",
                      "expertd:request_queue_time_seconds_bucket", "expertd:request_prompt_tokens_bucket",
-                     "expertd:request_generation_tokens_bucket", "expertd:expert_bytes_moved_total"):
+                     "expertd:request_generation_tokens_bucket"):
             self.assertIn(name, samples)
+        # This daemon keeps every expert resident: the paged-bytes counter is
+        # declared, and its {path, format} series appear only once a model pages
+        # experts (offload_daemon_test checks them).
+        moved = families["expertd:expert_bytes_moved"]
+        self.assertEqual(moved.type, "counter")
+        self.assertEqual(moved.samples, [])
         ttft = families["expertd:time_to_first_token_seconds"]
         self.assertEqual(ttft.type, "histogram")
         buckets = [s for s in ttft.samples if s.name.endswith("_bucket")]
