@@ -54,8 +54,11 @@ TEST(TokenizePoolTest, FullQueueIsResourceExhaustedNamingTheLimits) {
 }
 
 TEST(TokenizePoolTest, ZeroQueueTakesJobsOnlyForIdleThreads) {
-  TokenizePool pool({1, 0});
+  // Declared before the pool: the worker can still be inside
+  // release.WaitForNotification() after Notify() returns, so `release` must
+  // outlive the pool's join (ThreadSanitizer saw it destroyed under the waiter).
   absl::Notification started, release;
+  TokenizePool pool({1, 0});
   ASSERT_TRUE(pool.Submit([&] {
                     started.Notify();
                     release.WaitForNotification();

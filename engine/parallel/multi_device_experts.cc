@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -67,9 +68,12 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
     if (static_cast<int>(ranks_.size()) != options_.devices) return;  // creation failed
     // Release the followers on the other nodes. A broken group fails at once
     // (or at its deadline); there is nothing left to tell them then.
-    StepHeader stop;
-    stop.stop = 1;
-    threads_.Run([&](int i) { return ranks_[i]->comm->Broadcast(&stop, sizeof(stop), 0); });
+    // One header per rank: a Broadcast's receivers write into their buffer
+    // while the other nodes still read the root's, so a shared one races.
+    std::vector<StepHeader> stop(ranks_.size());
+    for (StepHeader& h : stop) h.stop = 1;
+    threads_.Run(
+        [&](int i) { return ranks_[i]->comm->Broadcast(&stop[i], sizeof(StepHeader), 0); });
   }
 
   // Follower nodes: runs layers as global rank 0 announces them, until stop.
