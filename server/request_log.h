@@ -1,5 +1,5 @@
-// One structured log line per Generate / GenerateUnary call, at its end
-// (--log_requests): msg "request", with the server's request id (also sent
+// One structured log line per Generate / GenerateUnary call and per OpenAI
+// HTTP completion, at its end (--log_requests): msg "request", with the server's request id (also sent
 // to the client as the "x-request-id" response metadata), the client's own
 // request_id, token counts, time to first token, total time, finish reason
 // and the gRPC status code (and message when not OK).
@@ -19,7 +19,7 @@ namespace expertd::server {
 inline constexpr char kRequestIdMetadata[] = "x-request-id";
 
 struct RequestSummary {
-  std::string rpc;                // "Generate", "GenerateUnary"
+  std::string rpc;                // "Generate", "GenerateUnary", "OpenAI.Completions", ...
   std::string request_id;         // the server's id ("req-<n>")
   std::string client_request_id;  // GenerateRequest.request_id as sent; may be empty
   absl::Time arrival = absl::InfinitePast();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -164,6 +165,121 @@ TEST_F(OpenAiHttpTest, ZooModelAnswersChatWithItsOwnTemplate) {
   v1::GenerateUnaryResponse grpc_out = Grpc(req);
   EXPECT_EQ(chat["usage"]["prompt_tokens"].get<uint32_t>(), grpc_out.usage().prompt_tokens());
   EXPECT_EQ(chat["choices"][0]["message"]["content"].get<std::string>(), grpc_out.text());
+}
+
+// Request log lines with this "request_id", polled until `want` are there
+// (a stream's line is written when its last chunk is done, which the
+// client may see first) or the deadline passes.
+std::vector<std::string> RequestLines(const testing::ExpertdProcess& daemon, const std::string& id,
+                                      size_t want) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> found;
+  while (true) {
+    found.clear();
+    for (const std::string& line : daemon.LogLines("request")) {
+      if (line.find("\"request_id\":\"" + id + "\"") != std::string::npos) found.push_back(line);
+    }
+    if (found.size() >= want || absl::Now() > deadline) return found;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+// Every HTTP API answer carries its id as x-request-id and ends with one
+// "request" log line, as a gRPC call does: the client's X-Request-Id, token
+// counts, finish reason and status code, for plain, streamed and refused
+// requests alike.
+TEST_F(OpenAiHttpTest, EveryRequestEndsWithOneLogLineNamingItsIds) {
+  httplib::Client client("127.0.0.1", http_port_);
+  client.set_read_timeout(60);
+  const httplib::Headers headers = {{"X-Request-Id", "client-42"}};
+  auto res = client.Post("/v1/completions", headers,
+                         json({{"model", "zoo"},
+                               {"prompt", "a b c"},
+                               {"max_tokens", 3},
+                               {"temperature", 0},
+                               {"ignore_eos", true}})
+                             .dump(),
+                         "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json body = json::parse(res->body);
+  const std::string id = res->get_header_value("x-request-id");
+  EXPECT_EQ(id, body["id"].get<std::string>());
+  std::vector<std::string> lines = RequestLines(daemon_, id, 1);
+  ASSERT_EQ(lines.size(), 1u) << daemon_.Output();
+  const std::string& line = lines[0];
+  EXPECT_NE(line.find("\"rpc\":\"OpenAI.Completions\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"client_request_id\":\"client-42\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"prompt_tokens\":" +
+                      std::to_string(body["usage"]["prompt_tokens"].get<int>())),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("\"generated_tokens\":3"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"finish_reason\":\"length\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"code\":\"OK\""), std::string::npos) << line;
+
+  // Streamed: the line comes when the stream ends.
+  auto streamed = client.Post("/v1/chat/completions",
+                              json({{"model", "zoo"},
+                                    {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                    {"max_tokens", 2},
+                                    {"ignore_eos", true},
+                                    {"stream", true}})
+                                  .dump(),
+                              "application/json");
+  ASSERT_TRUE(streamed);
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  const std::string stream_id = streamed->get_header_value("x-request-id");
+  EXPECT_EQ(stream_id.rfind("chatcmpl-", 0), 0u) << stream_id;
+  lines = RequestLines(daemon_, stream_id, 1);
+  ASSERT_EQ(lines.size(), 1u) << daemon_.Output();
+  EXPECT_NE(lines[0].find("\"rpc\":\"OpenAI.ChatCompletions\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"generated_tokens\":2"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"code\":\"OK\""), std::string::npos) << lines[0];
+
+  // Refused: 400, and the line names the code and the error.
+  auto bad = client.Post("/v1/completions", json({{"model", "zoo"}, {"prompt", "a"},
+                                                  {"max_tokens", -1}}).dump(),
+                         "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  const std::string bad_id = bad->get_header_value("x-request-id");
+  ASSERT_FALSE(bad_id.empty());
+  lines = RequestLines(daemon_, bad_id, 1);
+  ASSERT_EQ(lines.size(), 1u) << daemon_.Output();
+  EXPECT_NE(lines[0].find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"error\":\"max_tokens"), std::string::npos) << lines[0];
+}
+
+// --log_requests=false: neither API writes a request line. Both lines are
+// written before the answer is sent, so their absence after the answers is
+// final.
+TEST(OpenAiHttpLogTest, LogRequestsFalseWritesNoRequestLine) {
+  testing::ExpertdProcess daemon;
+  absl::Status s = daemon.Start(kModel,
+                                {"--http_listen=127.0.0.1:0", "--model_name=zoo", "--threads=2",
+                                 "--kv_cache_bytes=8MiB", "--log_requests=false"},
+                                ::testing::TempDir());
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(daemon.WaitUntilServing(absl::Seconds(60))) << daemon.Output();
+  httplib::Client client("127.0.0.1", daemon.HttpPort());
+  client.set_read_timeout(60);
+  auto res = client.Post("/v1/completions",
+                         json({{"model", "zoo"}, {"prompt", "a"}, {"max_tokens", 2}}).dump(),
+                         "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_FALSE(res->get_header_value("x-request-id").empty());
+  auto stub = v1::InferenceService::NewStub(daemon.channel());
+  v1::GenerateRequest req;
+  req.set_text("a");
+  req.mutable_stopping()->set_max_new_tokens(2);
+  grpc::ClientContext ctx;
+  v1::GenerateUnaryResponse out;
+  ASSERT_TRUE(stub->GenerateUnary(&ctx, req, &out).ok());
+  EXPECT_TRUE(daemon.LogLines("request").empty()) << daemon.Output();
+  daemon.process().Signal(SIGTERM);
+  EXPECT_EQ(daemon.process().Wait(absl::Seconds(30)), 0) << daemon.Output();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "server/openai/api_response.h"
 #include "server/openai/connection_watch.h"
 #include "server/openai/session.h"
+#include "server/request_log.h"
 
 namespace expertd::server::openai {
 namespace {
@@ -80,6 +81,16 @@ TokenText TokenTextOf(const ModelRuntime* runtime) {
   };
 }
 
+// The request log line takes its time to first token and finish reason from
+// choice 0 (every choice of a request starts together); its token counts
+// are the request's totals, as in the response's usage.
+void NoteFinal(const ChoiceUpdate& u, RequestSummary* s) {
+  if (u.choice != 0) return;
+  s->has_first_token = u.update.timing.time_to_first_token > absl::ZeroDuration();
+  s->time_to_first_token = u.update.timing.time_to_first_token;
+  s->finish_reason = u.update.finish_reason;
+}
+
 // One choice's result, accumulated from its updates.
 struct ChoiceResult {
   std::string text;
@@ -103,7 +114,8 @@ struct StreamState {
   int64_t prompt_tokens = 0;
   bool started = false;
   bool failed = false;
-  std::function<void(absl::StatusCode)> record;
+  RequestSummary summary;  // the request log line, completed as updates arrive
+  std::function<void(absl::StatusCode, const RequestSummary&)> record;
 
   std::string Chunk(json choice) const {
     json chunk = envelope;
@@ -117,6 +129,8 @@ struct StreamState {
     const GenerationUpdate& g = u.update;
     std::string out;
     completion_tokens[u.choice] += static_cast<int32_t>(g.token_ids.size());
+    summary.completion_tokens += static_cast<int32_t>(g.token_ids.size());
+    if (g.finished) NoteFinal(u, &summary);
     if (!g.text.empty() || (logprobs && !g.logprobs.empty())) {
       json lp = logprobs ? LogprobsJson(endpoint, g.logprobs, token_text, text_offsets[u.choice])
                          : json();
@@ -252,14 +266,28 @@ void OpenAiServer::HandleModels(const httplib::Request& req, httplib::Response& 
 
 void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req,
                                   httplib::Response& res) {
-  auto record = [metrics = metrics_, endpoint](absl::StatusCode code) {
+  // Every answer carries the completion id as x-request-id (as the gRPC API
+  // does), and, with --log_requests, ends with one "request" log line naming
+  // it and the client's own X-Request-Id header.
+  const std::string id = NewId(endpoint == Endpoint::kCompletions ? "cmpl" : "chatcmpl");
+  res.set_header(kRequestIdMetadata, id);
+  RequestSummary summary;
+  summary.rpc = RpcName(endpoint);
+  summary.request_id = id;
+  summary.client_request_id = req.get_header_value("X-Request-Id").substr(0, 256);
+  summary.arrival = absl::Now();
+  auto record = [metrics = metrics_, endpoint, log = state_->options().log_requests](
+                    absl::StatusCode code, const RequestSummary& s, absl::string_view message = "") {
     if (metrics != nullptr) metrics->OnRpcFinished(RpcName(endpoint), code);
+    if (log) LogRequest(s, absl::Status(code, message));
   };
   auto fail = [&](const ApiError& e) {
     SendError(res, e);
-    record(CodeOf(e.http_status));
+    record(CodeOf(e.http_status), summary, e.message);
   };
-  if (!Authorized(req, res)) return record(absl::StatusCode::kUnauthenticated);
+  if (!Authorized(req, res)) {
+    return record(absl::StatusCode::kUnauthenticated, summary, "missing or incorrect API key");
+  }
   if (absl::Status accepting = state_->CheckAcceptingRequests(); !accepting.ok()) {
     return fail(Unavailable(accepting));
   }
@@ -285,7 +313,6 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
     error.code = "model_not_found";
     return fail(error);
   }
-  const std::string id = NewId(endpoint == Endpoint::kCompletions ? "cmpl" : "chatcmpl");
   absl::StatusOr<std::shared_ptr<Session>> session =
       Session::Start(*request, model->runtime.get(), state_->options().kv_block_size, id,
                      tokenize_pool_, &error);
@@ -298,6 +325,7 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
   for (int c = 0; c < (*session)->choices(); c += (*session)->n()) {
     prompt_tokens += (*session)->prompt_tokens(c);
   }
+  summary.prompt_tokens = static_cast<int32_t>(prompt_tokens);
   if (request->stream) {
     auto st = std::make_shared<StreamState>();
     st->model = model;
@@ -310,7 +338,8 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
     st->text_offsets.assign(st->session->choices(), 0);
     st->completion_tokens.assign(st->session->choices(), 0);
     st->prompt_tokens = prompt_tokens;
-    st->record = record;
+    st->summary = summary;
+    st->record = [record](absl::StatusCode code, const RequestSummary& s) { record(code, s); };
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -335,9 +364,11 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
         [st](bool success) {
           // Not success: the client went away mid-stream; free its sequences.
           if (!success) st->session->Cancel();
+          if (!success) st->summary.finish_reason = FinishReason::kCancelled;
           st->record(!success     ? absl::StatusCode::kCancelled
                      : st->failed ? absl::StatusCode::kUnavailable
-                                  : absl::StatusCode::kOk);
+                                  : absl::StatusCode::kOk,
+                     st->summary);
         });
     return;
   }
@@ -350,7 +381,8 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
     const bool done = (*session)->finished();
     if (!done && PeerClosed(client_socket)) {
       (*session)->Cancel();
-      record(absl::StatusCode::kCancelled);
+      summary.finish_reason = FinishReason::kCancelled;
+      record(absl::StatusCode::kCancelled, summary, "the client closed the connection");
       EXPERTD_LOG(Info, "openai client disconnected").With("id", id);
       return;
     }
@@ -358,6 +390,8 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
       ChoiceResult& r = results[u.choice];
       r.text += u.update.text;
       r.completion_tokens += static_cast<int32_t>(u.update.token_ids.size());
+      summary.completion_tokens += static_cast<int32_t>(u.update.token_ids.size());
+      if (u.update.finished) NoteFinal(u, &summary);
       for (TokenLogprobs& lp : u.update.logprobs) r.logprobs.push_back(std::move(lp));
       if (u.update.finished) {
         r.finish = u.update.finish_reason;
@@ -388,7 +422,7 @@ void OpenAiServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req
   out["choices"] = choices;
   out["usage"] = UsageJson(prompt_tokens, completion_tokens);
   res.set_content(Dump(out), "application/json");
-  record(absl::StatusCode::kOk);
+  record(absl::StatusCode::kOk, summary);
 }
 
 }  // namespace expertd::server::openai
