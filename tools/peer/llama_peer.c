@@ -3,7 +3,7 @@
 //
 //   llama_peer MODEL.gguf ppl IDS.json CTX THREADS     perplexity, scored as expertd-perplexity
 //   llama_peer MODEL.gguf greedy 1,2,3 N THREADS        N greedy tokens after the prompt
-//   llama_peer MODEL.gguf decode PROMPT N THREADS       decode ms/token after a PROMPT-token
+//   llama_peer MODEL.gguf decode PROMPT N THREADS       decode ms/token after a 512-token warm-up and a PROMPT-token
 //                                                       prefill, N tokens (median and mean)
 //   llama_peer IN.gguf quantize OUT.gguf TYPE THREADS   llama.cpp's own quantizer (what
 //                                                       llama-quantize does), TYPE q8_0 | q4_0:
@@ -260,6 +260,20 @@ int main(int argc, char** argv) {
     const int prompt_len = atoi(argv[3]), gen = arg4;
     int32_t* prompt = malloc(prompt_len * sizeof(int32_t));
     for (int i = 0; i < prompt_len; ++i) prompt[i] = 3 + (i * 7919) % (vocab - 3);
+    {
+      // Warm-up, as quant_decode_benchmark does: a throwaway 512-token prompt in its own
+      // context routes to every expert, so the timed steps find all weights paged in (the
+      // GGUF is mmapped: a first touch is a page fault).
+      enum { kWarm = 512 };
+      int32_t* warm = malloc(kWarm * sizeof(int32_t));
+      for (int i = 0; i < kWarm; ++i) warm[i] = 3 + (int32_t)(((int64_t)i * 104729 + 7) % (vocab - 3));
+      struct llama_context* wctx = make_context(model, kWarm + 1, threads);
+      llama_batch wb = llama_batch_init(kWarm + 1, 0, 1);
+      decode(wctx, &wb, warm, kWarm, 0, 0);
+      llama_batch_free(wb);
+      llama_free(wctx);
+      free(warm);
+    }
     struct llama_context* ctx = make_context(model, prompt_len + gen + 1, threads);
     llama_batch b = llama_batch_init(prompt_len + gen + 1, 0, 1);
     decode(ctx, &b, prompt, prompt_len, 0, 0);
