@@ -60,7 +60,7 @@ float BlockScale(WeightFormat f, float amax) {
       return 1.0f;
     case WeightFormat::kInt8:
       return amax / 127.0f;
-    case WeightFormat::kInt4:
+    case WeightFormat::kInt4:  // the first candidate of Int4Scale
       return amax / 7.0f;
     case WeightFormat::kFp8E4m3Block:  // QuantizeFp8 (models/dtype/fp8_block.h)
       return 1.0f;
@@ -72,11 +72,60 @@ float BlockScale(WeightFormat f, float amax) {
   return 1.0f;
 }
 
+float Int4Code(float w, float scale) {
+  return scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(w / scale), -8.0f, 7.0f);
+}
+
 uint8_t Encode(WeightFormat f, float w, float scale) {
   if (f == WeightFormat::kMxfp4) return scale == 0.0f ? 0 : NearestE2m1(w / scale);
-  const float qmax = f == WeightFormat::kInt8 ? 127.0f : 7.0f;
-  const float q = scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(w / scale), -qmax, qmax);
-  return static_cast<uint8_t>(static_cast<int8_t>(q)) & (f == WeightFormat::kInt8 ? 0xFF : 0x0F);
+  if (f == WeightFormat::kInt4) {
+    return static_cast<uint8_t>(static_cast<int8_t>(Int4Code(w, scale))) & 0x0F;
+  }
+  const float q = scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(w / scale), -127.0f, 127.0f);
+  return static_cast<uint8_t>(static_cast<int8_t>(q));
+}
+
+// `scale` as the scale dtype stores it.
+float RoundScale(float scale, ScaleDType dtype) {
+  alignas(8) uint8_t buf[8] = {};
+  return StoreScale(scale, dtype, buf, 0);
+}
+
+// The int4 block scale (weight_quantize.h): the candidate whose stored
+// scale gives the least squared error over rows [r0, r1) x columns [c0, c1).
+float Int4Scale(const float* src, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                ScaleDType dtype) {
+  float amax = 0.0f, extreme = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float w = src[r * cols + c];
+      if (std::fabs(w) > amax) {
+        amax = std::fabs(w);
+        extreme = w;
+      }
+    }
+  }
+  if (amax == 0.0f) return 0.0f;
+  const float candidates[] = {amax / 7.0f, -extreme / 7.5f, -extreme / 8.0f, -extreme / 8.5f,
+                              -extreme / 9.0f};
+  float best = candidates[0];
+  double best_err = -1.0;
+  for (float candidate : candidates) {
+    const float s = RoundScale(candidate, dtype);
+    double err = 0.0;
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const float w = src[r * cols + c];
+        const double d = static_cast<double>(w) - static_cast<double>(Int4Code(w, s) * s);
+        err += d * d;
+      }
+    }
+    if (best_err < 0.0 || err < best_err) {
+      best = candidate;
+      best_err = err;
+    }
+  }
+  return best;
 }
 
 absl::Status CheckFinite(const float* src, int64_t rows, int64_t cols) {
@@ -129,8 +178,11 @@ absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const
           amax = std::max(amax, std::fabs(w));
         }
       }
-      const float scale =
-          StoreScale(BlockScale(q.format, amax), q.scale_dtype, scales, (r0 / br) * groups + b);
+      const float block_scale =
+          q.format == WeightFormat::kInt4
+              ? Int4Scale(src, cols, r0, r1, b * g, (b + 1) * g, q.scale_dtype)
+              : BlockScale(q.format, amax);
+      const float scale = StoreScale(block_scale, q.scale_dtype, scales, (r0 / br) * groups + b);
       for (int64_t r = r0; r < r1; ++r) {
         uint8_t* row = values + r * row_bytes;
         for (int64_t c = b * g; c < (b + 1) * g; ++c) {
@@ -145,6 +197,11 @@ absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const
     }
   }
   return absl::OkStatus();
+}
+
+const char* QuantizerRevision(WeightFormat f) {
+  // int4 searched its scale from 2026-11-28 (before: amax / 7 only).
+  return f == WeightFormat::kInt4 ? "int4-scale-search" : "";
 }
 
 void DequantizeWeights(const void* values, const WeightQuant& q, int64_t rows, int64_t cols,

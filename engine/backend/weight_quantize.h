@@ -6,7 +6,13 @@
 // the block's largest |w|):
 //   int8   scale = amax / 127, rounded to scale_dtype; q = round(w / scale)
 //          (ties to even), clamped to [-127, 127]
-//   int4   scale = amax / 7, q in [-7, 7] likewise
+//   int4   q = round(w / scale) (ties to even) clamped to [-8, 7], with the
+//          scale, among amax / 7 (the symmetric [-7, 7] grid) and -m / t for
+//          t in {7.5, 8, 8.5, 9} (m the block's signed extreme, so it lands on
+//          or past the 16th level, -8: llama.cpp Q4_0's grid at t = 8), the one
+//          whose rounded scale gives the least squared error over the block;
+//          ties keep the earlier candidate. So no block is worse than either
+//          the [-7, 7] grid or Q4_0's. The scale may be negative.
 //   mxfp4  scale = 2^(floor(log2 amax) - 2) (OCP MX: the block's exponent
 //          minus e2m1's largest exponent; an e8m0 byte, clamped to
 //          [2^-127, 2^127]); q = the nearest e2m1 value to w / scale (ties to
@@ -35,6 +41,11 @@ namespace expertd::engine {
 // any positive blocks, fp32 scales; InvalidArgument otherwise).
 absl::Status QuantizeWeights(const float* src, int64_t rows, int64_t cols, const WeightQuant& q,
                              uint8_t* values, void* scales);
+
+// Names the algorithm QuantizeWeights uses for `f` when it has changed
+// since the first release ("" otherwise). Expert packs fold it into their
+// source fingerprint, so a pack quantized by an older algorithm is rebuilt.
+const char* QuantizerRevision(WeightFormat f);
 
 // values + q.scales -> dst [rows, cols] fp32 (value * scale, exact in fp32
 // for every format here).

@@ -1,12 +1,15 @@
 #include "engine/backend/weight_quantize.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/dtype/dtype.h"
 #include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
@@ -48,7 +51,7 @@ std::vector<float> RandomWeights(int64_t n, uint32_t seed) {
 TEST(WeightQuantizeTest, IntegerFormatsRoundToNearestWithinHalfAStep) {
   const int64_t rows = 6, cols = 256;
   const std::vector<float> w = RandomWeights(rows * cols, 1);
-  for (auto [f, qmax] : {std::pair{WeightFormat::kInt8, 127.0f}, {WeightFormat::kInt4, 7.0f}}) {
+  for (auto [f, qmax] : {std::pair{WeightFormat::kInt8, 127.0f}}) {
     for (int group : {32, 128}) {
       Quantized r = RoundTrip(w, rows, cols, Quant(f, group, ScaleDType::kF16));
       for (int64_t row = 0; row < rows; ++row) {
@@ -67,6 +70,64 @@ TEST(WeightQuantizeTest, IntegerFormatsRoundToNearestWithinHalfAStep) {
       }
     }
   }
+}
+
+// Squared error of one group of w on the int4 grid `scale` x [lo, 7]
+// (round to nearest even, clamped), scale rounded to fp16 first.
+double Int4GridError(const float* w, int n, float scale, float lo) {
+  const float s = models::F16ToF32(models::F32ToF16(scale));
+  double err = 0;
+  for (int i = 0; i < n; ++i) {
+    const float q = s == 0 ? 0 : std::clamp(std::nearbyint(w[i] / s), lo, 7.0f);
+    err += (static_cast<double>(w[i]) - q * s) * (static_cast<double>(w[i]) - q * s);
+  }
+  return err;
+}
+
+// int4 searches its scale: no group is worse than the symmetric [-7, 7]
+// grid (amax / 7) or llama.cpp Q4_0's (signed extreme / -8 over [-8, 7]),
+// and over Gaussian weights the error is well below the [-7, 7] grid's.
+TEST(WeightQuantizeTest, Int4ScaleSearchBeatsBothFixedGrids) {
+  const int64_t rows = 64, cols = 256;
+  const std::vector<float> w = RandomWeights(rows * cols, 3);
+  for (int group : {32, 128}) {
+    Quantized r = RoundTrip(w, rows, cols, Quant(WeightFormat::kInt4, group, ScaleDType::kF16));
+    double ours = 0, symmetric = 0, q4_0 = 0;
+    for (int64_t g0 = 0; g0 < rows * cols; g0 += group) {
+      const float* v = w.data() + g0;
+      float amax = 0, extreme = 0;
+      for (int i = 0; i < group; ++i) {
+        if (std::fabs(v[i]) > amax) {
+          amax = std::fabs(v[i]);
+          extreme = v[i];
+        }
+      }
+      double mine = 0;
+      for (int i = 0; i < group; ++i) {
+        const double d = static_cast<double>(v[i]) - r.dequantized[g0 + i];
+        mine += d * d;
+      }
+      const double sym = Int4GridError(v, group, amax / 7.0f, -7.0f);
+      const double q4 = Int4GridError(v, group, -extreme / 8.0f, -8.0f);
+      EXPECT_LE(mine, sym * (1 + 1e-9)) << "g" << group << " group at " << g0;
+      EXPECT_LE(mine, q4 * (1 + 1e-9)) << "g" << group << " group at " << g0;
+      ours += mine, symmetric += sym, q4_0 += q4;
+    }
+    std::printf("int4-g%d squared error: %.4g searched, %.4g [-7, 7] grid, %.4g Q4_0 grid\n",
+                group, ours, symmetric, q4_0);
+    EXPECT_LT(ours, 0.9 * symmetric) << "g" << group;
+    EXPECT_LE(ours, q4_0) << "g" << group;
+  }
+}
+
+TEST(WeightQuantizeTest, Int4UsesTheSixteenthLevel) {
+  // Extreme -8 with a +7 in the group: the scale -(-8) / 8 = 1 puts both on
+  // the grid exactly (code -8 = nibble 0x8); amax / 7 could not.
+  std::vector<float> w(32, 0.0f);
+  w[0] = -8, w[1] = 7, w[2] = 3;
+  Quantized r = RoundTrip(w, 1, 32, Quant(WeightFormat::kInt4, 32, ScaleDType::kF32));
+  EXPECT_EQ(r.values[0], 0x78);  // (-8 & 0xF) | 7 << 4
+  EXPECT_EQ(r.dequantized, w);
 }
 
 TEST(WeightQuantizeTest, Int4PacksTheEvenColumnInTheLowNibble) {

@@ -30,7 +30,7 @@ print('| %s | %.4f | %.3f | %d |' % (sys.argv[1], j['mean_nll'], j['perplexity']
 echo "| engine, experts as | mean NLL (nats) | perplexity | predictions |"
 echo "|---|---|---|---|"
 for weights in model.safetensors trained.safetensors; do
-  for fmt in f32:0 bf16:0 int8:32 int8:128 int4:32 int4:128 mxfp4:0; do
+  for fmt in f32:0 bf16:0 int8:32 int8:128 int4:32 int4:128 mxfp4:0 fp8:0; do
     dtype="${fmt%:*}" group="${fmt#*:}"
     name="expertd $dtype"; [ "$group" != 0 ] && name="$name-g$group"
     [ "$weights" = model.safetensors ] && name="$name (untrained)"

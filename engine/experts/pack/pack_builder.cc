@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/backend/weight_quantize.h"
 #include "engine/experts/pack/crc32c.h"
 #include "engine/model/resident_weights.h"  // Fp8ScaleName
 #include "models/checkpoint/tensor_names.h"
@@ -93,7 +94,8 @@ uint64_t ExpertSourceFingerprint(const WeightSource& weights, const PackLayout& 
                    absl::StrJoin(layout.moe_layers, "/"), ",", layout.expert_bytes, ",",
                    WeightFormatName(layout.gate.format), "/", layout.gate.group_size, "/",
                    ScaleDTypeName(layout.gate.scale_dtype), "/",
-                   models::DTypeName(layout.gate.dtype), ";");
+                   models::DTypeName(layout.gate.dtype), QuantizerRevision(layout.gate.format),
+                   ";");
   // File-backed tensors: path, offset, and the file's size and mtime (cheap).
   // Anything else (in-memory sources): the bytes themselves.
   std::map<std::string, std::string> file_ids;  // path -> "size:mtime", "" if not a file
