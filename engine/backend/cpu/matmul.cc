@@ -176,22 +176,24 @@ inline void TileBf16(const MatmulParams& p, int64_t k, const float* xp, int64_t 
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
   }
-  const uint16_t* w = static_cast<const uint16_t*>(p.w.data) + c0 * k;
-  // The next tile's rows, one cache line per row per 32-block (Tile's
-  // reason).
-  const char* next = reinterpret_cast<const char*>(w + C * k);
-  const bool prefetch = c0 + 2 * C <= p.w.rows;
-  auto block = [&](const uint16_t* const* wc, const float* xb) {
+  const uint16_t* w[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) w[c] = static_cast<const uint16_t*>(p.w.data) + (c0 + c) * k;
+  // The next tile's row c, one cache line per 32-block (Tile's reason); past
+  // the last tile this tile's own rows (harmless, no branch in the loop).
+  const int64_t ahead = c0 + 2 * C <= p.w.rows ? int64_t{C} * k * 2 : 0;
+  // One 32-block: w16[c] holds column c's 32 weights.
+  auto block = [&](const uint16_t* const* w16, const float* xb) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc[c]));
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w16[c]));
       const __m256 e0 = Bf16Even(v0), o0 = Bf16Odd(v0);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         lo[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + r * kp), e0, lo[r][c]);
         lo[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + r * kp + 16), o0, lo[r][c]);
       }
-      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc[c] + 16));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w16[c] + 16));
       const __m256 e1 = Bf16Even(v1), o1 = Bf16Odd(v1);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -200,24 +202,24 @@ inline void TileBf16(const MatmulParams& p, int64_t k, const float* xp, int64_t 
       }
     }
   };
-  const uint16_t* wc[C];
-  int64_t kk = 0;
-  for (; kk + kBf16Block <= k; kk += kBf16Block) {
-    if (prefetch) {
+  const int64_t full = k / kBf16Block * kBf16Block;
+  for (int64_t kk = 0; kk < full; kk += kBf16Block) {
+    const uint16_t* w16[C];
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) _mm_prefetch(next + (c * k + kk) * 2, _MM_HINT_T0);
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) wc[c] = w + c * k + kk;
-    block(wc, xp + kk);
-  }
-  if (kk < k) {  // the tail, zero-padded to a block (x is, by PermuteBf16X)
-    alignas(32) uint16_t buf[C][kBf16Block] = {};
     for (int c = 0; c < C; ++c) {
-      std::memcpy(buf[c], w + c * k + kk, (k - kk) * sizeof(uint16_t));
-      wc[c] = buf[c];
+      w16[c] = w[c] + kk;
+      _mm_prefetch(reinterpret_cast<const char*>(w16[c]) + ahead, _MM_HINT_T0);
     }
-    block(wc, xp + kk);
+    block(w16, xp + kk);
+  }
+  if (full < k) {  // the tail, zero-padded to a block (x is, by PermuteBf16X)
+    alignas(32) uint16_t buf[C][kBf16Block] = {};
+    const uint16_t* w16[C];
+    for (int c = 0; c < C; ++c) {
+      std::memcpy(buf[c], w[c] + full, (k - full) * sizeof(uint16_t));
+      w16[c] = buf[c];
+    }
+    block(w16, xp + full);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -339,7 +341,7 @@ CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa) {
 void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   if (p.m <= 0 || p.w.rows <= 0) return;
   if (DenseMatmulIsa(p.m, p.w.dtype, isa) == CpuIsa::kAvx512) {
-    // bf16 decode (m < 4): the AVX-512 tiles read the weights directly, 8
+    // bf16 decode (m < 4): the AVX-512 tiles read the weights directly, 2-4
     // columns at a time; AVX2's units.
     if (p.m < kDenseAvx512MinRows) return Run(p, pool, internal::DenseMatmulUnitAvx512, 64, 8);
     // Chunks of whole 12-column tiles (the AVX-512 kernel's 6 pairs); a

@@ -19,7 +19,7 @@
 // w[c + j][32b + 2i] then the odd ones w[c + j][32b + 2i + 1] (i < 16); a
 // tile of R <= 4 rows x C <= 6 columns keeps one zmm accumulator per element
 // (24) and runs, per block, R x C FMAs with the even x and weights, then R x C
-// with the odd. m < 4 (decode): tiles of R rows x up to 8 columns read the
+// with the odd. m < 4 (decode): tiles of R rows x 2-4 columns read the
 // weights directly: one 64-byte load per column and block, a shift gives the
 // even weights and an and the odd ones (exact). Either way lane j of the
 // accumulator sees the products the sequence prescribes, in its order; the
@@ -260,15 +260,13 @@ void DecodeTileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t 
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  const uint16_t* w = static_cast<const uint16_t*>(p.w.data) + c0 * k;
-  const char* next = reinterpret_cast<const char*>(w + C * k);
-  const bool prefetch = c0 + 2 * C <= p.w.rows;
-  for (int64_t kk = 0; kk < k; kk += kBf16Block) {
-    const int64_t n = k - kk;
-    if (prefetch) {
+  const uint16_t* w[C];
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) _mm_prefetch(next + (c * k + kk) * 2, _MM_HINT_T0);
-    }
+  for (int c = 0; c < C; ++c) w[c] = static_cast<const uint16_t*>(p.w.data) + (c0 + c) * k;
+  // The next tile's row c is C rows after row c (past the last tile: this
+  // tile's own rows again, harmless, and no branch in the loop).
+  const int64_t ahead = c0 + 2 * C <= p.w.rows ? int64_t{C} * k * 2 : 0;
+  auto block = [&](int64_t kk, auto load) {
     __m512 xe[R], xo[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -277,7 +275,7 @@ void DecodeTileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t 
     }
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const __m512i v = LoadBf16Block(w + c * k + kk, n);
+      const __m512i v = load(w[c] + kk);
       const __m512 e = Bf16EvenZ(v), o = Bf16OddZ(v);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -285,6 +283,17 @@ void DecodeTileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t 
         acc[r][c] = _mm512_fmadd_ps(xo[r], o, acc[r][c]);
       }
     }
+  };
+  const int64_t full = k / kBf16Block * kBf16Block;
+  for (int64_t kk = 0; kk < full; kk += kBf16Block) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+      _mm_prefetch(reinterpret_cast<const char*>(w[c] + kk) + ahead, _MM_HINT_T0);
+    block(kk, [](const uint16_t* q) { return _mm512_loadu_si512(q); });
+  }
+  if (full < k) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
+    block(full, [mask](const uint16_t* q) { return _mm512_maskz_loadu_epi16(mask, q); });
   }
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) StoreOne(p, r0 + r, c0 + c, Bf16Finish(acc[r][c]));
@@ -404,13 +413,17 @@ void UnitBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t
   int64_t kp = 0;
   const float* xp = PermuteBf16Rows(p, r0, r1, &kp);
   if (r1 - r0 < kDenseAvx512MinRows) {
+    // Few weight rows streamed at once: on the OLMoE-shaped GEMV ([1024,
+    // 2048], cold), 1 row x 2 columns ran 1.1-1.2x the read floor on 1 thread
+    // where 1 x 4 ran 1.2-1.4x and 1 x 8 1.4-1.6x (and 2x on 2 threads): noisy,
+    // shared-machine runs, but the order held in most of them.
     switch (r1 - r0) {
       case 3:
-        return DecodeRowsBf16<3, 6>(p, xp, kp, r0, c0, c1);
+        return DecodeRowsBf16<3, 4>(p, xp, kp, r0, c0, c1);
       case 2:
-        return DecodeRowsBf16<2, 8>(p, xp, kp, r0, c0, c1);
+        return DecodeRowsBf16<2, 4>(p, xp, kp, r0, c0, c1);
       default:
-        return DecodeRowsBf16<1, 8>(p, xp, kp, r0, c0, c1);
+        return DecodeRowsBf16<1, 2>(p, xp, kp, r0, c0, c1);
     }
   }
   const int64_t blocks = kp / kBf16Block;

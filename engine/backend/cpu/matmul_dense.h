@@ -31,8 +31,8 @@
 //    holds two columns' 8-lane steps (a tile of 4 rows x 6 such column pairs
 //    keeps 24 accumulators in zmm registers), bf16 as each column's even and
 //    odd 16-float vectors per 32-block (a tile of 4 rows x 6 columns, one zmm
-//    accumulator each). For bf16 it also runs m < 4 (decode): tiles of up to
-//    8 columns read the weights directly (one 64-byte load, shift, and, two
+//    accumulator each). For bf16 it also runs m < 4 (decode): tiles of 2-4
+//    columns read the weights directly (one 64-byte load, shift, and, two
 //    FMAs per 32 weights and row).
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_MATMUL_DENSE_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_MATMUL_DENSE_H_
