@@ -112,7 +112,7 @@ void GenericAvx512(const MatmulParams& p, ThreadPool* pool) {
 }
 
 // Args: {format, variant (0 scalar, 1 avx2, 2 avx512, 3 avx512 generic loop), threads,
-// group}.
+// group}. Format 0 (bf16 dense): variant 1 the AVX2 tiles, 2 the AVX-512 ones.
 void BM_Gemv(benchmark::State& state) {
   const int format = static_cast<int>(state.range(0));
   const bool generic = state.range(1) == 3;
@@ -137,7 +137,7 @@ void BM_Gemv(benchmark::State& state) {
     p.w.data = m.values[i].data();
     p.w.quant.scales = m.scales[i].data();
     if (format == 0) {
-      cpu::Matmul(p, &pool);
+      cpu::DenseMatmul(p, &pool, isa);
     } else if (generic) {
       GenericAvx512(p, &pool);
     } else {
@@ -365,7 +365,7 @@ BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTim
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    b->Args({0, 1, threads, 32});
+    for (int variant : {1, 2}) b->Args({0, variant, threads, 32});
     for (int variant : {1, 2}) b->Args({4, variant, threads, 128});
     for (auto [format, group] : {std::pair{1, 32}, {1, 128}, {2, 32}, {2, 128}, {3, 32}}) {
       for (int variant : {0, 1, 3, 2}) b->Args({format, variant, threads, group});

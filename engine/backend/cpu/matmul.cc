@@ -2,21 +2,29 @@
 //
 // Register tiles of R rows x C columns share each weight load between rows
 // (and each activation load between columns). Whatever R and C, element
-// (r, c) is computed by the same sequence: one 8-lane accumulator, FMA over k
-// in steps of 8 (a zero-padded tail last), HorizontalSum, + bias, (+ y). So a
-// row's result is bitwise independent of m, of its position in the tile and
-// of the thread split (threads take disjoint (row-group, column-chunk) units).
+// (r, c) is computed by the same sequence, the one matmul_dense.h documents
+// for the weights' dtype (fp32 / fp16: one 8-lane accumulator, FMA over k in
+// steps of 8, a zero-padded tail last, HorizontalSum, + bias, (+ y); bf16:
+// a 16-lane accumulator fed the even then the odd elements of each 32-block).
+// So a row's result is bitwise independent of m, of its position in the tile
+// and of the thread split (threads take disjoint (row-group, column-chunk)
+// units).
 //
-// bf16 weights: 8 x u16 -> zero-extend to u32 -> shift left 16 -> fp32 (exact),
-// then FMA; fp16 via F16C. Decode (m = 1) uses 1 x 8 tiles: 8 independent
-// FMA chains streaming 8 weight rows, which keeps a core memory-bound.
+// fp32 / fp16 weights: 8 elements per load (fp16 via F16C), then FMA. bf16:
+// 16 weights per 32-byte load, the even ones u32 << 16 and the odd ones
+// u32 & 0xFFFF0000 (exact), FMA'd against x permuted once per row into the
+// same order; the 16-lane accumulator is two ymm registers. Decode (m = 1)
+// uses 1 x 8 tiles (bf16: 1 x 4, i.e. 8 accumulators): independent FMA chains
+// streaming several weight rows, which keeps a core memory-bound.
 //
-// This file is the AVX2 variant; with m >= 4 rows on an AVX-512 CPU the
-// register-blocked kernel of matmul_avx512.cc runs instead (bitwise the same
-// results: matmul_dense.h).
+// This file is the AVX2 variant; with m >= 4 rows (bf16: any m) on an AVX-512
+// CPU the kernels of matmul_avx512.cc run instead (bitwise the same results:
+// matmul_dense.h).
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/matmul_dense.h"
@@ -32,12 +40,6 @@ struct F32W {
   static constexpr int kBytes = 4;
   static __m256 Load8(const void* w, int64_t i) {
     return LoadF32x8(static_cast<const float*>(w) + i);
-  }
-};
-struct Bf16W {
-  static constexpr int kBytes = 2;
-  static __m256 Load8(const void* w, int64_t i) {
-    return LoadBf16x8(static_cast<const uint16_t*>(w) + i);
   }
 };
 struct F16W {
@@ -154,6 +156,118 @@ void Unit(const MatmulParams& p, int64_t k, int64_t r0, int64_t r1, int64_t c0, 
   }
 }
 
+// bf16 weights (matmul_dense.h's bf16 sequence). From 16 consecutive bf16
+// weights w[kk, kk + 16) as 8 u32: the even ones w[kk + 2j] (u32 << 16) and
+// the odd ones w[kk + 2j + 1] (u32 & 0xFFFF0000), j < 8, exact.
+inline __m256 Bf16Even(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
+inline __m256 Bf16Odd(__m256i v) {
+  return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// Rows [r0, r0 + R) x columns [c0, c0 + C); xp: the rows permuted
+// (PermuteBf16X), row r at xp + r * kp. Accumulator lanes 0-7 of element
+// (r, c) are lo[r][c], lanes 8-15 hi[r][c].
+template <int R, int C>
+inline void TileBf16(const MatmulParams& p, int64_t k, const float* xp, int64_t kp, int64_t c0,
+                     float out[R][C]) {
+  __m256 lo[R][C], hi[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
+  }
+  const uint16_t* w[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) w[c] = static_cast<const uint16_t*>(p.w.data) + (c0 + c) * k;
+  // The next tile's row c, one cache line per 32-block (Tile's reason); past
+  // the last tile this tile's own rows (harmless, no branch in the loop).
+  const int64_t ahead = c0 + 2 * C <= p.w.rows ? int64_t{C} * k * 2 : 0;
+  // One 32-block: w16[c] holds column c's 32 weights.
+  auto block = [&](const uint16_t* const* w16, const float* xb) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w16[c]));
+      const __m256 e0 = Bf16Even(v0), o0 = Bf16Odd(v0);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        lo[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + r * kp), e0, lo[r][c]);
+        lo[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + r * kp + 16), o0, lo[r][c]);
+      }
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w16[c] + 16));
+      const __m256 e1 = Bf16Even(v1), o1 = Bf16Odd(v1);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        hi[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + r * kp + 8), e1, hi[r][c]);
+        hi[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xb + r * kp + 24), o1, hi[r][c]);
+      }
+    }
+  };
+  const int64_t full = k / kBf16Block * kBf16Block;
+  for (int64_t kk = 0; kk < full; kk += kBf16Block) {
+    const uint16_t* w16[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      w16[c] = w[c] + kk;
+      _mm_prefetch(reinterpret_cast<const char*>(w16[c]) + ahead, _MM_HINT_T0);
+    }
+    block(w16, xp + kk);
+  }
+  if (full < k) {  // the tail, zero-padded to a block (x is, by PermuteBf16X)
+    alignas(32) uint16_t buf[C][kBf16Block] = {};
+    const uint16_t* w16[C];
+    for (int c = 0; c < C; ++c) {
+      std::memcpy(buf[c], w[c] + full, (k - full) * sizeof(uint16_t));
+      w16[c] = buf[c];
+    }
+    block(w16, xp + full);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) out[r][c] = HorizontalSum(_mm256_add_ps(lo[r][c], hi[r][c]));
+  }
+}
+
+// Rows [r0, r0 + R) x columns [c0, c1), xp their permuted rows.
+template <int R, int C>
+void RowBlockBf16(const MatmulParams& p, int64_t k, const float* xp, int64_t kp, int64_t r0,
+                  int64_t c0, int64_t c1) {
+  int64_t c = c0;
+  for (; c + C <= c1; c += C) {
+    float out[R][C];
+    TileBf16<R, C>(p, k, xp, kp, c, out);
+    Store<R, C>(p, r0, c, out);
+  }
+  for (; c < c1; ++c) {
+    float out[R][1];
+    TileBf16<R, 1>(p, k, xp, kp, c, out);
+    Store<R, 1>(p, r0, c, out);
+  }
+}
+
+// Unit for bf16: x permuted once, then column panels as Unit. Tiles keep at
+// most 12 ymm accumulators (AVX2 has 16 registers).
+void UnitBf16(const MatmulParams& p, int64_t k, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  int64_t kp = 0;
+  const float* xp = internal::PermuteBf16Rows(p, r0, r1, &kp);
+  constexpr int64_t kPanel = 32;
+  for (int64_t pc = c0; pc < c1; pc += kPanel) {
+    const int64_t pe = std::min(c1, pc + kPanel);
+    int64_t r = r0;
+    for (; r + 3 <= r1; r += 3) RowBlockBf16<3, 2>(p, k, xp + (r - r0) * kp, kp, r, pc, pe);
+    switch (r1 - r) {
+      case 2:
+        RowBlockBf16<2, 2>(p, k, xp + (r - r0) * kp, kp, r, pc, pe);
+        break;
+      case 1:
+        RowBlockBf16<1, 4>(p, k, xp + (r - r0) * kp, kp, r, pc, pe);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 using UnitFn = void (*)(const MatmulParams&, int64_t, int64_t, int64_t, int64_t);
 
 // The product split into output units: groups of `row_group` rows x column
@@ -188,13 +302,25 @@ void Run(const MatmulParams& p, ThreadPool* pool, UnitFn unit, int64_t row_group
 
 namespace internal {
 
+const float* PermuteBf16Rows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t* stride) {
+  const int64_t k = p.w.cols, kp = (k + kBf16Block - 1) / kBf16Block * kBf16Block;
+  thread_local std::vector<float> buffer;
+  const size_t want = static_cast<size_t>((r1 - r0) * kp + 16);
+  if (buffer.size() < want) buffer.resize(want);
+  float* out = buffer.data();
+  out += (16 - (reinterpret_cast<uintptr_t>(out) / sizeof(float)) % 16) % 16;
+  for (int64_t r = r0; r < r1; ++r) PermuteBf16X(p.x + r * p.x_stride, k, out + (r - r0) * kp);
+  *stride = kp;
+  return out;
+}
+
 void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   const int64_t k = p.w.cols;
   switch (p.w.dtype) {
     case DType::kF32:
       return Unit<F32W>(p, k, r0, r1, c0, c1);
     case DType::kBF16:
-      return Unit<Bf16W>(p, k, r0, r1, c0, c1);
+      return UnitBf16(p, k, r0, r1, c0, c1);
     case DType::kF16:
       return Unit<F16W>(p, k, r0, r1, c0, c1);
     case DType::kF8E4M3:  // always quantized (kFp8E4m3Block): not dense
@@ -205,15 +331,19 @@ void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t 
 
 }  // namespace internal
 
-CpuIsa DenseMatmulIsa(int64_t rows, CpuIsa isa) {
-  if (isa == CpuIsa::kAvx512 && rows >= kDenseAvx512MinRows && CpuSupports(CpuIsa::kAvx512))
+CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa) {
+  if (isa == CpuIsa::kAvx512 && (rows >= kDenseAvx512MinRows || dtype == DType::kBF16) &&
+      CpuSupports(CpuIsa::kAvx512))
     return CpuIsa::kAvx512;
   return CpuIsa::kAvx2;
 }
 
 void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   if (p.m <= 0 || p.w.rows <= 0) return;
-  if (DenseMatmulIsa(p.m, isa) == CpuIsa::kAvx512) {
+  if (DenseMatmulIsa(p.m, p.w.dtype, isa) == CpuIsa::kAvx512) {
+    // bf16 decode (m < 4): the AVX-512 tiles read the weights directly, 2-4
+    // columns at a time; AVX2's units.
+    if (p.m < kDenseAvx512MinRows) return Run(p, pool, internal::DenseMatmulUnitAvx512, 64, 8);
     // Chunks of whole 12-column tiles (the AVX-512 kernel's 6 pairs); a
     // unit widens its weights once for all its rows, so groups are long.
     // (bf16, [1024, 2048] x 512 rows, 1 thread: 181 GFLOP/s with groups of
@@ -227,7 +357,7 @@ void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64
   if (r0 >= r1 || c0 >= c1) return;
   if (p.w.quant.quantized()) return QuantMatmulUnit(p, r0, r1, c0, c1);
   // Every dense variant is bitwise the same: pick by this unit's rows.
-  if (DenseMatmulIsa(r1 - r0, BestCpuIsa()) == CpuIsa::kAvx512) {
+  if (DenseMatmulIsa(r1 - r0, p.w.dtype, BestCpuIsa()) == CpuIsa::kAvx512) {
     return internal::DenseMatmulUnitAvx512(p, r0, r1, c0, c1);
   }
   internal::DenseMatmulUnitAvx2(p, r0, r1, c0, c1);

@@ -1,19 +1,39 @@
 // The dense matmul (fp32 / bf16 / fp16 weights, fp32 activations and
 // accumulation): y[m, n] (+)= x[m, k] . w[n, k]^T + bias, per ISA.
 //
-// Every variant computes element (r, c) by the one sequence matmul.cc
-// documents: an 8-lane accumulator, FMA over k in steps of 8 (a zero-padded
-// tail last), simd.h's HorizontalSum, + bias, (+ y). So the variants are
-// bitwise equal to each other, and each is batch- and split-invariant.
+// Every variant computes element (r, c) by one fixed sequence per weight
+// dtype, so the variants are bitwise equal to each other, and each is batch-
+// and split-invariant (a row gives the same bits alone, at any position of
+// any batch, on any ISA variant and in any MatmulUnit split).
 //
-//  - AVX2 (matmul.cc): R x C register tiles of 8-lane accumulators read
-//    straight from the weights; the decode path (m = 1) and the baseline.
+// fp32 and fp16 weights (simd.h's DotF32 order): an 8-lane accumulator, FMA
+// over k in steps of 8 (a zero-padded tail last), simd.h's HorizontalSum,
+// + bias, (+ y).
+//
+// bf16 weights: one 16-lane accumulator acc[0..16); for each block of 32 k
+// elements kk = 0, 32, ... in order (the k % 32 tail zero-padded, x and w,
+// into a last full block):
+//   acc[j] = fma(x[kk + 2j],     w[kk + 2j],     acc[j])   for j < 16, then
+//   acc[j] = fma(x[kk + 2j + 1], w[kk + 2j + 1], acc[j])   for j < 16;
+// then s[l] = acc[l] + acc[l + 8] (l < 8), HorizontalSum(s), + bias, (+ y).
+// Why: bf16 -> fp32 is exact and free on a u32 pair (the even element is
+// u32 << 16, the odd one u32 & 0xFFFF0000), so one load of 32 weights gives
+// the even and odd vectors with one shift and one and; x is permuted once
+// per row and call into the same even / odd order (simd.h PermuteBf16X).
+// reference_ops.h has the scalar form of both sequences (the tests' oracle).
+//
+//  - AVX2 (matmul.cc): R x C register tiles read straight from the weights;
+//    the baseline. For bf16 the 16-lane accumulator is two ymm (lanes 0-7
+//    from weights [kk, kk + 16), lanes 8-15 from [kk + 16, kk + 32)), each
+//    fed the even then the odd products: the same FMAs per lane, in order.
 //  - AVX-512 (matmul_avx512.cc), for m >= 4 rows: a column panel is widened
-//    once into fp32 and laid out so that one 16-lane register holds two
-//    columns' 8-lane steps; a tile of 4 rows x 6 such column pairs keeps 24
-//    accumulators (48 output elements) in zmm registers, each zmm FMA doing
-//    the two columns' 8-lane FMAs. bf16 -> fp32 is exact (shift), so nothing
-//    but the instruction width changes.
+//    once into fp32; fp32 / fp16 lay it out so that one 16-lane register
+//    holds two columns' 8-lane steps (a tile of 4 rows x 6 such column pairs
+//    keeps 24 accumulators in zmm registers), bf16 as each column's even and
+//    odd 16-float vectors per 32-block (a tile of 4 rows x 6 columns, one zmm
+//    accumulator each). For bf16 it also runs m < 4 (decode): tiles of 2-4
+//    columns read the weights directly (one 64-byte load, shift, and, two
+//    FMAs per 32 weights and row).
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_MATMUL_DENSE_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_MATMUL_DENSE_H_
 
@@ -30,13 +50,14 @@ inline constexpr int64_t kDenseAvx512MinRows = 4;
 
 // The whole product on `pool` (threads split output (row-group,
 // column-chunk) units). `isa` caps the kernel: kAvx512 (if the CPU has it)
-// runs the AVX-512 kernel when p.m >= kDenseAvx512MinRows, anything else the
-// AVX2 one (there is no scalar dense variant; reference_ops.h is the tests'
+// runs the AVX-512 kernel when p.m >= kDenseAvx512MinRows or the weights are
+// bf16, anything else the AVX2 one (there is no scalar dense variant; reference_ops.h is the tests'
 // reference). REQUIRES: p.w.dtype is kF32, kBF16 or kF16, not quantized.
 void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = BestCpuIsa());
 
-// The variant DenseMatmul runs for `rows` rows under `isa` on this CPU.
-CpuIsa DenseMatmulIsa(int64_t rows, CpuIsa isa);
+// The variant DenseMatmul runs for `rows` rows of `dtype` weights under
+// `isa` on this CPU.
+CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa);
 
 namespace internal {
 // Rows [r0, r1) x columns [c0, c1) of the dense product, one thread.
@@ -44,6 +65,11 @@ namespace internal {
 // matmul_avx512.cc (the latter compiled for AVX-512).
 void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+
+// Rows [r0, r1) of p.x permuted for the bf16 sequence (simd.h PermuteBf16X)
+// into a thread-local buffer, row i at the result + i * *stride (*stride =
+// k rounded up to 32; 64-byte aligned). Valid until this thread's next call.
+const float* PermuteBf16Rows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t* stride);
 }  // namespace internal
 
 }  // namespace expertd::engine::cpu

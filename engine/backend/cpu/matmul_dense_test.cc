@@ -1,5 +1,7 @@
-// The dense matmul's variants (matmul_dense.h): the AVX-512 kernel against
-// the AVX2 one (bitwise) and against the double-precision reference.
+// The dense matmul's variants (matmul_dense.h): every variant bitwise equal
+// to the scalar form of its dtype's sequence (reference_ops.h), the AVX-512
+// kernel against the AVX2 one (bitwise) and against the double-precision
+// reference.
 #include "engine/backend/cpu/matmul_dense.h"
 
 #include <algorithm>
@@ -63,7 +65,10 @@ class DenseMatmulTest : public ::testing::Test {
 std::vector<Product> Products() {
   std::vector<Product> out;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{4, 12, 8},
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 19, 77},
+                           {2, 17, 33},
+                           {3, 9, 31},
+                           {4, 12, 8},
                            {5, 13, 7},
                            {7, 1, 1},
                            {16, 25, 64},
@@ -165,6 +170,79 @@ TEST_F(DenseMatmulTest, RowAloneEqualsRowInAnAvx512Batch) {
       ASSERT_EQ(0, std::memcmp(cut.data(), whole.data(), cut.size() * sizeof(float))) << "m=" << m;
     }
   }
+}
+
+// Every variant (the AVX2 and AVX-512 kernels through DenseMatmul, 1 and 2
+// threads, and their units over odd row / column splits) gives bitwise the
+// scalar sequence of the weights' dtype: m = 1..9 (every decode and tile row
+// count), k below, at and around multiples of 8 and 32, bias, accumulate.
+TEST(DenseSequenceTest, EveryVariantIsBitwiseTheScalarSequence) {
+  ThreadPool two(2);
+  std::vector<CpuIsa> isas = {CpuIsa::kAvx2};
+  if (CpuSupports(CpuIsa::kAvx512)) isas.push_back(CpuIsa::kAvx512);
+  for (DType dtype : {DType::kBF16, DType::kF32, DType::kF16}) {
+    for (int64_t m = 1; m <= 9; ++m) {
+      for (int64_t k : {1, 5, 8, 17, 31, 32, 33, 64, 95, 131, 300}) {
+        for (int64_t n : {1, 9, 29}) {
+          const Product c{m, n, k, dtype, (m + k) % 2 == 0, (m + n + k) % 3 == 0};
+          std::mt19937 rng(static_cast<uint32_t>(m * 7919 + k * 31 + n));
+          TestWeight w = RandomWeight(dtype, n, k, &rng);
+          TestWeight b = RandomWeight(dtype, 1, n, &rng);
+          std::vector<float> x = RandomVector(m * (k + 3), &rng);
+          std::vector<float> y0 = RandomVector(m * (n + 5), &rng);
+          std::vector<float> want = y0;
+          reference::DenseMatmulSequence(x.data(), k + 3, m, w, c.bias ? &b : nullptr,
+                                         c.accumulate, want.data(), n + 5);
+          for (CpuIsa isa : isas) {
+            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+              std::vector<float> got = RunDense(c, x, w, b, y0, pool, isa);
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                  << Describe(c, pool == nullptr ? 1 : 2) << " " << CpuIsaName(isa);
+            }
+            // Units over a split of rows (3) and columns (5), as GroupedMatmul
+            // or the thread split may cut them.
+            std::vector<float> cut = y0;
+            MatmulParams p;
+            p.x = x.data();
+            p.x_stride = k + 3;
+            p.w = w.ref();
+            if (c.bias) p.bias = b.ref();
+            p.y = cut.data();
+            p.y_stride = n + 5;
+            p.m = m;
+            p.accumulate = c.accumulate;
+            for (int64_t r0 = 0; r0 < m; r0 += 3) {
+              for (int64_t c0 = 0; c0 < n; c0 += 5) {
+                const int64_t r1 = std::min(m, r0 + 3), c1 = std::min(n, c0 + 5);
+                if (isa == CpuIsa::kAvx512) {
+                  internal::DenseMatmulUnitAvx512(p, r0, r1, c0, c1);
+                } else {
+                  internal::DenseMatmulUnitAvx2(p, r0, r1, c0, c1);
+                }
+              }
+            }
+            ASSERT_EQ(0, std::memcmp(cut.data(), want.data(), cut.size() * sizeof(float)))
+                << Describe(c, 1) << " units " << CpuIsaName(isa);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The bf16 sequence's order is not the 8-lane one: the two give different
+// bits on some element (so the tests above can tell them apart), both close
+// to the exact sum.
+TEST(DenseSequenceTest, Bf16SequenceDiffersFromThe8LaneOne) {
+  std::mt19937 rng(5);
+  const int64_t n = 64, k = 256;
+  TestWeight w = RandomWeight(DType::kBF16, n, k, &rng);
+  std::vector<float> x = RandomVector(k, &rng);
+  int differ = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    differ += reference::DenseDotBf16(x.data(), w, c) != reference::DenseDot8Lane(x.data(), w, c);
+  }
+  EXPECT_GT(differ, 0);
 }
 
 }  // namespace

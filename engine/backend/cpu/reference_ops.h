@@ -117,6 +117,64 @@ inline std::vector<double> Matmul(const std::vector<float>& x, int64_t m, const 
   return y;
 }
 
+// The dense matmul's exact fp32 sequences (matmul_dense.h), scalar: what
+// every variant (AVX2, AVX-512, any tile, any split) must equal bitwise.
+// simd.h's HorizontalSum: ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
+inline float HorizontalSum8(const float s[8]) {
+  return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+// Weight element i of column `col` as fp32 (exact for fp32 / bf16 / fp16).
+inline float WeightF32(const TestWeight& w, int64_t col, int64_t i) {
+  return static_cast<float>(w.exact[col * w.cols + i]);
+}
+// fp32 / fp16 weights: lane l accumulates k = 8s + l in steps s (the tail
+// zero-padded), then HorizontalSum.
+inline float DenseDot8Lane(const float* x, const TestWeight& w, int64_t col) {
+  const int64_t k = w.cols;
+  float acc[8] = {};
+  for (int64_t kk = 0; kk < k; kk += 8) {
+    for (int64_t l = 0; l < 8; ++l) {
+      const bool in = kk + l < k;
+      acc[l] = std::fma(in ? x[kk + l] : 0.0f, in ? WeightF32(w, col, kk + l) : 0.0f, acc[l]);
+    }
+  }
+  return HorizontalSum8(acc);
+}
+// bf16 weights: per 32-block (the tail zero-padded), lane j accumulates
+// k = 32b + 2j, then 32b + 2j + 1; lanes j and j + 8 added; HorizontalSum.
+inline float DenseDotBf16(const float* x, const TestWeight& w, int64_t col) {
+  const int64_t k = w.cols;
+  float acc[16] = {};
+  auto at = [&](int64_t i, bool weight) -> float {
+    if (i >= k) return 0.0f;
+    return weight ? WeightF32(w, col, i) : x[i];
+  };
+  for (int64_t kk = 0; kk < k; kk += 32) {
+    for (int64_t j = 0; j < 16; ++j)
+      acc[j] = std::fma(at(kk + 2 * j, false), at(kk + 2 * j, true), acc[j]);
+    for (int64_t j = 0; j < 16; ++j)
+      acc[j] = std::fma(at(kk + 2 * j + 1, false), at(kk + 2 * j + 1, true), acc[j]);
+  }
+  float s[8];
+  for (int l = 0; l < 8; ++l) s[l] = acc[l] + acc[l + 8];
+  return HorizontalSum8(s);
+}
+// y (+)= x . w^T + bias with the sequence of w's dtype; strides as
+// MatmulParams; y holds y0 on entry (read when accumulating).
+inline void DenseMatmulSequence(const float* x, int64_t x_stride, int64_t m, const TestWeight& w,
+                                const TestWeight* bias, bool accumulate, float* y,
+                                int64_t y_stride) {
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < w.rows; ++c) {
+      float v = w.dtype == DType::kBF16 ? DenseDotBf16(x + r * x_stride, w, c)
+                                        : DenseDot8Lane(x + r * x_stride, w, c);
+      if (bias != nullptr) v = v + static_cast<float>(bias->exact[c]);
+      float& out = y[r * y_stride + c];
+      out = accumulate ? out + v : v;
+    }
+  }
+}
+
 inline std::vector<double> RmsNorm(const std::vector<float>& x, int64_t rows, int64_t dim,
                                    const TestWeight& w, double eps) {
   std::vector<double> out(rows * dim);

@@ -69,14 +69,43 @@ inline float HorizontalSum(__m256 v) {
 }
 
 // Dot product of two fp32 vectors: 8-lane FMA accumulation in k order, the
-// zero-padded tail last, then HorizontalSum. The matmul kernel uses exactly
-// this sequence per (row, column).
+// zero-padded tail last, then HorizontalSum. The dense matmul uses exactly
+// this sequence per (row, column) for fp32 and fp16 weights (bf16 weights
+// have their own sequence: matmul_dense.h).
 inline float DotF32(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(LoadF32x8(a + i), LoadF32x8(b + i), acc);
   if (i < n) acc = _mm256_fmadd_ps(LoadTailF32(a + i, n - i), LoadTailF32(b + i, n - i), acc);
   return HorizontalSum(acc);
+}
+
+// The bf16 dense sequence (matmul_dense.h) works on blocks of 32 k elements
+// split into even and odd ones. PermuteBf16X writes x[0, k) as ceil(k / 32)
+// blocks of 32 floats: x[32b + 2j] for j < 16, then x[32b + 2j + 1] for
+// j < 16, zeros past k.
+inline constexpr int64_t kBf16Block = 32;
+inline void PermuteBf16Block(const float* s, float* d) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256 a = _mm256_loadu_ps(s + 16 * h), b = _mm256_loadu_ps(s + 16 * h + 8);
+    // Per 128-bit lane: a0 a2 b0 b2 | a4 a6 b4 b6 (and the odd ones), then
+    // the 64-bit quarters reordered 0 2 1 3: a0 a2 a4 a6 b0 b2 b4 b6.
+    const __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(d + 8 * h, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                    _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+    _mm256_storeu_ps(d + 16 + 8 * h, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                         _mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+}
+inline void PermuteBf16X(const float* x, int64_t k, float* out) {
+  int64_t kk = 0;
+  for (; kk + kBf16Block <= k; kk += kBf16Block) PermuteBf16Block(x + kk, out + kk);
+  if (kk < k) {
+    float buf[kBf16Block] = {};
+    std::memcpy(buf, x + kk, (k - kk) * sizeof(float));
+    PermuteBf16Block(buf, out + kk);
+  }
 }
 
 // y[i] += a * x[i] for i < n (FMA per element, same for every i position).
