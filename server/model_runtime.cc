@@ -66,6 +66,8 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   engine::EngineOptions eo;
   eo.backend.name = engine::ResolveBackendName(o.backend);  // auto: CUDA when a GPU is usable
   eo.backend.threads = static_cast<int>(o.threads);
+  // Validated by ParseOptions; the backend checks the CPU can run it.
+  engine::ParseMatmulActivations(o.matmul_activations, &eo.backend.matmul_activations);
   eo.kv_cache_bytes = o.kv_cache_bytes;
   eo.kv_block_size = o.kv_block_size;
   eo.max_step_tokens = o.max_batch_tokens;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "engine/backend/backend.h"
 
 namespace expertd::server {
 namespace {
@@ -70,6 +71,7 @@ void RegisterServerFlags(FlagSet* f, ServerOptions* o) {
             "Jinja chat template file for /v1/chat/completions (default: tokenizer_config.json's)");
   f->String("backend", &o->backend, "auto | cpu | cuda");
   f->Int("threads", &o->threads, 0, 1024, "CPU backend threads (0: all cores)");
+  f->String("matmul_activations", &o->matmul_activations, engine::kMatmulActivationsHelp);
   f->ByteSize(
       "device_memory_bytes", &o->device_memory_bytes,
       "backend memory limit (CPU: an arena standing in for device memory; 0 = unlimited / all)");
@@ -174,6 +176,7 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
   if (!IsDirectory(o->model_dir))
     return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
   RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));
+  RETURN_IF_ERROR(OneOf("matmul_activations", o->matmul_activations, {"fp32", "bf16"}));
   auto experts = engine::ExpertStoreOptionsFromFlags(o->experts);
   if (!experts.ok()) return experts.status();
   if (o->experts.expert_cache_percent > 0 && o->device_memory_bytes == 0 && o->backend != "cuda") {

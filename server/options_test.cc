@@ -31,6 +31,13 @@ class OptionsTest : public ::testing::Test {
   ServerOptions options_;
 };
 
+TEST_F(OptionsTest, MatmulActivationsDefaultsToFp32) {
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_}).ok());
+  EXPECT_EQ(options_.matmul_activations, "fp32");
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--matmul_activations=bf16"}).ok());
+  EXPECT_EQ(options_.matmul_activations, "bf16");
+}
+
 TEST_F(OptionsTest, ValidMinimal) {
   ASSERT_TRUE(Parse({"--model_dir=" + dir_}).ok());
   EXPECT_EQ(options_.listen, "127.0.0.1:50051");
@@ -62,6 +69,8 @@ TEST_F(OptionsTest, BadValuesNameTheFlag) {
   ExpectError({"--model_dir=" + dir_, "--listen=localhost"}, "--listen");
   ExpectError({"--model_dir=" + dir_, "--listen=localhost:99999"}, "--listen");
   ExpectError({"--model_dir=" + dir_, "--backend=tpu"}, "--backend: 'tpu' is not one of");
+  ExpectError({"--model_dir=" + dir_, "--matmul_activations=int8"},
+              "--matmul_activations: 'int8' is not one of");
   ExpectError({"--model_dir=" + dir_, "--expert_policy=fifo"}, "--expert_policy");
   ExpectError({"--model_dir=" + dir_, "--prefetch=maybe"}, "--prefetch");
   ExpectError({"--model_dir=" + dir_, "--kv_cache_bytes=12 parsecs"}, "--kv_cache_bytes");

@@ -59,4 +59,19 @@ void DeviceBuffer::Reset() {
   size_ = 0;
 }
 
+const char* MatmulActivationsName(MatmulActivations activations) {
+  return activations == MatmulActivations::kBF16 ? "bf16" : "fp32";
+}
+
+bool ParseMatmulActivations(const std::string& text, MatmulActivations* out) {
+  if (text == "fp32") {
+    *out = MatmulActivations::kF32;
+  } else if (text == "bf16") {
+    *out = MatmulActivations::kBF16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace expertd::engine

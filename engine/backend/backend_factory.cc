@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_features.h"
 #ifdef EXPERTD_WITH_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
@@ -23,9 +24,20 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& req
     CpuBackendOptions cpu;
     cpu.threads = options.threads;
     cpu.device_memory_limit = options.device_memory_limit;
+    cpu.matmul_activations = options.matmul_activations;
+    if (cpu.matmul_activations == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) {
+      return absl::FailedPreconditionError(
+          "bf16 matmul activations need a CPU with AVX-512-BF16 (vdpbf16ps), and this one has "
+          "none (or EXPERTD_CPU_ISA caps it below avx512): use fp32 activations");
+    }
     return std::unique_ptr<Backend>(new CpuBackend(cpu));
   }
   if (options.name == "cuda") {
+    if (options.matmul_activations != MatmulActivations::kF32) {
+      return absl::InvalidArgumentError(
+          "bf16 matmul activations are a CPU backend mode; the CUDA backend runs its matmuls "
+          "with fp32 activations only");
+    }
 #ifdef EXPERTD_WITH_CUDA
     CudaBackendOptions cuda;
     cuda.device_memory_limit = options.device_memory_limit;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_features.h"
 #include "gtest/gtest.h"
 #ifdef EXPERTD_WITH_CUDA
 #include "engine/backend/cuda/cuda_test_util.h"
@@ -16,6 +17,33 @@ namespace {
 TEST(BackendFactoryTest, UnknownNameIsInvalidArgument) {
   EXPECT_EQ(CreateBackend(BackendOptions{"tpu", 1, 0}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// bf16 activations: the CPU backend runs them exactly when the CPU has
+// AVX-512-BF16 (a clear FailedPrecondition otherwise); CUDA refuses them in
+// any build, before looking for a device.
+TEST(BackendFactoryTest, Bf16ActivationsNeedTheCpuBackendWithAvx512Bf16) {
+  BackendOptions o{"cpu", 1, 0};
+  o.matmul_activations = MatmulActivations::kBF16;
+  auto cpu = CreateBackend(o);
+  if (cpu::CpuSupportsBf16Dot()) {
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_EQ((*cpu)->matmul_activations(), MatmulActivations::kBF16);
+  } else {
+    EXPECT_EQ(cpu.status().code(), absl::StatusCode::kFailedPrecondition) << cpu.status();
+    EXPECT_NE(cpu.status().message().find("AVX-512-BF16"), std::string::npos) << cpu.status();
+  }
+  o.name = "cuda";
+  auto cuda = CreateBackend(o);
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kInvalidArgument) << cuda.status();
+  MatmulActivations parsed = MatmulActivations::kF32;
+  EXPECT_TRUE(ParseMatmulActivations("bf16", &parsed));
+  EXPECT_EQ(parsed, MatmulActivations::kBF16);
+  EXPECT_FALSE(ParseMatmulActivations("BF16", &parsed));
+  EXPECT_STREQ(MatmulActivationsName(parsed), "bf16");
+  auto plain = CreateBackend(BackendOptions{"cpu", 1, 0});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->matmul_activations(), MatmulActivations::kF32);
 }
 
 #ifdef EXPERTD_WITH_CUDA

@@ -74,6 +74,15 @@ struct RmsNormParams {
   float eps = 1e-6f;
 };
 
+// How a matmul treats its fp32 activations (BackendOptions::matmul_activations).
+//  kF32: x is used as is; fp32 products and accumulation (the default).
+//  kBF16: for dense bf16 weights only, x is rounded to bf16 (nearest even)
+//    and each pair of products accumulated as the CPU's bf16 dot-product
+//    instruction does (matmul_dense.h): twice the arithmetic rate of fp32
+//    FMA, at bf16 precision for x (what PyTorch's bf16 linear does). Other
+//    weight dtypes and quantized weights ignore it. Still batch-invariant.
+enum class MatmulActivations { kF32, kBF16 };
+
 // y[m, n] (+)= x[m, k] . w[n, k]^T + bias[n].
 // The reduction over k for one (row, column) is the same sequence of fp32
 // operations for every m and every row: batch-invariant by contract.
@@ -86,6 +95,7 @@ struct MatmulParams {
   int64_t y_stride = 0;
   int64_t m = 0;
   bool accumulate = false;  // y += result instead of y = result
+  MatmulActivations activations = MatmulActivations::kF32;
 };
 
 // The expert GEMM of a MoE layer in one call (grouped GEMM): the rows of x
@@ -110,6 +120,7 @@ struct GroupedMatmulParams {
   int64_t n = 0;            // output columns (w[g].rows)
   int64_t k = 0;            // reduction length (w[g].cols)
   bool accumulate = false;  // y += result instead of y = result
+  MatmulActivations activations = MatmulActivations::kF32;  // as MatmulParams
 };
 
 // Rotary position embedding, rotate-half (GPT-NeoX / HF Llama) layout, in

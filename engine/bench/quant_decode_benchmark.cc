@@ -56,6 +56,7 @@ struct Options {
   int64_t vocab = 0;  // 0: the shape's real vocabulary
   std::string shape = "olmoe";
   std::string prefill;  // prompt lengths, e.g. "128,512": also time their prefill
+  std::string matmul_activations = "fp32";
   double budget = 0.25;
   std::string formats = "bf16,int8,int4,mxfp4,fp8", pack_dir = "/tmp/expertd-quant-bench";
 };
@@ -139,6 +140,9 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
   ExpertStore* store = nullptr;
   EngineOptions eo;
   eo.backend.threads = static_cast<int>(o.threads);
+  if (!ParseMatmulActivations(o.matmul_activations, &eo.backend.matmul_activations)) {
+    return absl::InvalidArgumentError("--matmul_activations: expected fp32 or bf16");
+  }
   eo.kv_cache_bytes = 256ull << 20;
   eo.expert_provider_factory =
       [&](const ExpertProviderContext& ctx) -> absl::StatusOr<std::unique_ptr<ExpertProvider>> {
@@ -238,6 +242,7 @@ int Main(int argc, char** argv) {
         "vocabulary (0: the real model's, 50304 / 151936; 2048: the zoo's checkpoint, as the "
         "llama.cpp peer runs it)");
   f.Int("threads", &o.threads, 1, 256, "CPU threads");
+  f.String("matmul_activations", &o.matmul_activations, kMatmulActivationsHelp);
   f.Int("steps", &o.steps, 4, 100000, "timed decode steps per measurement");
   f.Int("rounds", &o.rounds, 1, 100, "alternating rounds over the formats");
   f.Double("budget", &o.budget, 0.01, 1, "offloaded device cache, fraction of all experts");

@@ -283,14 +283,21 @@ const std::vector<std::vector<uint16_t>>& DenseWeights(models::DType dtype, int6
 
 // Dense prefill GEMM: y = X W^T, W [n, 2048] bf16 or fp32, cycled through
 // ~96 MiB of matrices (more than the L3, as a layer's weights are), X `tokens`
-// rows. Args: {dtype: 1 bf16, 0 fp32; isa: 0 avx2, 1 avx512; tokens; threads;
-// n}. GFLOP/s = 2 m n k / time; with one thread compare it with BM_FmaPeak/1.
+// rows. Args: {dtype: 1 bf16, 0 fp32; isa: 0 avx2, 1 avx512, 2 bf16
+// activations (vdpbf16ps; bf16 weights only); tokens; threads; n}. GFLOP/s =
+// 2 m n k / time; with one thread compare it with BM_FmaPeak/1 (and
+// BM_Bf16DotPeak/1 for isa 2).
 void BM_DenseGemm(benchmark::State& state) {
   const models::DType dtype = state.range(0) == 1 ? models::DType::kBF16 : models::DType::kF32;
-  const cpu::CpuIsa isa = state.range(1) == 1 ? cpu::CpuIsa::kAvx512 : cpu::CpuIsa::kAvx2;
+  const cpu::CpuIsa isa = state.range(1) >= 1 ? cpu::CpuIsa::kAvx512 : cpu::CpuIsa::kAvx2;
+  const bool bf16_dot = state.range(1) == 2;
   const int64_t tokens = state.range(2), n = state.range(4);
   if (isa == cpu::CpuIsa::kAvx512 && !cpu::CpuSupports(isa)) {
     state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  if (bf16_dot && !cpu::CpuSupportsBf16Dot()) {
+    state.SkipWithError("the CPU lacks AVX-512-BF16");
     return;
   }
   const std::vector<std::vector<uint16_t>>& mats = DenseWeights(dtype, n);
@@ -307,6 +314,7 @@ void BM_DenseGemm(benchmark::State& state) {
   p.y_stride = n;
   p.m = tokens;
   p.w = WeightRef{nullptr, dtype, n, kK, {}};
+  if (bf16_dot) p.activations = MatmulActivations::kBF16;
   int64_t i = 0;
   for (auto _ : state) {
     p.w.data = mats[i].data();
@@ -317,11 +325,13 @@ void BM_DenseGemm(benchmark::State& state) {
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * tokens * n * kK * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["MFLOP"] = 2.0 * tokens * n * kK / 1e6;  // per call: / CPU us = GFLOP/s
-  state.SetLabel(std::string(models::DTypeName(dtype)) + " " + cpu::CpuIsaName(isa));
+  state.SetLabel(std::string(models::DTypeName(dtype)) + " " +
+                 (bf16_dot ? "avx512bf16 (bf16 x)" : cpu::CpuIsaName(isa)));
 }
 BENCHMARK(BM_DenseGemm)
     ->ArgsProduct({{1, 0}, {0, 1}, {16, 64, 512}, {1}, {1024, 2048}})
-    ->ArgsProduct({{1}, {0, 1}, {64, 512}, {2}, {2048}})
+    ->ArgsProduct({{1}, {2}, {16, 64, 512}, {1}, {1024, 2048}})
+    ->ArgsProduct({{1}, {0, 1, 2}, {64, 512}, {2}, {2048}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
@@ -362,6 +372,44 @@ void BM_FmaPeak(benchmark::State& state) {
   state.counters["MFLOP"] = flops / 1e6;  // per iteration
 }
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The bf16 dot-product peak per thread: 12 independent vdpbf16ps chains
+// (16 lanes x 2 products x 2 flops = 64 flops per instruction). Args: {threads}.
+__attribute__((target("avx512f,avx512bf16"))) void Bf16DotChains(int64_t iters, float* out) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.999f), _mm512_set1_ps(0.999f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.0001f), _mm512_set1_ps(0.0001f));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, acc[j]);
+  _mm512_storeu_ps(out, s);
+}
+
+void BM_Bf16DotPeak(benchmark::State& state) {
+  if (!cpu::CpuSupportsBf16Dot()) {
+    state.SkipWithError("the CPU lacks AVX-512-BF16");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  constexpr int64_t kIters = 1 << 16;
+  std::vector<float> out(16 * threads);
+  for (auto _ : state) {
+    ParallelFor(&pool, threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) Bf16DotChains(kIters, out.data() + 16 * t);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 4.0 * 16 * 12 * kIters * threads;
+  state.counters["GFLOPs"] =
+      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["MFLOP"] = flops / 1e6;  // per iteration
+}
+BENCHMARK(BM_Bf16DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {

@@ -21,7 +21,8 @@ absl::Status ExpertStore::InitCompute() {
   if (options_.compute == ExpertComputeMode::kDevice && !options_.calibrate_compute) {
     return absl::OkStatus();
   }
-  host_compute_ = std::make_unique<HostExpertCompute>(options_.host_compute_threads);
+  host_compute_ = std::make_unique<HostExpertCompute>(options_.host_compute_threads,
+                                                      backend_->matmul_activations());
   host_jobs_ = std::make_unique<TransferPool>(1);
   ASSIGN_OR_RETURN(const ComputeRates rates, Calibrate());
   // On the CPU backend the "device" is the host's own cores: nothing overlaps.

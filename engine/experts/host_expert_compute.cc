@@ -27,8 +27,8 @@ void ExpertMlp(Backend* be, const ExpertWeights& w, const float* x, int64_t rows
   be->Matmul(d);
 }
 
-HostExpertCompute::HostExpertCompute(int threads)
-    : cpu_(std::make_unique<CpuBackend>(CpuBackendOptions{threads, 0})) {}
+HostExpertCompute::HostExpertCompute(int threads, MatmulActivations activations)
+    : cpu_(std::make_unique<CpuBackend>(CpuBackendOptions{threads, 0, activations})) {}
 
 void HostExpertCompute::Run(const ExpertWeights& w, const float* x, int64_t rows, float* y) {
   const size_t scratch = static_cast<size_t>(rows * w.gate.rows);

@@ -29,8 +29,10 @@ void ExpertMlp(Backend* backend, const ExpertWeights& w, const float* x, int64_t
 class HostExpertCompute {
  public:
   // threads: the pool's size, the calling thread included (0 = every
-  // hardware thread).
-  explicit HostExpertCompute(int threads);
+  // hardware thread). activations: the device backend's mode, so that an
+  // expert computed here gives what it would give there.
+  explicit HostExpertCompute(int threads,
+                             MatmulActivations activations = MatmulActivations::kF32);
 
   int threads() const { return cpu_->num_threads(); }
   // y = expert(x) with weights in host memory; blocks until done.

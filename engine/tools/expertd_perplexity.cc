@@ -2,7 +2,8 @@
 //
 //   expertd-perplexity --model=DIR (--text=FILE | --token_ids=FILE.json) [--ctx=256]
 //                      [--max_windows=N] [--weights=model.bf16.safetensors] [--threads=N]
-//                      [--backend=cpu|cuda|auto] [the daemon's expert-store flags:
+//                      [--backend=cpu|cuda|auto] [--matmul_activations=fp32|bf16]
+//                      [the daemon's expert-store flags:
 //                       --expert_dtype=bf16|int8|int4|mxfp4|fp8 --expert_group_size=G ...]
 //
 // The text is encoded with DIR/tokenizer.json (no special tokens added); --token_ids takes the
@@ -42,6 +43,7 @@ struct Options {
   std::string model, text, token_ids, weights;
   std::string backend = "cpu";
   int64_t ctx = 256, max_windows = 0, threads = 0;
+  std::string matmul_activations = "fp32";
   engine::ExpertStoreFlags experts;
 };
 
@@ -100,6 +102,10 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const Options& o) {
   engine::EngineOptions eopts;
   eopts.backend.name = o.backend;
   eopts.backend.threads = static_cast<int>(o.threads);
+  if (!engine::ParseMatmulActivations(o.matmul_activations, &eopts.backend.matmul_activations)) {
+    return absl::InvalidArgumentError("flag --matmul_activations: expected fp32 or bf16, got '" +
+                                      o.matmul_activations + "'");
+  }
   eopts.max_step_tokens = std::max<int64_t>(8192, o.ctx);
   eopts.kv_cache_bytes = 256ull << 20;
   ASSIGN_OR_RETURN(auto offload, engine::ExpertStoreOptionsFromFlags(o.experts));
@@ -159,6 +165,7 @@ int main(int argc, char** argv) {
   flags.String("weights", &o.weights,
                "weights file inside DIR (e.g. model.bf16.safetensors); default model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
+  flags.String("matmul_activations", &o.matmul_activations, expertd::engine::kMatmulActivationsHelp);
   expertd::engine::RegisterExpertStoreFlags(&flags, &o.experts);
   absl::Status st = flags.Parse(argc, argv, nullptr);
   if (flags.help_requested()) {

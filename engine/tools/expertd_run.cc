@@ -1,7 +1,7 @@
 // expertd-run: run a model on a prompt from the command line (no server).
 //
 //   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda]
-//               [--weights=model.bf16.safetensors] [--threads=N]
+//               [--weights=model.bf16.safetensors] [--threads=N] [--matmul_activations=fp32|bf16]
 //               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
 //               [--expert_gemm=auto|per_expert|grouped]
 //               [--device_memory_bytes=B] [the daemon's expert-store flags:
@@ -46,6 +46,7 @@ struct Options {
   std::string backend = "cpu";
   std::string weights;
   int64_t threads = 0;
+  std::string matmul_activations = "fp32";
   uint64_t kv_cache = 256ull << 20;
   uint64_t device_memory_bytes = 0;
   engine::parallel::ParallelFlags parallel;
@@ -115,6 +116,10 @@ absl::Status Run(const Options& o) {
   engine::EngineOptions eopts;
   eopts.backend.name = o.backend;
   eopts.backend.threads = static_cast<int>(o.threads);
+  if (!engine::ParseMatmulActivations(o.matmul_activations, &eopts.backend.matmul_activations)) {
+    return absl::InvalidArgumentError("flag --matmul_activations: expected fp32 or bf16, got '" +
+                                      o.matmul_activations + "'");
+  }
   eopts.kv_cache_bytes = o.kv_cache;
   eopts.max_step_tokens = std::max<int64_t>(8192, static_cast<int64_t>(tokens->size()));
   eopts.backend.device_memory_limit = o.device_memory_bytes;
@@ -178,6 +183,7 @@ int main(int argc, char** argv) {
   flags.String("weights", &o.weights,
                "safetensors file in DIR to read instead of model.safetensors");
   flags.Int("threads", &o.threads, 0, 1024, "CPU threads (0 = all cores)");
+  flags.String("matmul_activations", &o.matmul_activations, expertd::engine::kMatmulActivationsHelp);
   flags.ByteSize("kv_cache", &o.kv_cache, "KV cache budget");
   flags.ByteSize("device_memory_bytes", &o.device_memory_bytes,
                  "backend memory limit (on CPU, the arena that stands in for device memory)");

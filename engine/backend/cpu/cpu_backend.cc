@@ -24,6 +24,7 @@ uint64_t RoundUp(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : limit_(options.device_memory_limit),
+      activations_(options.matmul_activations),
       pool_(std::make_unique<ThreadPool>(ResolveThreads(options.threads))) {}
 
 CpuBackend::~CpuBackend() = default;
@@ -80,8 +81,18 @@ absl::Status CpuBackend::CopyToHost(void* host_dst, const void* device_src, uint
 
 void CpuBackend::Embedding(const EmbeddingParams& p) { cpu::Embedding(p, pool_.get()); }
 void CpuBackend::RmsNorm(const RmsNormParams& p) { cpu::RmsNorm(p, pool_.get()); }
-void CpuBackend::Matmul(const MatmulParams& p) { cpu::Matmul(p, pool_.get()); }
-void CpuBackend::GroupedMatmul(const GroupedMatmulParams& p) { cpu::GroupedMatmul(p, pool_.get()); }
+void CpuBackend::Matmul(const MatmulParams& p) {
+  if (activations_ == MatmulActivations::kF32) return cpu::Matmul(p, pool_.get());
+  MatmulParams q = p;
+  q.activations = activations_;
+  cpu::Matmul(q, pool_.get());
+}
+void CpuBackend::GroupedMatmul(const GroupedMatmulParams& p) {
+  if (activations_ == MatmulActivations::kF32) return cpu::GroupedMatmul(p, pool_.get());
+  GroupedMatmulParams q = p;
+  q.activations = activations_;
+  cpu::GroupedMatmul(q, pool_.get());
+}
 void CpuBackend::Rope(const RopeParams& p) { cpu::Rope(p, pool_.get()); }
 void CpuBackend::KvAppend(const KvAppendParams& p) { cpu::KvAppend(p, pool_.get()); }
 void CpuBackend::Attention(const AttentionParams& p) { cpu::Attention(p, pool_.get()); }

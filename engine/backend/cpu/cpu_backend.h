@@ -20,6 +20,8 @@ namespace expertd::engine {
 struct CpuBackendOptions {
   int threads = 0;                   // 0 = std::thread::hardware_concurrency()
   uint64_t device_memory_limit = 0;  // 0 = unlimited
+  // kBF16 REQUIRES cpu::CpuSupportsBf16Dot() (CreateBackend checks it).
+  MatmulActivations matmul_activations = MatmulActivations::kF32;
 };
 
 class CpuBackend final : public Backend {
@@ -45,6 +47,7 @@ class CpuBackend final : public Backend {
   void Matmul(const MatmulParams& p) override;
   void GroupedMatmul(const GroupedMatmulParams& p) override;
   bool HasGroupedMatmulKernel() const override { return true; }
+  MatmulActivations matmul_activations() const override { return activations_; }
   void Rope(const RopeParams& p) override;
   void KvAppend(const KvAppendParams& p) override;
   void Attention(const AttentionParams& p) override;
@@ -62,6 +65,7 @@ class CpuBackend final : public Backend {
  private:
   // Constant after construction.
   const uint64_t limit_;
+  const MatmulActivations activations_;
   std::unique_ptr<ThreadPool> pool_;
   // Memory accounting (lock-free; Allocate reserves with a CAS loop).
   std::atomic<uint64_t> device_in_use_{0};

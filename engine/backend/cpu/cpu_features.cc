@@ -53,4 +53,10 @@ CpuIsa BestCpuIsa() {
   return isa;
 }
 
+bool CpuSupportsBf16Dot() {
+  static const bool ok =
+      BestCpuIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+  return ok;
+}
+
 }  // namespace expertd::engine::cpu

@@ -21,6 +21,9 @@ const char* CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512"
 CpuIsa BestCpuIsa();
 // Whether this CPU can run `isa`'s kernels.
 bool CpuSupports(CpuIsa isa);
+// Whether the bf16-activation matmul (vdpbf16ps) can run: AVX-512 with
+// AVX512_BF16, and EXPERTD_CPU_ISA not capping below avx512. Cached.
+bool CpuSupportsBf16Dot();
 
 }  // namespace expertd::engine::cpu
 

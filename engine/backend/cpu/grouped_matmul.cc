@@ -86,6 +86,7 @@ void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
       m.y_stride = p.y_stride;
       m.m = p.row_offset[p.groups];
       m.accumulate = p.accumulate;
+      m.activations = p.activations;
       const int64_t c0 = (i % col_chunks) * chunk;
       MatmulUnit(m, t.r0, t.r1, c0, std::min(p.n, c0 + chunk));
     }

@@ -331,6 +331,12 @@ void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t 
 
 }  // namespace internal
 
+bool UsesBf16Dot(const MatmulParams& p) {
+  if (p.activations != MatmulActivations::kBF16 || p.w.dtype != DType::kBF16) return false;
+  assert(CpuSupportsBf16Dot());  // CreateBackend refuses kBF16 without it
+  return true;
+}
+
 CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa) {
   if (isa == CpuIsa::kAvx512 && (rows >= kDenseAvx512MinRows || dtype == DType::kBF16) &&
       CpuSupports(CpuIsa::kAvx512))
@@ -340,6 +346,13 @@ CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa) {
 
 void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   if (p.m <= 0 || p.w.rows <= 0) return;
+  if (UsesBf16Dot(p)) {
+    // Decode: AVX2's units (64 rows x 8-column chunks). Prefill: a unit
+    // rounds its rows once and walks its columns once, so rows go in long
+    // groups; chunks of whole 6-column tiles.
+    if (p.m < kDenseAvx512MinRows) return Run(p, pool, internal::DenseMatmulUnitAvx512Bf16, 64, 8);
+    return Run(p, pool, internal::DenseMatmulUnitAvx512Bf16, kBf16DotRowGroup, 6);
+  }
   if (DenseMatmulIsa(p.m, p.w.dtype, isa) == CpuIsa::kAvx512) {
     // bf16 decode (m < 4): the AVX-512 tiles read the weights directly, 2-4
     // columns at a time; AVX2's units.
@@ -356,6 +369,7 @@ void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
 void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   if (r0 >= r1 || c0 >= c1) return;
   if (p.w.quant.quantized()) return QuantMatmulUnit(p, r0, r1, c0, c1);
+  if (UsesBf16Dot(p)) return internal::DenseMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
   // Every dense variant is bitwise the same: pick by this unit's rows.
   if (DenseMatmulIsa(r1 - r0, p.w.dtype, BestCpuIsa()) == CpuIsa::kAvx512) {
     return internal::DenseMatmulUnitAvx512(p, r0, r1, c0, c1);

@@ -34,6 +34,17 @@
 //    accumulator each). For bf16 it also runs m < 4 (decode): tiles of 2-4
 //    columns read the weights directly (one 64-byte load, shift, and, two
 //    FMAs per 32 weights and row).
+//
+// bf16 weights with MatmulActivations::kBF16 (any m; matmul_avx512bf16.cc,
+// AVX-512-BF16 only): x rounded to bf16 (nearest even), then the bf16
+// sequence's 16-lane accumulator and reduction with each block's step being
+// one bf16 dot-product instruction per lane j:
+//   acc[j] = fma(bx[kk + 2j + 1], w[kk + 2j + 1], acc[j]), then
+//   acc[j] = fma(bx[kk + 2j],     w[kk + 2j],     acc[j])
+// (odd first; inputs and results below FLT_MIN flushed to zero), so one
+// vdpbf16ps replaces two FMAs, the shift and the and, and the weights need no
+// widening. A different result from the fp32-activation sequence (x loses
+// its low 16 bits), the same for every m, tile and split.
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_MATMUL_DENSE_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_MATMUL_DENSE_H_
 
@@ -47,6 +58,12 @@ namespace expertd::engine::cpu {
 
 // The fewest rows for which DenseMatmul runs the AVX-512 kernel.
 inline constexpr int64_t kDenseAvx512MinRows = 4;
+// Rows per unit of the bf16-activation kernel at m >= 4.
+inline constexpr int64_t kBf16DotRowGroup = 128;
+
+// Whether p runs the bf16-activation sequence: activations kBF16 and dense
+// bf16 weights. REQUIRES then: CpuSupportsBf16Dot().
+bool UsesBf16Dot(const MatmulParams& p);
 
 // The whole product on `pool` (threads split output (row-group,
 // column-chunk) units). `isa` caps the kernel: kAvx512 (if the CPU has it)
@@ -65,6 +82,10 @@ namespace internal {
 // matmul_avx512.cc (the latter compiled for AVX-512).
 void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+// The bf16-activation sequence (matmul_avx512bf16.cc). REQUIRES:
+// UsesBf16Dot(p).
+void DenseMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1);
 
 // Rows [r0, r1) of p.x permuted for the bf16 sequence (simd.h PermuteBf16X)
 // into a thread-local buffer, row i at the result + i * *stride (*stride =

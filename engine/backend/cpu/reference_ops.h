@@ -159,15 +159,45 @@ inline float DenseDotBf16(const float* x, const TestWeight& w, int64_t col) {
   for (int l = 0; l < 8; ++l) s[l] = acc[l] + acc[l + 8];
   return HorizontalSum8(s);
 }
-// y (+)= x . w^T + bias with the sequence of w's dtype; strides as
-// MatmulParams; y holds y0 on entry (read when accumulating).
+// Below FLT_MIN -> signed zero (the bf16 dot product's DAZ / FTZ).
+inline float FlushSubnormal(float v) {
+  return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
+// x rounded to bf16 as the bf16-activation kernel rounds it.
+inline float RoundToBf16(float v) { return models::Bf16ToF32(F32ToBf16(FlushSubnormal(v))); }
+// bf16 weights with bf16 activations (matmul_dense.h): x rounded to bf16; per
+// 32-block (the tail zero-padded), lane j accumulates k = 32b + 2j + 1, then
+// 32b + 2j, each step flushed; lanes j and j + 8 added; HorizontalSum.
+inline float DenseDotBf16Activations(const float* x, const TestWeight& w, int64_t col) {
+  const int64_t k = w.cols;
+  float acc[16] = {};
+  auto step = [&](int64_t i, float a) -> float {
+    if (i >= k) return FlushSubnormal(std::fma(0.0f, 0.0f, a));
+    return FlushSubnormal(std::fma(RoundToBf16(x[i]), FlushSubnormal(WeightF32(w, col, i)), a));
+  };
+  for (int64_t kk = 0; kk < k; kk += 32) {
+    for (int64_t j = 0; j < 16; ++j) {
+      acc[j] = step(kk + 2 * j + 1, acc[j]);
+      acc[j] = step(kk + 2 * j, acc[j]);
+    }
+  }
+  float s[8];
+  for (int l = 0; l < 8; ++l) s[l] = acc[l] + acc[l + 8];
+  return HorizontalSum8(s);
+}
+// y (+)= x . w^T + bias with the sequence of w's dtype (and, for bf16
+// weights, of the activations mode); strides as MatmulParams; y holds y0 on
+// entry (read when accumulating).
 inline void DenseMatmulSequence(const float* x, int64_t x_stride, int64_t m, const TestWeight& w,
                                 const TestWeight* bias, bool accumulate, float* y,
-                                int64_t y_stride) {
+                                int64_t y_stride,
+                                MatmulActivations activations = MatmulActivations::kF32) {
+  const bool bf16_dot = activations == MatmulActivations::kBF16 && w.dtype == DType::kBF16;
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < w.rows; ++c) {
-      float v = w.dtype == DType::kBF16 ? DenseDotBf16(x + r * x_stride, w, c)
-                                        : DenseDot8Lane(x + r * x_stride, w, c);
+      float v = bf16_dot                   ? DenseDotBf16Activations(x + r * x_stride, w, c)
+                : w.dtype == DType::kBF16 ? DenseDotBf16(x + r * x_stride, w, c)
+                                          : DenseDot8Lane(x + r * x_stride, w, c);
       if (bias != nullptr) v = v + static_cast<float>(bias->exact[c]);
       float& out = y[r * y_stride + c];
       out = accumulate ? out + v : v;
