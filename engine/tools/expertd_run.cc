@@ -125,6 +125,9 @@ absl::Status Run(const Options& o) {
   eopts.backend.device_memory_limit = o.device_memory_bytes;
   auto multi = engine::parallel::MultiDeviceOptionsFromFlags(o.parallel, o.threads);
   if (!multi.ok()) return multi.status();
+  if (multi->has_value()) {
+    (*multi)->device_backend.matmul_activations = eopts.backend.matmul_activations;
+  }
   auto expert_gemm = engine::parallel::ExpertGemmFromFlags(o.parallel);
   if (!expert_gemm.ok()) return expert_gemm.status();
   eopts.expert_gemm = *expert_gemm;

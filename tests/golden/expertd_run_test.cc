@@ -137,12 +137,41 @@ TEST(ExpertdRunTest, Bf16WeightsFlag) {
   EXPECT_EQ(j.at("generated").get<std::vector<int32_t>>(), c.greedy);
 }
 
+// --matmul_activations=bf16 on the bf16 file: near its reference (bf16
+// rounding of the activations, golden_test measures it), not equal to it
+// (the mode really ran), and the same over 2 and 3 virtual devices (MoEShard
+// splits only the reduction of the down projection) as on one.
+TEST(ExpertdRunTest, Bf16ActivationsFlag) {
+  auto golden = LoadGolden("olmoe");
+  ASSERT_TRUE(golden.ok());
+  const GoldenCase& c = golden->bf16_cases.at(2);
+  const std::string flags = " --weights=model.bf16.safetensors --matmul_activations=bf16";
+  std::string err;
+  Output probe = RunTool("--model=" + FixtureDir("olmoe") + " --tokens=1" + flags, &err);
+  if (probe.status != 0 && err.find("AVX-512-BF16") != std::string::npos) {
+    GTEST_SKIP() << "the CPU lacks AVX-512-BF16: " << err;
+  }
+  nlohmann::json one = RunCase("olmoe", c, flags);
+  ASSERT_FALSE(one.is_null());
+  const std::vector<float> logits = one.at("last_logits").get<std::vector<float>>();
+  const double err_vs_ref = RelError(logits, c.logits_last);
+  EXPECT_GT(err_vs_ref, 1e-6);
+  EXPECT_LT(err_vs_ref, 2e-2);
+  for (const char* devices : {" --devices=2", " --devices=3 --moe_parallel=shard"}) {
+    nlohmann::json many = RunCase("olmoe", c, flags + devices);
+    ASSERT_FALSE(many.is_null()) << devices;
+    EXPECT_LT(RelError(many.at("last_logits").get<std::vector<float>>(), logits), 1e-5) << devices;
+    EXPECT_EQ(many.at("generated"), one.at("generated")) << devices;
+  }
+}
+
 TEST(ExpertdRunTest, ErrorsGoToStderrWithNonZeroExit) {
   std::string err;
   for (const std::string& args : {std::string("--model=/no/such/dir --tokens=1"),
                                   "--model=" + FixtureDir("mixtral") + " --tokens=1,x",
                                   "--model=" + FixtureDir("mixtral") + " --tokens=100000",
                                   "--model=" + FixtureDir("mixtral") + " --tokens=1 --backend=tpu",
+                                  "--model=" + FixtureDir("mixtral") + " --tokens=1 --matmul_activations=fp16",
                                   std::string("--tokens=1 --bogus_flag")}) {
     Output o = RunTool(args, &err);
     EXPECT_NE(o.status, 0) << args;
