@@ -5,6 +5,9 @@
 //   llama_peer MODEL.gguf greedy 1,2,3 N THREADS        N greedy tokens after the prompt
 //   llama_peer MODEL.gguf decode PROMPT N THREADS       decode ms/token after a 512-token warm-up and a PROMPT-token
 //                                                       prefill, N tokens (median and mean)
+//   llama_peer MODEL.gguf prefill PROMPT REPS THREADS   prefill tokens/s of a PROMPT-token prompt in one
+//                                                       batch (logits of the last position), REPS
+//                                                       times after one untimed (best and median)
 //   llama_peer IN.gguf quantize OUT.gguf TYPE THREADS   llama.cpp's own quantizer (what
 //                                                       llama-quantize does), TYPE q8_0 | q4_0:
 //                                                       its standard mix for that type
@@ -195,7 +198,8 @@ int main(int argc, char** argv) {
     fprintf(stderr,
             "usage: llama_peer MODEL.gguf ppl IDS.json CTX THREADS\n"
             "       llama_peer MODEL.gguf greedy 1,2,3 N THREADS\n"
-            "       llama_peer MODEL.gguf decode PROMPT_TOKENS N THREADS\n");
+            "       llama_peer MODEL.gguf decode PROMPT_TOKENS N THREADS\n"
+            "       llama_peer MODEL.gguf prefill PROMPT_TOKENS REPS THREADS\n");
     return 2;
   }
   const char* mode = argv[2];
@@ -292,8 +296,28 @@ int main(int argc, char** argv) {
            prompt_len, gen, threads, ms[gen / 2], total / gen);
     llama_batch_free(b);
     llama_free(ctx);
+  } else if (strcmp(mode, "prefill") == 0) {
+    const int prompt_len = atoi(argv[3]), reps = arg4;
+    if (prompt_len < 1 || reps < 1) die("prefill: PROMPT_TOKENS and REPS must be positive");
+    int32_t* prompt = malloc(prompt_len * sizeof(int32_t));
+    for (int i = 0; i < prompt_len; ++i) prompt[i] = 3 + (int32_t)(((int64_t)i * 104729 + 7) % (vocab - 3));
+    struct llama_context* ctx = make_context(model, prompt_len + 1, threads);
+    llama_batch b = llama_batch_init(prompt_len + 1, 0, 1);
+    double* ms = malloc(reps * sizeof(double));
+    for (int i = -1; i < reps; ++i) {  // i = -1: untimed (pages the mmapped weights in)
+      llama_memory_clear(llama_get_memory(ctx), 1);
+      const double t = now_ms();
+      decode(ctx, &b, prompt, prompt_len, 0, 0);
+      if (i >= 0) ms[i] = now_ms() - t;
+    }
+    qsort(ms, reps, sizeof(double), cmp_double);
+    printf("{\"prompt\":%d,\"reps\":%d,\"threads\":%d,\"tokens_per_s_best\":%.1f,"
+           "\"tokens_per_s_median\":%.1f}\n",
+           prompt_len, reps, threads, prompt_len * 1e3 / ms[0], prompt_len * 1e3 / ms[reps / 2]);
+    llama_batch_free(b);
+    llama_free(ctx);
   } else {
-    die("mode must be ppl, greedy or decode");
+    die("mode must be ppl, greedy, decode or prefill");
   }
   llama_model_free(model);
   return 0;

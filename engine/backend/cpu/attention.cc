@@ -32,20 +32,80 @@ void KvAppend(const KvAppendParams& p, ThreadPool* pool) {
 
 namespace {
 
+// Position j's row of a cache (k_cache or v_cache) for kv head g.
+inline const float* CacheRow(const AttentionParams& p, const int32_t* table, const float* cache,
+                             int64_t g, int64_t j) {
+  const int64_t slot =
+      static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
+  return cache + slot * p.kv_heads * p.head_dim + g * p.head_dim;
+}
+
+// s[j] = DotF32(q, k_j) * scale for j < n. Eight keys at a time, each its own
+// FMA chain (one chain alone waits on the FMA latency); every key's sequence
+// is DotF32's, so the bits are one DotF32 per key's.
+void Scores(const AttentionParams& p, const int32_t* table, int64_t g, const float* q, int64_t n,
+            float* s) {
+  constexpr int kKeys = 8;
+  const int64_t d = p.head_dim, full = d / 8 * 8;
+  int64_t j = 0;
+  for (; j + kKeys <= n; j += kKeys) {
+    const float* k[kKeys];
+    __m256 acc[kKeys];
+    for (int c = 0; c < kKeys; ++c) {
+      k[c] = CacheRow(p, table, p.k_cache, g, j + c);
+      acc[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < full; i += 8) {
+      const __m256 qv = LoadF32x8(q + i);
+#pragma GCC unroll 8
+      for (int c = 0; c < kKeys; ++c) acc[c] = _mm256_fmadd_ps(qv, LoadF32x8(k[c] + i), acc[c]);
+    }
+    if (full < d) {
+      const __m256 qv = LoadTailF32(q + full, d - full);
+      for (int c = 0; c < kKeys; ++c)
+        acc[c] = _mm256_fmadd_ps(qv, LoadTailF32(k[c] + full, d - full), acc[c]);
+    }
+    for (int c = 0; c < kKeys; ++c) s[j + c] = HorizontalSum(acc[c]) * p.scale;
+  }
+  for (; j < n; ++j) s[j] = DotF32(q, CacheRow(p, table, p.k_cache, g, j), d) * p.scale;
+}
+
+// out = sum_j w[j] * v_j in j order, one FMA per element and key (AxpyF32's
+// sequence from out = 0). 64 outputs at a time live in registers across all
+// keys instead of being loaded and stored once per key; the bits are the
+// same.
+void WeightedValues(const AttentionParams& p, const int32_t* table, int64_t g, const float* w,
+                    int64_t n, float* out) {
+  constexpr int kRegs = 8;
+  const int64_t d = p.head_dim;
+  int64_t i0 = 0;
+  for (; i0 + 8 * kRegs <= d; i0 += 8 * kRegs) {
+    __m256 acc[kRegs];
+    for (int c = 0; c < kRegs; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 a = _mm256_set1_ps(w[j]);
+      const float* v = CacheRow(p, table, p.v_cache, g, j) + i0;
+#pragma GCC unroll 8
+      for (int c = 0; c < kRegs; ++c) acc[c] = _mm256_fmadd_ps(a, LoadF32x8(v + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < kRegs; ++c) _mm256_storeu_ps(out + i0 + 8 * c, acc[c]);
+  }
+  if (i0 < d) {
+    std::fill(out + i0, out + d, 0.0f);
+    for (int64_t j = 0; j < n; ++j)
+      AxpyF32(w[j], CacheRow(p, table, p.v_cache, g, j) + i0, out + i0, d - i0);
+  }
+}
+
 void AttendOne(const AttentionParams& p, int64_t t, int64_t h, std::vector<float>* scores) {
   const int64_t group = p.heads / p.kv_heads;
   const int64_t g = h / group;
-  const int64_t kv_width = p.kv_heads * p.head_dim;
   const int64_t n = static_cast<int64_t>(p.pos[t]) + 1;
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.seq[t]) * p.max_blocks_per_seq;
   const float* q = p.q + t * p.q_stride + h * p.head_dim;
   scores->resize(n);
   float* s = scores->data();
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot =
-        static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-    s[j] = DotF32(q, p.k_cache + slot * kv_width + g * p.head_dim, p.head_dim) * p.scale;
-  }
+  Scores(p, table, g, q, n, s);
   float mx = s[0];
   for (int64_t j = 1; j < n; ++j) mx = std::max(mx, s[j]);
   float sum = 0.0f;
@@ -53,13 +113,8 @@ void AttendOne(const AttentionParams& p, int64_t t, int64_t h, std::vector<float
     s[j] = std::exp(s[j] - mx);
     sum += s[j];
   }
-  float* out = p.out + t * p.out_stride + h * p.head_dim;
-  std::fill(out, out + p.head_dim, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t slot =
-        static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-    AxpyF32(s[j] / sum, p.v_cache + slot * kv_width + g * p.head_dim, out, p.head_dim);
-  }
+  for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
+  WeightedValues(p, table, g, s, n, p.out + t * p.out_stride + h * p.head_dim);
 }
 
 }  // namespace

@@ -268,11 +268,11 @@ void UnitBf16(const MatmulParams& p, int64_t k, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-using UnitFn = void (*)(const MatmulParams&, int64_t, int64_t, int64_t, int64_t);
-
 // The product split into output units: groups of `row_group` rows x column
 // chunks (multiples of `chunk_multiple`) small enough that every thread gets
 // several (load balance). Units are disjoint, so the split changes no result.
+// unit(p, r0, r1, c0, c1) computes one unit.
+template <typename UnitFn>
 void Run(const MatmulParams& p, ThreadPool* pool, UnitFn unit, int64_t row_group,
          int64_t chunk_multiple) {
   const int64_t m = p.m, n = p.w.rows, k = p.w.cols;
@@ -347,9 +347,10 @@ CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa) {
 void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   if (p.m <= 0 || p.w.rows <= 0) return;
   if (UsesBf16Dot(p)) {
-    // Decode: AVX2's units (64 rows x 8-column chunks). Prefill: a unit
-    // rounds its rows once and walks its columns once, so rows go in long
-    // groups; chunks of whole 6-column tiles.
+    // Each unit rounds its own rows: they stay in its L2 while its columns
+    // pass (rounding all rows first, into one buffer past the L2, measured
+    // 5-10% slower at 512 rows). Decode: AVX2's units (64 rows x 8-column
+    // chunks). Prefill: long row groups; chunks of whole 6-column tiles.
     if (p.m < kDenseAvx512MinRows) return Run(p, pool, internal::DenseMatmulUnitAvx512Bf16, 64, 8);
     return Run(p, pool, internal::DenseMatmulUnitAvx512Bf16, kBf16DotRowGroup, 6);
   }

@@ -13,11 +13,11 @@
 // outputs below FLT_MIN flushed to zero: reference_ops.h's
 // DenseDotBf16Activations.
 //
-// Tiles: R <= 4 rows x C <= 6 columns, one zmm accumulator each (24), the R
+// Tiles: R <= 3 rows x C <= 8 columns, one zmm accumulator each (24), the R
 // x blocks loaded once per block and each column's 64-byte weight block once
-// per R dot products. Prefill runs columns outer, rows inner, so a tile's
-// weights (C x k x 2 bytes: 24 KiB at k = 2048) stay in L1 while the row
-// tiles pass; decode (m < 4) is one row tile per column tile, the next
+// per R dot products; a row's sums are reduced together (row_sums_avx512.h).
+// Prefill runs columns outer, rows inner, so a tile's weights (C x k x 2
+// bytes: 32 KiB at k = 2048) stay in L1 while the row tiles pass; decode (m < 4) is one row tile per column tile, the next
 // tile's weights prefetched as the fp32-activation decode tiles do.
 //
 // Compiled for AVX-512-BF16 below the pragma, called only after
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/row_sums_avx512.h"
 #include "engine/backend/cpu/simd.h"
 
 #pragma GCC push_options
@@ -40,16 +41,20 @@ namespace {
 constexpr int kMaxTileRows = 4;
 constexpr int kTileCols = 6;  // 4 x 6 accumulators + 4 x + 1 w = 29 zmm
 
-// Rows [r0, r1) of p.x rounded to bf16 (round to nearest even) into a
-// thread-local buffer, row i at the result + i * *stride (k rounded up to 32,
-// the tail zeros; 64-byte aligned). Valid until this thread's next call.
-const uint16_t* RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t* stride) {
-  const int64_t k = p.w.cols, kp = (k + kBf16Block - 1) / kBf16Block * kBf16Block;
-  thread_local std::vector<uint16_t> buffer;
-  const size_t want = static_cast<size_t>((r1 - r0) * kp + 32);
-  if (buffer.size() < want) buffer.resize(want);
-  uint16_t* out = buffer.data();
-  out += (32 - (reinterpret_cast<uintptr_t>(out) / sizeof(uint16_t)) % 32) % 32;
+int64_t RoundedStride(int64_t k) { return (k + kBf16Block - 1) / kBf16Block * kBf16Block; }
+
+// `buffer` grown to rows x stride bf16 values, 64-byte aligned.
+uint16_t* AlignedRows(std::vector<uint16_t>* buffer, int64_t rows, int64_t stride) {
+  const size_t want = static_cast<size_t>(rows * stride + 32);
+  if (buffer->size() < want) buffer->resize(want);
+  uint16_t* out = buffer->data();
+  return out + (32 - (reinterpret_cast<uintptr_t>(out) / sizeof(uint16_t)) % 32) % 32;
+}
+
+// Rows [r0, r1) of p.x rounded to bf16 (round to nearest even), row r at
+// out + (r - r0) * kp, the tail zeros.
+void RoundRows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, uint16_t* out) {
+  const int64_t k = p.w.cols;
   const int64_t full = k / kBf16Block * kBf16Block;
   for (int64_t r = r0; r < r1; ++r) {
     const float* x = p.x + r * p.x_stride;
@@ -67,8 +72,6 @@ const uint16_t* RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, i
       _mm512_store_si512(o + full, reinterpret_cast<const __m512i&>(v));
     }
   }
-  *stride = kp;
-  return out;
 }
 
 // + bias, (+ y), as matmul.cc's Store does for one element.
@@ -127,8 +130,20 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t kp, int64_t r0, int
     const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
     block(full, [mask](const uint16_t* q) { return _mm512_maskz_loadu_epi16(mask, q); });
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) StoreOne(p, r0 + r, c0 + c, Finish(acc[r][c]));
+  if constexpr (C >= 4) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m512 sums[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) sums[c] = c < C ? acc[r][c] : _mm512_setzero_ps();
+      StoreRowSums(p, r0 + r, c0, C, ReduceEight(sums));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) StoreOne(p, r0 + r, c0 + c, Finish(acc[r][c]));
+    }
   }
 }
 
@@ -173,8 +188,10 @@ void TileAny(int rows, int cols, const MatmulParams& p, const uint16_t* xb, int6
 
 void DenseMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1) {
-  int64_t kp = 0;
-  const uint16_t* xb = RoundRowsToBf16(p, r0, r1, &kp);
+  thread_local std::vector<uint16_t> buffer;
+  const int64_t kp = RoundedStride(p.w.cols);
+  uint16_t* xb = AlignedRows(&buffer, r1 - r0, kp);
+  RoundRows(p, r0, r1, kp, xb);
   const int64_t row_bytes = p.w.cols * 2;
   for (int64_t c = c0; c < c1; c += kTileCols) {
     const int cols = static_cast<int>(std::min<int64_t>(kTileCols, c1 - c));
