@@ -347,10 +347,9 @@ CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa) {
 void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   if (p.m <= 0 || p.w.rows <= 0) return;
   if (UsesBf16Dot(p)) {
-    // Each unit rounds its own rows: they stay in its L2 while its columns
-    // pass (rounding all rows first, into one buffer past the L2, measured
-    // 5-10% slower at 512 rows). Decode: AVX2's units (64 rows x 8-column
-    // chunks). Prefill: long row groups; chunks of whole 6-column tiles.
+    // Each unit rounds its own rows (rounding all rows once first measured
+    // no faster). Decode: AVX2's units (64 rows x 8-column chunks).
+    // Prefill: long row groups; chunks of whole 6-column tiles.
     if (p.m < kDenseAvx512MinRows) return Run(p, pool, internal::DenseMatmulUnitAvx512Bf16, 64, 8);
     return Run(p, pool, internal::DenseMatmulUnitAvx512Bf16, kBf16DotRowGroup, 6);
   }
