@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_store.h"
 #include "engine/greedy.h"
@@ -38,10 +39,12 @@ struct Served {
   ExpertStore* store = nullptr;
 };
 
-Served Serve(std::shared_ptr<const models::Checkpoint> ckpt, const ExpertStoreOptions* options) {
+Served Serve(std::shared_ptr<const models::Checkpoint> ckpt, const ExpertStoreOptions* options,
+             MatmulActivations activations = MatmulActivations::kF32) {
   Served s;
   EngineOptions o;
   o.backend.threads = 2;
+  o.backend.matmul_activations = activations;
   if (options != nullptr) {
     ExpertStore** slot = &s.store;
     o.expert_provider_factory = [options = *options, slot](const ExpertProviderContext& ctx)
@@ -184,6 +187,41 @@ TEST_P(HostComputeEngineTest, BatchedPrefillAndDecodeOnTheHostEqualResident) {
 // Every expert slot of the pack corrupted on disk: the host jobs (and the
 // calibration) read them, find the checksums wrong, repair them from the
 // checkpoint, and the results stay the resident engine's.
+// With bf16 activations the host computes experts in the backend's mode:
+// host-computed experts give the resident engine's logits in that mode (which
+// differ from the fp32-activation ones by bf16 rounding, far past 1e-5).
+TEST(HostComputeBf16ActivationsTest, HostComputedExpertsFollowTheBackendsMode) {
+  if (!cpu::CpuSupportsBf16Dot()) GTEST_SKIP() << "the CPU lacks AVX-512-BF16";
+  auto ckpt = OpenBf16("olmoe");
+  ASSERT_NE(ckpt, nullptr);
+  const std::vector<int32_t> prompt = {1, 17, 30, 42, 7, 99, 25, 3, 11};
+  ExpertStoreOptions resident_options;
+  resident_options.pack_dir = TempDir("olmoe_bf16_activations");
+  Served resident = Serve(ckpt, &resident_options, MatmulActivations::kBF16);
+  Served fp32 = Serve(ckpt, &resident_options, MatmulActivations::kF32);
+  ASSERT_NE(resident.engine, nullptr);
+  ASSERT_NE(fp32.engine, nullptr);
+  auto want = RunGreedy(resident.engine.get(), 1, prompt, 6);
+  auto fp32_result = RunGreedy(fp32.engine.get(), 1, prompt, 6);
+  ASSERT_TRUE(want.ok() && fp32_result.ok());
+  float moved = 0;
+  for (size_t i = 0; i < want->last_logits.size(); ++i)
+    moved = std::max(moved, std::fabs(want->last_logits[i] - fp32_result->last_logits[i]));
+  EXPECT_GT(moved, 1e-3f);  // the mode changes the result: the check below can tell
+  ExpertStoreOptions o = resident_options;
+  o.device_cache_experts = 2;
+  o.host_cache_bytes = 1ull << 30;
+  o.compute = ExpertComputeMode::kHost;
+  o.host_compute_threads = 2;
+  o.calibration_tokens = 8;
+  Served host = Serve(ckpt, &o, MatmulActivations::kBF16);
+  ASSERT_NE(host.engine, nullptr);
+  auto got = RunGreedy(host.engine.get(), 1, prompt, 6);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(*want, *got, "olmoe bf16 activations, host compute");
+  EXPECT_GT(host.store->stats().total.host_computes, 0);
+}
+
 TEST(HostComputeRepairTest, CorruptPackSlotsAreRepairedOnTheHostPath) {
   auto ckpt = OpenBf16("olmoe");
   ASSERT_NE(ckpt, nullptr);
