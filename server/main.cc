@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
       .With("version", expertd::server::kVersion)
       .With("model_dir", options.model_dir)
       .With("backend", options.backend)
+      .With("matmul_activations", options.matmul_activations)
       .With("kv_cache_bytes", options.kv_cache_bytes)
       .With("expert_offload", options.experts.expert_offload)
       .With("expert_cache_bytes", options.experts.expert_cache_bytes)

@@ -219,6 +219,45 @@ TEST_P(DaemonGoldenTest, RoutingThroughAnOffloadingDaemonMatchesTheReference) {
   EXPECT_GT(GetExpertStats(&daemon_).totals().misses(), 0u) << "experts were paged";
 }
 
+// --matmul_activations=bf16 reaches the served engine: on the bf16 file the
+// first token's log-probabilities leave the 1e-4 band of the reference (the
+// activations are rounded) but stay within bf16 rounding of it (golden_test
+// measures 2.3e-3..6.6e-3 on the logits), and the first greedy token is the
+// reference's. fp32 weights ignore the mode; that run is skipped.
+TEST_P(DaemonGoldenTest, Bf16ActivationsAreServed) {
+  if (GetParam() != Weights::kBf16) GTEST_SKIP() << "the mode only changes bf16-weight matmuls";
+  auto golden = LoadGolden(kArch);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::string token_file = ::testing::TempDir() + "/golden_admin_token";
+  std::ofstream(token_file) << kToken;
+  absl::Status s = daemon_.Start(ModelDir(GetParam()),
+                                 {"--threads=2", "--shutdown_grace_seconds=1",
+                                  "--admin_token_file=" + token_file, "--matmul_activations=bf16"},
+                                 ::testing::TempDir());
+  ASSERT_TRUE(s.ok()) << s;
+  if (!daemon_.WaitUntilServing(absl::Seconds(60))) {
+    daemon_.process().Wait(absl::Seconds(30));
+    if (daemon_.Output().find("AVX-512-BF16") != std::string::npos) {
+      GTEST_SKIP() << "the CPU lacks AVX-512-BF16: " << daemon_.Output();
+    }
+    FAIL() << daemon_.Output();
+  }
+  for (const GoldenCase& c : golden->bf16_cases) {
+    SCOPED_TRACE(c.name);
+    const v1::GenerateUnaryResponse resp = GenerateGreedy(daemon_.channel(), c.input_ids, 4);
+    ASSERT_GE(resp.logprobs_size(), 1);
+    ASSERT_FALSE(resp.token_ids().empty());
+    EXPECT_EQ(resp.token_ids(0), static_cast<uint32_t>(c.greedy[0]));
+    const std::vector<double> ref = LogSoftmax(c.logits_last);
+    double max_abs = 0, worst = 0;
+    for (float x : c.logits_last) max_abs = std::max(max_abs, std::abs(static_cast<double>(x)));
+    for (const v1::TopLogprob& t : resp.logprobs(0).top())
+      worst = std::max(worst, std::abs(t.logprob() - ref.at(t.token_id())));
+    EXPECT_GT(worst, 2 * 1e-4 * max_abs) << "the activations were not rounded";
+    EXPECT_LT(worst, 2 * 2e-2 * max_abs);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Weights, DaemonGoldenTest,
                          ::testing::Values(Weights::kFp32, Weights::kBf16),
                          [](const ::testing::TestParamInfo<Weights>& info) {
