@@ -332,7 +332,17 @@ void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t 
 }  // namespace internal
 
 bool UsesBf16Dot(const MatmulParams& p) {
-  if (p.activations != MatmulActivations::kBF16 || p.w.dtype != DType::kBF16) return false;
+  if (p.activations != MatmulActivations::kBF16) return false;
+  const WeightQuant& q = p.w.quant;
+  if (q.quantized()) {
+    const bool codes_are_bf16 = q.format == WeightFormat::kInt8 ||
+                                q.format == WeightFormat::kInt4 ||
+                                q.format == WeightFormat::kMxfp4;
+    const int g = q.group_size;
+    if (!codes_are_bf16 || q.block_rows != 1 || !(g == 32 || g == 64 || g == 128)) return false;
+  } else if (p.w.dtype != DType::kBF16) {
+    return false;
+  }
   assert(CpuSupportsBf16Dot());  // CreateBackend refuses kBF16 without it
   return true;
 }
@@ -368,8 +378,11 @@ void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
 
 void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   if (r0 >= r1 || c0 >= c1) return;
+  if (UsesBf16Dot(p)) {
+    if (p.w.quant.quantized()) return internal::QuantMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
+    return internal::DenseMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
+  }
   if (p.w.quant.quantized()) return QuantMatmulUnit(p, r0, r1, c0, c1);
-  if (UsesBf16Dot(p)) return internal::DenseMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
   // Every dense variant is bitwise the same: pick by this unit's rows.
   if (DenseMatmulIsa(r1 - r0, p.w.dtype, BestCpuIsa()) == CpuIsa::kAvx512) {
     return internal::DenseMatmulUnitAvx512(p, r0, r1, c0, c1);
@@ -382,6 +395,10 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   assert(p.x_stride >= p.w.cols && p.y_stride >= p.w.rows);
   assert(p.bias.empty() || p.bias.rows * p.bias.cols == p.w.rows);
   if (p.m <= 0 || p.w.rows <= 0) return;
+  if (p.w.quant.quantized() && UsesBf16Dot(p)) {
+    // A unit decodes 6 columns at a time for all its rows: long row groups.
+    return Run(p, pool, internal::QuantMatmulUnitAvx512Bf16, p.m < 4 ? 64 : 256, 8);
+  }
   if (p.w.quant.quantized()) return QuantMatmul(p, pool);
   switch (p.w.dtype) {
     case DType::kF32:

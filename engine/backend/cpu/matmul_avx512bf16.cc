@@ -32,6 +32,25 @@
 #include "engine/backend/cpu/row_sums_avx512.h"
 #include "engine/backend/cpu/simd.h"
 
+namespace expertd::engine::cpu::internal {
+namespace {
+
+// Baseline code (before the target pragma): the std::vector instantiation
+// must not be compiled for AVX-512.
+int64_t RoundedStride(int64_t k) { return (k + kBf16Block - 1) / kBf16Block * kBf16Block; }
+
+// This thread's buffer of rows x stride bf16 values, 64-byte aligned.
+uint16_t* AlignedRows(int64_t rows, int64_t stride) {
+  thread_local std::vector<uint16_t> buffer;
+  const size_t want = static_cast<size_t>(rows * stride + 32);
+  if (buffer.size() < want) buffer.resize(want);
+  uint16_t* out = buffer.data();
+  return out + (32 - (reinterpret_cast<uintptr_t>(out) / sizeof(uint16_t)) % 32) % 32;
+}
+
+}  // namespace
+}  // namespace expertd::engine::cpu::internal
+
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
 
@@ -40,16 +59,6 @@ namespace {
 
 constexpr int kMaxTileRows = 4;
 constexpr int kTileCols = 6;  // 4 x 6 accumulators + 4 x + 1 w = 29 zmm
-
-int64_t RoundedStride(int64_t k) { return (k + kBf16Block - 1) / kBf16Block * kBf16Block; }
-
-// `buffer` grown to rows x stride bf16 values, 64-byte aligned.
-uint16_t* AlignedRows(std::vector<uint16_t>* buffer, int64_t rows, int64_t stride) {
-  const size_t want = static_cast<size_t>(rows * stride + 32);
-  if (buffer->size() < want) buffer->resize(want);
-  uint16_t* out = buffer->data();
-  return out + (32 - (reinterpret_cast<uintptr_t>(out) / sizeof(uint16_t)) % 32) % 32;
-}
 
 // Rows [r0, r1) of p.x rounded to bf16 (round to nearest even), row r at
 // out + (r - r0) * kp, the tail zeros.
@@ -188,9 +197,8 @@ void TileAny(int rows, int cols, const MatmulParams& p, const uint16_t* xb, int6
 
 void DenseMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1) {
-  thread_local std::vector<uint16_t> buffer;
   const int64_t kp = RoundedStride(p.w.cols);
-  uint16_t* xb = AlignedRows(&buffer, r1 - r0, kp);
+  uint16_t* xb = AlignedRows(r1 - r0, kp);
   RoundRows(p, r0, r1, kp, xb);
   const int64_t row_bytes = p.w.cols * 2;
   for (int64_t c = c0; c < c1; c += kTileCols) {

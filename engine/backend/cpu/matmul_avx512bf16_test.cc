@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_features.h"
@@ -14,6 +15,7 @@
 #include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/matmul_unit.h"
 #include "engine/backend/cpu/reference_ops.h"
+#include "engine/backend/weight_quantize.h"
 #include "gtest/gtest.h"
 
 namespace expertd::engine::cpu {
@@ -198,6 +200,99 @@ TEST_F(Bf16ActivationsTest, OtherWeightDtypesIgnoreTheMode) {
     ASSERT_EQ(0, std::memcmp(bf.data(), f32.data(), bf.size() * sizeof(float)))
         << models::DTypeName(dtype);
   }
+}
+
+// Quantized experts: codes and scales as QuantizeWeights writes them.
+struct Quantized {
+  std::vector<uint8_t> values, scales;
+  WeightRef ref;
+};
+
+Quantized Quantize(WeightFormat f, int group, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<float> w = RandomVector(n * k, &rng, 0.05f);
+  Quantized q;
+  WeightQuant wq;
+  wq.format = f;
+  wq.group_size = group;
+  wq.scale_dtype = f == WeightFormat::kMxfp4 ? ScaleDType::kE8M0 : ScaleDType::kF16;
+  q.values.resize(QuantValueBytes(f, n, k));
+  q.scales.resize(QuantScaleBytes(wq, n, k));
+  EXPECT_TRUE(QuantizeWeights(w.data(), n, k, wq, q.values.data(), q.scales.data()).ok());
+  wq.scales = q.scales.data();
+  q.ref = WeightRef{q.values.data(), DType::kBF16, n, k, wq};
+  return q;
+}
+
+// int8 / int4 / mxfp4 with groups of 32, 64, 128: Matmul (1 and 2 threads),
+// units over odd splits and GroupedMatmul all bitwise the scalar sequence,
+// for decode and prefill row counts.
+TEST_F(Bf16ActivationsTest, QuantizedExpertsAreBitwiseTheScalarSequence) {
+  ThreadPool two(2);
+  for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4, WeightFormat::kMxfp4}) {
+    for (int g : {32, 64, 128}) {
+      for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 29, 256},
+                             {2, 7, 128},
+                             {3, 13, 384},
+                             {4, 6, 256},
+                             {9, 31, 512},
+                             {70, 17, 256}}) {
+        const Case c{m, n, k, (m + n) % 2 == 0, m % 3 == 0};
+        const std::string what = std::string(WeightFormatName(f)) + " g" + std::to_string(g) +
+                                 " " + c.Describe();
+        Quantized q = Quantize(f, g, n, k, static_cast<uint32_t>(m * 131 + n + g));
+        std::mt19937 rng(static_cast<uint32_t>(k + g));
+        TestWeight b = RandomWeight(DType::kBF16, 1, n, &rng);
+        std::vector<float> x = RandomVector(m * (k + 3), &rng);
+        std::vector<float> y0 = RandomVector(m * (n + 5), &rng);
+        std::vector<float> want = y0;
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t col = 0; col < n; ++col) {
+            float v = reference::QuantDotBf16Activations(x.data() + r * (k + 3), q.values.data(),
+                                                         q.ref.quant, k, col);
+            if (c.bias) v = v + static_cast<float>(b.exact[col]);
+            float& out = want[r * (n + 5) + col];
+            out = c.accumulate ? out + v : v;
+          }
+        }
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+          std::vector<float> got = y0;
+          MatmulParams p = Params(c, x, TestWeight(), b, &got);
+          p.w = q.ref;
+          Matmul(p, pool);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << what << " threads=" << (pool == nullptr ? 1 : 2);
+        }
+        std::vector<float> cut = y0;
+        MatmulParams p = Params(c, x, TestWeight(), b, &cut);
+        p.w = q.ref;
+        for (int64_t r0 = 0; r0 < m; r0 += 3) {
+          for (int64_t c0 = 0; c0 < n; c0 += 5)
+            MatmulUnit(p, r0, std::min(m, r0 + 3), c0, std::min(n, c0 + 5));
+        }
+        ASSERT_EQ(0, std::memcmp(cut.data(), want.data(), cut.size() * sizeof(float)))
+            << what << " units";
+      }
+    }
+  }
+}
+
+// Formats whose codes are not all bf16 values, or groups the kernel does not
+// take (FP8 blocks, int8 with groups of 16), keep the fp32-activation kernels:
+// bitwise the kF32 result.
+TEST_F(Bf16ActivationsTest, OtherQuantizedFormatsIgnoreTheMode) {
+  Quantized q = Quantize(WeightFormat::kInt8, 16, 13, 128, 5);
+  std::mt19937 rng(1);
+  std::vector<float> x = RandomVector(5 * 131, &rng);
+  const Case c{5, 13, 128, false, false};
+  std::vector<float> bf(5 * 18, 0.0f), f32(5 * 18, 0.0f);
+  MatmulParams p = Params(c, x, TestWeight(), TestWeight(), &bf);
+  p.w = q.ref;
+  Matmul(p, nullptr);
+  p.y = f32.data();
+  p.activations = MatmulActivations::kF32;
+  Matmul(p, nullptr);
+  ASSERT_EQ(0, std::memcmp(bf.data(), f32.data(), bf.size() * sizeof(float)));
 }
 
 }  // namespace

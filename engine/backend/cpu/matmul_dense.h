@@ -61,8 +61,9 @@ inline constexpr int64_t kDenseAvx512MinRows = 4;
 // Rows per unit of the bf16-activation kernel at m >= 4.
 inline constexpr int64_t kBf16DotRowGroup = 128;
 
-// Whether p runs the bf16-activation sequence: activations kBF16 and dense
-// bf16 weights. REQUIRES then: CpuSupportsBf16Dot().
+// Whether p runs a bf16-activation sequence: activations kBF16 and dense
+// bf16 weights, or int8 / int4 / mxfp4 codes with groups of 32, 64 or 128
+// (quant_matmul_avx512bf16.cc). REQUIRES then: CpuSupportsBf16Dot().
 bool UsesBf16Dot(const MatmulParams& p);
 
 // The whole product on `pool` (threads split output (row-group,
@@ -85,6 +86,10 @@ void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_
 // The bf16-activation sequence (matmul_avx512bf16.cc). REQUIRES:
 // UsesBf16Dot(p).
 void DenseMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1);
+// Quantized weights with bf16 activations (quant_matmul_avx512bf16.cc).
+// REQUIRES: UsesBf16Dot(p) and p.w.quant.quantized().
+void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1);
 
 // Rows [r0, r1) of p.x permuted for the bf16 sequence (simd.h PermuteBf16X)

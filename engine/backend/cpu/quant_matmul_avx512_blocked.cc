@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/quant_matmul.h"
+#include "engine/backend/cpu/quant_scales_avx512.h"
 #include "engine/backend/cpu/simd.h"
 #include "engine/backend/weight_format.h"
 
@@ -69,31 +70,6 @@ alignas(64) constexpr float kInt4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7,
 
 template <WeightFormat F>
 constexpr int64_t kWeightsPerLine = F == WeightFormat::kInt8 ? 64 : 128;
-
-// Scales [s0, s0 + count) of `q` as fp32 into out (exact, as LoadScaleF32).
-void ScalesToF32(const WeightQuant& q, int64_t s0, int64_t count, float* out) {
-  int64_t i = 0;
-  if (q.scale_dtype == ScaleDType::kF16) {
-    const auto* s = static_cast<const uint16_t*>(q.scales) + s0;
-    for (; i + 16 <= count; i += 16) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
-    }
-  } else if (q.scale_dtype == ScaleDType::kE8M0) {
-    const auto* s = static_cast<const uint8_t*>(q.scales) + s0;
-    for (; i + 16 <= count; i += 16) {
-      const __m512i e =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
-      __m512i bits = _mm512_slli_epi32(e, 23);  // 2^(e - 127)
-      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()),
-                                   _mm512_set1_epi32(0x00400000));  // 2^-127, subnormal
-      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)),
-                                   _mm512_set1_epi32(0x7fc00000));  // NaN
-      _mm512_storeu_ps(out + i, _mm512_castsi512_ps(bits));
-    }
-  }
-  for (; i < count; ++i) out[i] = LoadScaleF32(q.scales, q.scale_dtype, s0 + i);
-}
 
 // 16 decoded codes of a row starting at column col (a multiple of 16), in the
 // lane order the file comment describes; `table` is the 4-bit formats' values.

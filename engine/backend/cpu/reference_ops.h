@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend/op_params.h"
+#include "engine/backend/weight_quantize.h"
 
 namespace expertd::engine::reference {
 
@@ -185,6 +186,35 @@ inline float DenseDotBf16Activations(const float* x, const TestWeight& w, int64_
   for (int l = 0; l < 8; ++l) s[l] = acc[l] + acc[l + 8];
   return HorizontalSum8(s);
 }
+// Quantized weights (int8 / int4 / mxfp4, groups of 32, 64 or 128) with bf16
+// activations (quant_matmul_avx512bf16.cc): per group a 16-lane part from
+// zero takes each 32-block's pairs (element 2j + 1, then 2j, of the rounded x
+// and the decoded codes, flushed as the dot-product instruction does), then
+// acc[j] = fma(part[j], scale, acc[j]); lanes j and j + 8 added;
+// HorizontalSum. `values` / `q` as WeightRef's data / quant.
+inline float QuantDotBf16Activations(const float* x, const uint8_t* values, const WeightQuant& q,
+                                     int64_t k, int64_t col) {
+  const int64_t g = q.group_size, groups = k / g;
+  const uint8_t* row = values + col * QuantValueBytes(q.format, 1, k);
+  float acc[16] = {};
+  for (int64_t b = 0; b < groups; ++b) {
+    float part[16] = {};
+    for (int64_t kk = b * g; kk < (b + 1) * g; kk += 32) {
+      for (int64_t j = 0; j < 16; ++j) {
+        for (int64_t i : {kk + 2 * j + 1, kk + 2 * j}) {
+          part[j] = FlushSubnormal(
+              std::fma(RoundToBf16(x[i]), DecodeQuantValue(q.format, row, i), part[j]));
+        }
+      }
+    }
+    const float scale = LoadScaleF32(q.scales, q.scale_dtype, col * groups + b);
+    for (int64_t j = 0; j < 16; ++j) acc[j] = std::fma(part[j], scale, acc[j]);
+  }
+  float s[8];
+  for (int l = 0; l < 8; ++l) s[l] = acc[l] + acc[l + 8];
+  return HorizontalSum8(s);
+}
+
 // y (+)= x . w^T + bias with the sequence of w's dtype (and, for bf16
 // weights, of the activations mode); strides as MatmulParams; y holds y0 on
 // entry (read when accumulating).

@@ -1,0 +1,299 @@
+// Quantized experts (int8, int4, mxfp4; group size a multiple of 32) with
+// bf16 activations (MatmulActivations::kBF16) on AVX-512-BF16. Every code of
+// these formats is exactly a bf16 value (|int8| <= 128, int4, e2m1), so a
+// tile's codes are decoded once into bf16 and the products run on vdpbf16ps
+// like the dense bf16-activation kernel; the scales stay fp32.
+//
+// Element (r, c), x rounded to bf16 (nearest even) as matmul_avx512bf16.cc
+// does: a 16-lane accumulator acc; per group b, a 16-lane part, zero, takes
+// one vdpbf16ps per 32-block of the group (lane j: codes 2j + 1, then 2j),
+// then acc = fma(part, scale[c, b], acc); the end is the dense sequence's
+// (lanes j + (j + 8), HorizontalSum), + bias, (+ y). The same for every m,
+// tile and split: batch-invariant. reference_ops.h has the scalar form.
+//
+// A unit decodes kTileCols columns at a time into a thread-local panel
+// (bf16 codes, fp32 scales), then runs 4-row x 6-column register tiles over
+// it; decode (m < 4) is the same with one row tile.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/quant_scales_avx512.h"
+#include "engine/backend/cpu/row_sums_avx512.h"
+#include "engine/backend/cpu/simd.h"
+#include "engine/backend/weight_format.h"
+#include "engine/backend/weight_quantize.h"
+
+namespace expertd::engine::cpu::internal {
+namespace {
+
+// Per-thread scratch of at least n 16-bit values, 64-byte aligned (baseline
+// code: the std::vector instantiation must not be AVX-512 code).
+uint16_t* Scratch(int which, size_t n) {
+  thread_local std::vector<uint16_t> buffers[2];
+  std::vector<uint16_t>& b = buffers[which];
+  if (b.size() < n + 32) b.resize(n + 32);
+  const auto addr = reinterpret_cast<uintptr_t>(b.data());
+  return reinterpret_cast<uint16_t*>((addr + 63) & ~uintptr_t{63});
+}
+
+float* ScaleScratch(size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+}  // namespace
+}  // namespace expertd::engine::cpu::internal
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+
+namespace expertd::engine::cpu::internal {
+namespace {
+
+constexpr int kTileRows = 4;
+constexpr int kTileCols = 6;  // 24 accumulators + up to 4 code blocks + scale + part = 31 zmm
+
+// The 16 four-bit codes' values as bf16 bit patterns, twice (vpermw reads 5
+// index bits): int4's two's complement 0..7, -8..-1, and e2m1's
+// (kE2m1Values). The kernel test checks them against DecodeQuantValue.
+alignas(64) constexpr uint16_t kInt4Bf16[32] = {
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80};
+alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+
+inline __m512i FourBitTable(WeightFormat f) {
+  return _mm512_load_si512(f == WeightFormat::kMxfp4 ? kE2m1Bf16 : kInt4Bf16);
+}
+
+// Codes [i, i + 32) of a row as 32 bf16 values.
+template <WeightFormat F>
+inline __m512i DecodeBlock(const uint8_t* row, int64_t i, __m512i table) {
+  if constexpr (F == WeightFormat::kInt8) {
+    const __m512 a = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i))));
+    const __m512 b = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i + 16))));
+    const __m512bh h = _mm512_cvtne2ps_pbh(b, a);
+    return reinterpret_cast<const __m512i&>(h);
+  } else {
+    // 16 bytes, the low nibble the even code: interleave low and high
+    // nibbles into 32 codes in order, then look their values up.
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i / 2));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+    return _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(codes), table);
+  }
+}
+
+// A column's k codes as bf16 into out.
+template <WeightFormat F>
+void DecodeColumn(const uint8_t* row, int64_t k, __m512i table, uint16_t* out) {
+  for (int64_t i = 0; i < k; i += 32) _mm512_store_si512(out + i, DecodeBlock<F>(row, i, table));
+}
+
+// Rows [r0, r1) of p.x rounded to bf16 into out (row stride k: k is a
+// multiple of 32 here).
+void RoundRows(const MatmulParams& p, int64_t r0, int64_t r1, uint16_t* out) {
+  const int64_t k = p.w.cols;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = p.x + r * p.x_stride;
+    uint16_t* o = out + (r - r0) * k;
+    for (int64_t i = 0; i < k; i += 32) {
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
+      _mm512_store_si512(o + i, reinterpret_cast<const __m512i&>(v));
+    }
+  }
+}
+
+inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
+  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
+  float* y = p.y + r * p.y_stride + c;
+  *y = p.accumulate ? *y + v : v;
+}
+
+// Rows [r0, r0 + R) x columns [c0, c0 + C). kB: 32-blocks per group.
+// Column j's scales at scales + j * groups. Prefill (!kDirect): its codes
+// from the panel, at codes + j * k. Decode (kDirect): codes decoded from the
+// weights in registers, the next tile's codes prefetched (each weight is
+// used once: no panel to amortize).
+template <WeightFormat F, bool kDirect, int R, int C, int kB>
+void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, const uint16_t* codes,
+          const float* scales) {
+  const int64_t k = p.w.cols, groups = k / (32 * kB);
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  const uint8_t* rows[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint8_t*>(p.w.data) + (c0 + c) * row_bytes;
+  const __m512i table = FourBitTable(F);
+  const uint64_t group_bytes = row_bytes / groups;
+  const bool prefetch = kDirect && c0 + 2 * C <= p.w.rows;
+  __m512 acc[R][C];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < groups; ++b) {
+    const int64_t i0 = b * 32 * kB;
+    if (prefetch) {
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        for (uint64_t off = 0; off < group_bytes; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[c] + C * row_bytes + b * group_bytes + off),
+                       _MM_HINT_T0);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      __m512bh w[kB];
+      __m512 s;
+#pragma GCC unroll 4
+      for (int q = 0; q < kB; ++q) {
+        w[q] = kDirect ? (__m512bh)DecodeBlock<F>(rows[c], i0 + 32 * q, table)
+                       : (__m512bh)_mm512_load_si512(codes + c * k + i0 + 32 * q);
+      }
+      s = _mm512_set1_ps(scales[c * groups + b]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m512 part = _mm512_setzero_ps();
+#pragma GCC unroll 4
+        for (int q = 0; q < kB; ++q)
+          part = _mm512_dpbf16_ps(part, (__m512bh)_mm512_load_si512(xb + r * k + i0 + 32 * q), w[q]);
+        acc[r][c] = _mm512_fmadd_ps(part, s, acc[r][c]);
+      }
+    }
+  }
+  if constexpr (C >= 4) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m512 sums[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) sums[c] = c < C ? acc[r][c] : _mm512_setzero_ps();
+      StoreRowSums(p, r0 + r, c0, C, ReduceEight(sums));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const __m256 hi =
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
+        StoreOne(p, r0 + r, c0 + c,
+                 HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), hi)));
+      }
+    }
+  }
+}
+
+template <WeightFormat F, bool kDirect, int R, int kB>
+void TileAnyCols(int cols, const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0,
+                 const uint16_t* codes, const float* scales) {
+  switch (cols) {
+    case 6:
+      return Tile<F, kDirect, R, 6, kB>(p, xb, r0, c0, codes, scales);
+    case 5:
+      return Tile<F, kDirect, R, 5, kB>(p, xb, r0, c0, codes, scales);
+    case 4:
+      return Tile<F, kDirect, R, 4, kB>(p, xb, r0, c0, codes, scales);
+    case 3:
+      return Tile<F, kDirect, R, 3, kB>(p, xb, r0, c0, codes, scales);
+    case 2:
+      return Tile<F, kDirect, R, 2, kB>(p, xb, r0, c0, codes, scales);
+    case 1:
+      return Tile<F, kDirect, R, 1, kB>(p, xb, r0, c0, codes, scales);
+    default:
+      return;
+  }
+}
+
+template <WeightFormat F, bool kDirect, int kB>
+void TileAny(int rows, int cols, const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0,
+             const uint16_t* codes, const float* scales) {
+  switch (rows) {
+    case 4:
+      return TileAnyCols<F, kDirect, 4, kB>(cols, p, xb, r0, c0, codes, scales);
+    case 3:
+      return TileAnyCols<F, kDirect, 3, kB>(cols, p, xb, r0, c0, codes, scales);
+    case 2:
+      return TileAnyCols<F, kDirect, 2, kB>(cols, p, xb, r0, c0, codes, scales);
+    case 1:
+      return TileAnyCols<F, kDirect, 1, kB>(cols, p, xb, r0, c0, codes, scales);
+    default:
+      return;
+  }
+}
+
+template <WeightFormat F, int kB>
+void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols, groups = k / q.group_size;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  uint16_t* xb = Scratch(0, static_cast<size_t>((r1 - r0) * k));
+  RoundRows(p, r0, r1, xb);
+  uint16_t* codes = Scratch(1, static_cast<size_t>(kTileCols * k));
+  float* scales = ScaleScratch(static_cast<size_t>(kTileCols * groups));
+  const __m512i table = FourBitTable(F);
+  const uint8_t* base = static_cast<const uint8_t*>(p.w.data);
+  const bool decode = r1 - r0 < kTileRows;  // every weight used by under 4 rows
+  for (int64_t c = c0; c < c1; c += kTileCols) {
+    const int cols = static_cast<int>(std::min<int64_t>(kTileCols, c1 - c));
+    for (int j = 0; j < cols; ++j)
+      ScalesToF32(q, ((c + j) / q.block_rows) * groups, groups, scales + j * groups);
+    if (decode) {
+      TileAny<F, true, kB>(static_cast<int>(r1 - r0), cols, p, xb, r0, c, nullptr, scales);
+      continue;
+    }
+    for (int j = 0; j < cols; ++j) DecodeColumn<F>(base + (c + j) * row_bytes, k, table, codes + j * k);
+    for (int64_t r = r0; r < r1; r += kTileRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kTileRows, r1 - r));
+      TileAny<F, false, kB>(rows, cols, p, xb + (r - r0) * k, r, c, codes, scales);
+    }
+  }
+}
+
+template <WeightFormat F>
+void UnitFor(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  switch (p.w.quant.group_size / 32) {
+    case 1:
+      return Unit<F, 1>(p, r0, r1, c0, c1);
+    case 2:
+      return Unit<F, 2>(p, r0, r1, c0, c1);
+    case 4:
+      return Unit<F, 4>(p, r0, r1, c0, c1);
+    default:  // excluded by UsesBf16Dot
+      return;
+  }
+}
+
+}  // namespace
+
+void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1) {
+  switch (p.w.quant.format) {
+    case WeightFormat::kInt8:
+      return UnitFor<WeightFormat::kInt8>(p, r0, r1, c0, c1);
+    case WeightFormat::kInt4:
+      return UnitFor<WeightFormat::kInt4>(p, r0, r1, c0, c1);
+    case WeightFormat::kMxfp4:
+      return UnitFor<WeightFormat::kMxfp4>(p, r0, r1, c0, c1);
+    default:  // excluded by UsesBf16Dot
+      return;
+  }
+}
+
+}  // namespace expertd::engine::cpu::internal
+
+#pragma GCC pop_options
