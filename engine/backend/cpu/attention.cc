@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/backend/cpu/attention_internal.h"
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/simd.h"
 
@@ -32,13 +34,7 @@ void KvAppend(const KvAppendParams& p, ThreadPool* pool) {
 
 namespace {
 
-// Position j's row of a cache (k_cache or v_cache) for kv head g.
-inline const float* CacheRow(const AttentionParams& p, const int32_t* table, const float* cache,
-                             int64_t g, int64_t j) {
-  const int64_t slot =
-      static_cast<int64_t>(table[j / p.block_size]) * p.block_size + j % p.block_size;
-  return cache + slot * p.kv_heads * p.head_dim + g * p.head_dim;
-}
+using internal::CacheRow;
 
 // s[j] = DotF32(q, k_j) * scale for j < n. Eight keys at a time, each its own
 // FMA chain (one chain alone waits on the FMA latency); every key's sequence
@@ -106,21 +102,49 @@ void AttendOne(const AttentionParams& p, int64_t t, int64_t h, std::vector<float
   scores->resize(n);
   float* s = scores->data();
   Scores(p, table, g, q, n, s);
-  float mx = s[0];
-  for (int64_t j = 1; j < n; ++j) mx = std::max(mx, s[j]);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
-    s[j] = std::exp(s[j] - mx);
-    sum += s[j];
-  }
-  for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
+  internal::SoftmaxInPlace(s, n);
   WeightedValues(p, table, g, s, n, p.out + t * p.out_stride + h * p.head_dim);
+}
+
+// Rows [t0, t0 + n): one sequence at consecutive positions, n <= 4.
+struct QueryBlock {
+  int64_t t0;
+  int n;
+};
+
+std::vector<QueryBlock> QueryBlocks(const AttentionParams& p) {
+  std::vector<QueryBlock> blocks;
+  for (int64_t t = 0; t < p.rows;) {
+    int n = 1;
+    while (n < internal::kAttendBlockRows && t + n < p.rows && p.seq[t + n] == p.seq[t] &&
+           p.pos[t + n] == p.pos[t + n - 1] + 1)
+      ++n;
+    blocks.push_back({t, n});
+    t += n;
+  }
+  return blocks;
 }
 
 }  // namespace
 
 void Attention(const AttentionParams& p, ThreadPool* pool) {
   assert(p.heads % p.kv_heads == 0);
+  if (BestCpuIsa() == CpuIsa::kAvx512 && p.head_dim % 16 == 0) {
+    // Blocks of a prefill chunk's queries share each key and value load
+    // (attention_avx512.cc); the bits are the per-query path's.
+    const std::vector<QueryBlock> blocks = QueryBlocks(p);
+    const int64_t units = static_cast<int64_t>(blocks.size()) * p.heads;
+    ParallelFor(pool, units, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores;
+      for (int64_t u = begin; u < end; ++u) {
+        const QueryBlock& b = blocks[u / p.heads];
+        const size_t want = static_cast<size_t>(b.n) * (p.pos[b.t0 + b.n - 1] + 1);
+        if (scores.size() < want) scores.resize(want);
+        internal::AttendBlockAvx512(p, b.t0, b.n, u % p.heads, scores.data());
+      }
+    });
+    return;
+  }
   const int64_t units = p.rows * p.heads;
   ParallelFor(pool, units, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;

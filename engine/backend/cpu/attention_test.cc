@@ -113,38 +113,50 @@ TEST(AttentionTest, MatchesNaiveCausalGqa) {
 
 // The kernel is bitwise the sequence the file header states, spelled out
 // here with one DotF32 and one AxpyF32 per key: head dims with and without
-// 8- and 64-float tails, lengths across the kernel's 8-key groups.
+// 8-, 16- and 64-float tails, lengths across the kernels' 8-key groups,
+// scattered decode rows and prefill chunks (consecutive positions of one
+// sequence: the AVX-512 kernel's blocks of up to 4 queries).
 TEST(AttentionTest, BitwiseTheStatedSequence) {
-  for (int64_t hd : {8, 12, 64, 72, 136}) {
-    std::mt19937 rng(static_cast<uint32_t>(hd));
-    const int64_t heads = 4, kv_heads = 2;
-    PagedCache cache(kv_heads, hd, {24, 17}, &rng);
-    std::vector<int32_t> seq = {0, 0, 0, 1, 1, 0}, pos = {0, 7, 8, 15, 16, 23};
-    std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
-    ThreadPool pool(2);
-    std::vector<float> out = RunAttention(cache, q, seq, pos, heads, &pool);
-    std::vector<float> want(out.size());
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    for (size_t t = 0; t < seq.size(); ++t) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t g = h / (heads / kv_heads);
-        const float* qh = q.data() + (t * heads + h) * hd;
-        const auto& K = cache.keys[seq[t]];
-        const auto& V = cache.values[seq[t]];
-        std::vector<float> s(pos[t] + 1);
-        for (int j = 0; j <= pos[t]; ++j)
-          s[j] = DotF32(qh, K.data() + (j * kv_heads + g) * hd, hd) * scale;
-        float mx = s[0];
-        for (float x : s) mx = std::max(mx, x);
-        float sum = 0.0f;
-        for (float& x : s) sum += (x = std::exp(x - mx));
-        float* o = want.data() + (t * heads + h) * hd;
-        std::fill(o, o + hd, 0.0f);
-        for (int j = 0; j <= pos[t]; ++j)
-          AxpyF32(s[j] / sum, V.data() + (j * kv_heads + g) * hd, o, hd);
+  struct Rows {
+    std::vector<int32_t> seq, pos;
+  };
+  const Rows decode{{0, 0, 0, 1, 1, 0}, {0, 7, 8, 15, 16, 23}};
+  const Rows prefill{{0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 1},
+                     {10, 11, 12, 13, 14, 15, 0, 1, 2, 23, 8, 9}};
+  for (int64_t hd : {8, 12, 16, 64, 72, 80, 128, 136}) {
+    for (const Rows& rows : {decode, prefill}) {
+      std::mt19937 rng(static_cast<uint32_t>(hd));
+      const int64_t heads = 4, kv_heads = 2;
+      PagedCache cache(kv_heads, hd, {24, 17}, &rng);
+      const std::vector<int32_t>& seq = rows.seq;
+      const std::vector<int32_t>& pos = rows.pos;
+      std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
+      ThreadPool pool(2);
+      std::vector<float> out = RunAttention(cache, q, seq, pos, heads, &pool);
+      std::vector<float> want(out.size());
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      for (size_t t = 0; t < seq.size(); ++t) {
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t g = h / (heads / kv_heads);
+          const float* qh = q.data() + (t * heads + h) * hd;
+          const auto& K = cache.keys[seq[t]];
+          const auto& V = cache.values[seq[t]];
+          std::vector<float> s(pos[t] + 1);
+          for (int j = 0; j <= pos[t]; ++j)
+            s[j] = DotF32(qh, K.data() + (j * kv_heads + g) * hd, hd) * scale;
+          float mx = s[0];
+          for (float x : s) mx = std::max(mx, x);
+          float sum = 0.0f;
+          for (float& x : s) sum += (x = std::exp(x - mx));
+          float* o = want.data() + (t * heads + h) * hd;
+          std::fill(o, o + hd, 0.0f);
+          for (int j = 0; j <= pos[t]; ++j)
+            AxpyF32(s[j] / sum, V.data() + (j * kv_heads + g) * hd, o, hd);
+        }
       }
+      ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
+          << "hd=" << hd << " rows=" << seq.size();
     }
-    ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float))) << "hd=" << hd;
   }
 }
 

@@ -17,8 +17,8 @@
 // x blocks loaded once per block and each column's 64-byte weight block once
 // per R dot products; a row's sums are reduced together (row_sums_avx512.h).
 // Prefill runs columns outer, rows inner, so a tile's weights (C x k x 2
-// bytes: 32 KiB at k = 2048) stay in L1 while the row tiles pass; decode (m < 4) is one row tile per column tile, the next
-// tile's weights prefetched as the fp32-activation decode tiles do.
+// bytes: 32 KiB at k = 2048) stay in L1 while the row tiles pass; decode (m < 4) is one row tile
+// per column tile, the next tile's weights prefetched as the fp32-activation decode tiles do.
 //
 // Compiled for AVX-512-BF16 below the pragma, called only after
 // CpuSupportsBf16Dot() (cpu_features.h).

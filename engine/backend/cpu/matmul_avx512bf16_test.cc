@@ -66,7 +66,8 @@ TEST_F(Bf16ActivationsTest, EveryPathIsBitwiseTheScalarSequence) {
   std::vector<Case> cases;
   for (int64_t m = 1; m <= 9; ++m) {
     for (int64_t k : {1, 5, 17, 31, 32, 33, 64, 95, 131, 300}) {
-      for (int64_t n : {1, 7, 29}) cases.push_back({m, n, k, (m + k) % 2 == 0, (m + n + k) % 3 == 0});
+      for (int64_t n : {1, 7, 29})
+        cases.push_back({m, n, k, (m + k) % 2 == 0, (m + n + k) % 3 == 0});
     }
   }
   cases.push_back({130, 37, 40, true, false});
@@ -170,7 +171,8 @@ TEST_F(Bf16ActivationsTest, NearTheProductOfRoundedActivations) {
     for (int64_t col = 0; col < c.n; ++col) {
       double ref = b.exact[col], mag = std::fabs(b.exact[col]);
       for (int64_t i = 0; i < c.k; ++i) {
-        const double t = double{reference::RoundToBf16(x[r * (c.k + 3) + i])} * w.exact[col * c.k + i];
+        const double t =
+            double{reference::RoundToBf16(x[r * (c.k + 3) + i])} * w.exact[col * c.k + i];
         ref += t;
         mag += std::fabs(t);
       }
@@ -238,8 +240,8 @@ TEST_F(Bf16ActivationsTest, QuantizedExpertsAreBitwiseTheScalarSequence) {
                              {9, 31, 512},
                              {70, 17, 256}}) {
         const Case c{m, n, k, (m + n) % 2 == 0, m % 3 == 0};
-        const std::string what = std::string(WeightFormatName(f)) + " g" + std::to_string(g) +
-                                 " " + c.Describe();
+        const std::string what =
+            std::string(WeightFormatName(f)) + " g" + std::to_string(g) + " " + c.Describe();
         Quantized q = Quantize(f, g, n, k, static_cast<uint32_t>(m * 131 + n + g));
         std::mt19937 rng(static_cast<uint32_t>(k + g));
         TestWeight b = RandomWeight(DType::kBF16, 1, n, &rng);

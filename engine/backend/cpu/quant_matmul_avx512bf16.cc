@@ -61,6 +61,7 @@ constexpr int kTileCols = 6;  // 24 accumulators + up to 4 code blocks + scale +
 // The 16 four-bit codes' values as bf16 bit patterns, twice (vpermw reads 5
 // index bits): int4's two's complement 0..7, -8..-1, and e2m1's
 // (kE2m1Values). The kernel test checks them against DecodeQuantValue.
+// clang-format off
 alignas(64) constexpr uint16_t kInt4Bf16[32] = {
     0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,
     0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,
@@ -71,6 +72,7 @@ alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
     0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
     0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
     0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+// clang-format on
 
 inline __m512i FourBitTable(WeightFormat f) {
   return _mm512_load_si512(f == WeightFormat::kMxfp4 ? kE2m1Bf16 : kInt4Bf16);
@@ -136,7 +138,8 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
   const uint8_t* rows[C];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) rows[c] = static_cast<const uint8_t*>(p.w.data) + (c0 + c) * row_bytes;
+  for (int c = 0; c < C; ++c)
+    rows[c] = static_cast<const uint8_t*>(p.w.data) + (c0 + c) * row_bytes;
   const __m512i table = FourBitTable(F);
   const uint64_t group_bytes = row_bytes / groups;
   const bool prefetch = kDirect && c0 + 2 * C <= p.w.rows;
@@ -152,8 +155,9 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
         for (uint64_t off = 0; off < group_bytes; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[c] + C * row_bytes + b * group_bytes + off),
-                       _MM_HINT_T0);
+          _mm_prefetch(
+              reinterpret_cast<const char*>(rows[c] + C * row_bytes + b * group_bytes + off),
+              _MM_HINT_T0);
       }
     }
 #pragma GCC unroll 8
@@ -171,7 +175,8 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
         __m512 part = _mm512_setzero_ps();
 #pragma GCC unroll 4
         for (int q = 0; q < kB; ++q)
-          part = _mm512_dpbf16_ps(part, (__m512bh)_mm512_load_si512(xb + r * k + i0 + 32 * q), w[q]);
+          part =
+              _mm512_dpbf16_ps(part, (__m512bh)_mm512_load_si512(xb + r * k + i0 + 32 * q), w[q]);
         acc[r][c] = _mm512_fmadd_ps(part, s, acc[r][c]);
       }
     }
@@ -189,8 +194,7 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
-        const __m256 hi =
-            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
+        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
         StoreOne(p, r0 + r, c0 + c,
                  HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), hi)));
       }
@@ -256,7 +260,8 @@ void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
       TileAny<F, true, kB>(static_cast<int>(r1 - r0), cols, p, xb, r0, c, nullptr, scales);
       continue;
     }
-    for (int j = 0; j < cols; ++j) DecodeColumn<F>(base + (c + j) * row_bytes, k, table, codes + j * k);
+    for (int j = 0; j < cols; ++j)
+      DecodeColumn<F>(base + (c + j) * row_bytes, k, table, codes + j * k);
     for (int64_t r = r0; r < r1; r += kTileRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kTileRows, r1 - r));
       TileAny<F, false, kB>(rows, cols, p, xb + (r - r0) * k, r, c, codes, scales);
