@@ -58,7 +58,9 @@ namespace expertd::engine::cpu {
 
 // The fewest rows for which DenseMatmul runs the AVX-512 kernel.
 inline constexpr int64_t kDenseAvx512MinRows = 4;
-// Rows per unit of the bf16-activation kernel at m >= 4.
+// Rows per unit of the bf16-activation kernel at m >= 4 (bf16 [2048, 2048]
+// x 512 rows, 2 threads: 804-806 GFLOP/s with 128, 786-792 with 64, 772-775
+// with 256).
 inline constexpr int64_t kBf16DotRowGroup = 128;
 
 // Whether p runs a bf16-activation sequence: activations kBF16 and dense
