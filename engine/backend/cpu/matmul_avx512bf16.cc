@@ -60,9 +60,9 @@ namespace {
 constexpr int kMaxTileRows = 4;
 constexpr int kTileCols = 6;  // 4 x 6 accumulators + 4 x + 1 w = 29 zmm
 
-// Rows [r0, r1) of p.x rounded to bf16 (round to nearest even), row r at
-// out + (r - r0) * kp, the tail zeros.
-void RoundRows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, uint16_t* out) {
+}  // namespace
+
+void RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, uint16_t* out) {
   const int64_t k = p.w.cols;
   const int64_t full = k / kBf16Block * kBf16Block;
   for (int64_t r = r0; r < r1; ++r) {
@@ -83,18 +83,7 @@ void RoundRows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, uint16
   }
 }
 
-// + bias, (+ y), as matmul.cc's Store does for one element.
-inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
-  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
-  float* y = p.y + r * p.y_stride + c;
-  *y = p.accumulate ? *y + v : v;
-}
-
-// Lanes j and j + 8 added, then HorizontalSum: the sequence's end.
-inline float Finish(__m512 acc) {
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-  return HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(acc), hi));
-}
+namespace {
 
 // Rows [r0, r0 + R) x columns [c0, c0 + C). xb: row r0's bf16 x (stride kp).
 // `ahead` (bytes, 0 for none): prefetch that far past each column's weights,
@@ -139,21 +128,7 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t kp, int64_t r0, int
     const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
     block(full, [mask](const uint16_t* q) { return _mm512_maskz_loadu_epi16(mask, q); });
   }
-  if constexpr (C >= 4) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      __m512 sums[8];
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) sums[c] = c < C ? acc[r][c] : _mm512_setzero_ps();
-      StoreRowSums(p, r0 + r, c0, C, ReduceEight(sums));
-    }
-  } else {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) StoreOne(p, r0 + r, c0 + c, Finish(acc[r][c]));
-    }
-  }
+  StoreTileSums<R, C>(p, r0, c0, acc);
 }
 
 template <int R>
@@ -199,7 +174,7 @@ void DenseMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, in
                                int64_t c1) {
   const int64_t kp = RoundedStride(p.w.cols);
   uint16_t* xb = AlignedRows(r1 - r0, kp);
-  RoundRows(p, r0, r1, kp, xb);
+  RoundRowsToBf16(p, r0, r1, kp, xb);
   const int64_t row_bytes = p.w.cols * 2;
   for (int64_t c = c0; c < c1; c += kTileCols) {
     const int cols = static_cast<int>(std::min<int64_t>(kTileCols, c1 - c));

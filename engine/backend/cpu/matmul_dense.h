@@ -89,6 +89,10 @@ void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_
 // UsesBf16Dot(p).
 void DenseMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1);
+// Rows [r0, r1) of p.x rounded to bf16 (nearest even) into out, row r at
+// out + (r - r0) * kp (kp >= p.w.cols, a multiple of 32; 64-byte aligned
+// rows), zeros past p.w.cols. REQUIRES: CpuSupportsBf16Dot().
+void RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, uint16_t* out);
 // Quantized weights with bf16 activations (quant_matmul_avx512bf16.cc).
 // REQUIRES: UsesBf16Dot(p) and p.w.quant.quantized().
 void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,

@@ -106,26 +106,6 @@ void DecodeColumn(const uint8_t* row, int64_t k, __m512i table, uint16_t* out) {
   for (int64_t i = 0; i < k; i += 32) _mm512_store_si512(out + i, DecodeBlock<F>(row, i, table));
 }
 
-// Rows [r0, r1) of p.x rounded to bf16 into out (row stride k: k is a
-// multiple of 32 here).
-void RoundRows(const MatmulParams& p, int64_t r0, int64_t r1, uint16_t* out) {
-  const int64_t k = p.w.cols;
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* x = p.x + r * p.x_stride;
-    uint16_t* o = out + (r - r0) * k;
-    for (int64_t i = 0; i < k; i += 32) {
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i));
-      _mm512_store_si512(o + i, reinterpret_cast<const __m512i&>(v));
-    }
-  }
-}
-
-inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
-  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
-  float* y = p.y + r * p.y_stride + c;
-  *y = p.accumulate ? *y + v : v;
-}
-
 // Rows [r0, r0 + R) x columns [c0, c0 + C). kB: 32-blocks per group.
 // Column j's scales at scales + j * groups. Prefill (!kDirect): its codes
 // from the panel, at codes + j * k. Decode (kDirect): codes decoded from the
@@ -181,25 +161,7 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
       }
     }
   }
-  if constexpr (C >= 4) {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      __m512 sums[8];
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) sums[c] = c < C ? acc[r][c] : _mm512_setzero_ps();
-      StoreRowSums(p, r0 + r, c0, C, ReduceEight(sums));
-    }
-  } else {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
-        StoreOne(p, r0 + r, c0 + c,
-                 HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), hi)));
-      }
-    }
-  }
+  StoreTileSums<R, C>(p, r0, c0, acc);
 }
 
 template <WeightFormat F, bool kDirect, int R, int kB>
@@ -246,7 +208,7 @@ void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
   const int64_t k = p.w.cols, groups = k / q.group_size;
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
   uint16_t* xb = Scratch(0, static_cast<size_t>((r1 - r0) * k));
-  RoundRows(p, r0, r1, xb);
+  RoundRowsToBf16(p, r0, r1, k, xb);  // k % 32 == 0: no tail
   uint16_t* codes = Scratch(1, static_cast<size_t>(kTileCols * k));
   float* scales = ScaleScratch(static_cast<size_t>(kTileCols * groups));
   const __m512i table = FourBitTable(F);

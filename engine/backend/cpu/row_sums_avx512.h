@@ -1,7 +1,8 @@
 // Reductions of a tile's 16-lane accumulators for the bf16 sequences
-// (matmul_dense.h): each element's accumulator ends as lanes j + (j + 8)
-// (j < 8) reduced by simd.h's HorizontalSum. Done eight elements at a time
-// with transposing adds, bitwise the per-element reduction. AVX-512 only:
+// (matmul_dense.h) and their stores: each element's accumulator ends as
+// lanes j + (j + 8) (j < 8) reduced by simd.h's HorizontalSum, eight elements
+// at a time with transposing adds (bitwise the per-element reduction), then
+// + bias, (+ y). AVX-512 only:
 // callers are compiled for it and run after a CPU feature check.
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_ROW_SUMS_AVX512_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_ROW_SUMS_AVX512_H_
@@ -61,6 +62,44 @@ ATTR inline void StoreRowSums(const MatmulParams& p, int64_t r, int64_t c, int n
   float* y = p.y + r * p.y_stride + c;
   if (p.accumulate) v = _mm256_add_ps(_mm256_maskz_loadu_ps(mask, y), v);
   _mm256_mask_storeu_ps(y, mask, v);
+}
+
+// + bias, (+ y) for one element, as matmul.cc's Store does.
+ATTR inline void StoreOneSum(const MatmulParams& p, int64_t r, int64_t c, float v) {
+  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
+  float* y = p.y + r * p.y_stride + c;
+  *y = p.accumulate ? *y + v : v;
+}
+
+// One accumulator's reduction: lanes j + (j + 8), then HorizontalSum.
+ATTR inline float FinishSum(__m512 acc) {
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+  return HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(acc), hi));
+}
+
+// A tile's R x C accumulators (rows r0.., columns c0..) reduced and stored:
+// each row's sums together when C >= 4, one at a time otherwise. Always
+// inlined: the accumulators must stay in registers in the caller's loop
+// (passed to an out-of-line call, GCC keeps them in memory: 5% slower).
+template <int R, int C>
+ATTR __attribute__((always_inline)) inline void StoreTileSums(const MatmulParams& p, int64_t r0,
+                                                              int64_t c0,
+                                                              const __m512 (&acc)[R][C]) {
+  if constexpr (C >= 4) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m512 sums[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) sums[c] = c < C ? acc[r][c] : _mm512_setzero_ps();
+      StoreRowSums(p, r0 + r, c0, C, ReduceEight(sums));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) StoreOneSum(p, r0 + r, c0 + c, FinishSum(acc[r][c]));
+    }
+  }
 }
 
 }  // namespace expertd::engine::cpu
