@@ -351,25 +351,31 @@ __attribute__((target("avx512f"))) void FmaChains(int64_t iters, float* out) {
   _mm512_storeu_ps(out, s);
 }
 
-void BM_FmaPeak(benchmark::State& state) {
-  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
-    state.SkipWithError("the CPU lacks AVX-512");
-    return;
-  }
+// Runs `chains` (12 independent chains of one instruction, kIters steps) on
+// every thread at once; flops_per_step: the 12 instructions' flops.
+void RunPeak(benchmark::State& state, void (*chains)(int64_t, float*), double flops_per_step) {
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
   constexpr int64_t kIters = 1 << 16;
   std::vector<float> out(16 * threads);
   for (auto _ : state) {
     ParallelFor(&pool, threads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) FmaChains(kIters, out.data() + 16 * t);
+      for (int64_t t = begin; t < end; ++t) chains(kIters, out.data() + 16 * t);
     });
     benchmark::DoNotOptimize(out.data());
   }
-  const double flops = 2.0 * 16 * 12 * kIters * threads;
+  const double flops = flops_per_step * kIters * threads;
   state.counters["GFLOPs"] =
       benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["MFLOP"] = flops / 1e6;  // per iteration
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
+    state.SkipWithError("the CPU lacks AVX-512");
+    return;
+  }
+  RunPeak(state, FmaChains, 2.0 * 16 * 12);
 }
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -394,20 +400,7 @@ void BM_Bf16DotPeak(benchmark::State& state) {
     state.SkipWithError("the CPU lacks AVX-512-BF16");
     return;
   }
-  const int threads = static_cast<int>(state.range(0));
-  ThreadPool pool(threads);
-  constexpr int64_t kIters = 1 << 16;
-  std::vector<float> out(16 * threads);
-  for (auto _ : state) {
-    ParallelFor(&pool, threads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) Bf16DotChains(kIters, out.data() + 16 * t);
-    });
-    benchmark::DoNotOptimize(out.data());
-  }
-  const double flops = 4.0 * 16 * 12 * kIters * threads;
-  state.counters["GFLOPs"] =
-      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate);
-  state.counters["MFLOP"] = flops / 1e6;  // per iteration
+  RunPeak(state, Bf16DotChains, 4.0 * 16 * 12);
 }
 BENCHMARK(BM_Bf16DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
