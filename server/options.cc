@@ -176,7 +176,7 @@ absl::Status ValidateServerOptions(ServerOptions* o) {
   if (!IsDirectory(o->model_dir))
     return FlagError("model_dir", absl::StrCat("'", o->model_dir, "' is not a directory"));
   RETURN_IF_ERROR(OneOf("backend", o->backend, {"auto", "cpu", "cuda"}));
-  RETURN_IF_ERROR(OneOf("matmul_activations", o->matmul_activations, {"fp32", "bf16"}));
+  RETURN_IF_ERROR(OneOf("matmul_activations", o->matmul_activations, {"fp32", "bf16", "int8"}));
   auto experts = engine::ExpertStoreOptionsFromFlags(o->experts);
   if (!experts.ok()) return experts.status();
   if (o->experts.expert_cache_percent > 0 && o->device_memory_bytes == 0 && o->backend != "cuda") {

@@ -36,6 +36,8 @@ TEST_F(OptionsTest, MatmulActivationsDefaultsToFp32) {
   EXPECT_EQ(options_.matmul_activations, "fp32");
   ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--matmul_activations=bf16"}).ok());
   EXPECT_EQ(options_.matmul_activations, "bf16");
+  ASSERT_TRUE(Parse({"--model_dir=" + dir_, "--matmul_activations=int8"}).ok());
+  EXPECT_EQ(options_.matmul_activations, "int8");
 }
 
 TEST_F(OptionsTest, ValidMinimal) {
@@ -69,8 +71,8 @@ TEST_F(OptionsTest, BadValuesNameTheFlag) {
   ExpectError({"--model_dir=" + dir_, "--listen=localhost"}, "--listen");
   ExpectError({"--model_dir=" + dir_, "--listen=localhost:99999"}, "--listen");
   ExpectError({"--model_dir=" + dir_, "--backend=tpu"}, "--backend: 'tpu' is not one of");
-  ExpectError({"--model_dir=" + dir_, "--matmul_activations=int8"},
-              "--matmul_activations: 'int8' is not one of");
+  ExpectError({"--model_dir=" + dir_, "--matmul_activations=int4"},
+              "--matmul_activations: 'int4' is not one of");
   ExpectError({"--model_dir=" + dir_, "--expert_policy=fifo"}, "--expert_policy");
   ExpectError({"--model_dir=" + dir_, "--prefetch=maybe"}, "--prefetch");
   ExpectError({"--model_dir=" + dir_, "--kv_cache_bytes=12 parsecs"}, "--kv_cache_bytes");

@@ -60,7 +60,15 @@ void DeviceBuffer::Reset() {
 }
 
 const char* MatmulActivationsName(MatmulActivations activations) {
-  return activations == MatmulActivations::kBF16 ? "bf16" : "fp32";
+  switch (activations) {
+    case MatmulActivations::kF32:
+      return "fp32";
+    case MatmulActivations::kBF16:
+      return "bf16";
+    case MatmulActivations::kInt8:
+      return "int8";
+  }
+  return "fp32";
 }
 
 bool ParseMatmulActivations(const std::string& text, MatmulActivations* out) {
@@ -68,6 +76,8 @@ bool ParseMatmulActivations(const std::string& text, MatmulActivations* out) {
     *out = MatmulActivations::kF32;
   } else if (text == "bf16") {
     *out = MatmulActivations::kBF16;
+  } else if (text == "int8") {
+    *out = MatmulActivations::kInt8;
   } else {
     return false;
   }

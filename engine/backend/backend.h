@@ -179,19 +179,23 @@ struct BackendOptions {
   int threads = 0;                   // CPU worker threads; 0 = hardware concurrency
   uint64_t device_memory_limit = 0;  // bytes; 0 = unlimited (CPU) / all (GPU)
   // What every Matmul / GroupedMatmul does with its activations (op_params.h).
-  // kBF16 is the CPU backend's only, and needs AVX-512-BF16 (CreateBackend
-  // fails with FailedPrecondition otherwise).
+  // kBF16 and kInt8 are the CPU backend's only; kBF16 needs AVX-512-BF16,
+  // kInt8 also AVX-512-VNNI (CreateBackend fails with FailedPrecondition
+  // otherwise).
   MatmulActivations matmul_activations = MatmulActivations::kF32;
 };
 
-// "fp32" / "bf16", the --matmul_activations flag's values.
+// "fp32" / "bf16" / "int8", the --matmul_activations flag's values.
 const char* MatmulActivationsName(MatmulActivations activations);
 // False (and *out untouched) for any other text.
 bool ParseMatmulActivations(const std::string& text, MatmulActivations* out);
 // The flag's help line, shared by every binary that registers it.
 inline constexpr char kMatmulActivationsHelp[] =
-    "fp32 | bf16: bf16 rounds the activations of bf16-weight matmuls to bf16 and runs the CPU's "
-    "bf16 dot-product instructions (about 2x faster prefill; CPU backend with AVX-512-BF16 only)";
+    "fp32 | bf16 | int8: bf16 rounds the activations of bf16-weight matmuls to bf16 and runs the "
+    "CPU's bf16 dot-product instructions (about 2x faster prefill); int8 does the same and "
+    "quantizes the activations of int8 / int4 / mxfp4 experts to int8 per 32 values for the "
+    "CPU's integer dot products (VNNI). CPU backend only: bf16 needs AVX-512-BF16, int8 also "
+    "AVX-512-VNNI";
 
 // CreateBackend(options): engine/backend/backend_factory.h.
 

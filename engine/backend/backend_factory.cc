@@ -1,5 +1,7 @@
 #include "engine/backend/backend_factory.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/cpu_features.h"
@@ -30,13 +32,20 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& req
           "bf16 matmul activations need a CPU with AVX-512-BF16 (vdpbf16ps), and this one has "
           "none (or EXPERTD_CPU_ISA caps it below avx512): use fp32 activations");
     }
+    if (cpu.matmul_activations == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot()) {
+      return absl::FailedPreconditionError(
+          "int8 matmul activations need a CPU with AVX-512-BF16 and AVX-512-VNNI (vdpbf16ps, "
+          "vpdpbusd), and this one lacks them (or EXPERTD_CPU_ISA caps it below avx512): use "
+          "fp32 or bf16 activations");
+    }
     return std::unique_ptr<Backend>(new CpuBackend(cpu));
   }
   if (options.name == "cuda") {
     if (options.matmul_activations != MatmulActivations::kF32) {
       return absl::InvalidArgumentError(
-          "bf16 matmul activations are a CPU backend mode; the CUDA backend runs its matmuls "
-          "with fp32 activations only");
+          std::string(MatmulActivationsName(options.matmul_activations)) +
+          " matmul activations are a CPU backend mode; the CUDA backend runs its matmuls with "
+          "fp32 activations only");
     }
 #ifdef EXPERTD_WITH_CUDA
     CudaBackendOptions cuda;

@@ -46,6 +46,30 @@ TEST(BackendFactoryTest, Bf16ActivationsNeedTheCpuBackendWithAvx512Bf16) {
   EXPECT_EQ((*plain)->matmul_activations(), MatmulActivations::kF32);
 }
 
+// int8 activations: the CPU backend runs them exactly when the CPU has
+// AVX-512-VNNI besides AVX-512-BF16; CUDA refuses them, naming the mode.
+TEST(BackendFactoryTest, Int8ActivationsNeedTheCpuBackendWithVnni) {
+  BackendOptions o{"cpu", 1, 0};
+  o.matmul_activations = MatmulActivations::kInt8;
+  auto cpu = CreateBackend(o);
+  if (cpu::CpuSupportsInt8Dot()) {
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_EQ((*cpu)->matmul_activations(), MatmulActivations::kInt8);
+  } else {
+    EXPECT_EQ(cpu.status().code(), absl::StatusCode::kFailedPrecondition) << cpu.status();
+    EXPECT_NE(cpu.status().message().find("AVX-512-VNNI"), std::string::npos) << cpu.status();
+  }
+  o.name = "cuda";
+  auto cuda = CreateBackend(o);
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kInvalidArgument) << cuda.status();
+  EXPECT_NE(cuda.status().message().find("int8 matmul activations"), std::string::npos)
+      << cuda.status();
+  MatmulActivations parsed = MatmulActivations::kF32;
+  EXPECT_TRUE(ParseMatmulActivations("int8", &parsed));
+  EXPECT_EQ(parsed, MatmulActivations::kInt8);
+  EXPECT_STREQ(MatmulActivationsName(parsed), "int8");
+}
+
 #ifdef EXPERTD_WITH_CUDA
 // Which outcome is right is decided by an independent probe of the CUDA
 // runtime, so neither a broken backend on a GPU machine nor a backend that

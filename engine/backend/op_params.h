@@ -81,7 +81,13 @@ struct RmsNormParams {
 //    instruction does (matmul_dense.h): twice the arithmetic rate of fp32
 //    FMA, at bf16 precision for x (what PyTorch's bf16 linear does). Other
 //    weight dtypes and quantized weights ignore it. Still batch-invariant.
-enum class MatmulActivations { kF32, kBF16 };
+//  kInt8: as kBF16 for dense bf16 weights; int8 / int4 / mxfp4 weights with
+//    groups of 32, 64 or 128 take x quantized to int8 per 32-element block
+//    (scale max|x| / 127, as llama.cpp's Q8_0 quantizes activations) and
+//    exact integer dot products per block (the CPU's VNNI instructions),
+//    each block's sum scaled into an fp32 accumulator
+//    (quant_matmul_avx512vnni.cc). Other weights as kBF16. Batch-invariant.
+enum class MatmulActivations { kF32, kBF16, kInt8 };
 
 // y[m, n] (+)= x[m, k] . w[n, k]^T + bias[n].
 // The reduction over k for one (row, column) is the same sequence of fp32

@@ -141,7 +141,7 @@ absl::StatusOr<Sample> Measure(std::shared_ptr<InMemoryWeightSource> w, const Op
   EngineOptions eo;
   eo.backend.threads = static_cast<int>(o.threads);
   if (!ParseMatmulActivations(o.matmul_activations, &eo.backend.matmul_activations)) {
-    return absl::InvalidArgumentError("--matmul_activations: expected fp32 or bf16");
+    return absl::InvalidArgumentError("--matmul_activations: expected fp32, bf16 or int8");
   }
   eo.kv_cache_bytes = 256ull << 20;
   eo.expert_provider_factory =

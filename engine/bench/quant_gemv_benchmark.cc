@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "engine/backend/backend.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/quant_matmul.h"
@@ -335,6 +336,54 @@ BENCHMARK(BM_DenseGemm)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// Prefill per activations mode: the same weights and rows through Matmul
+// with fp32, bf16 (vdpbf16ps) or int8 (vpdpbusd) activations. Args:
+// {format 1 int8 / 2 int4 / 3 mxfp4, mode 0 fp32 / 1 bf16 / 2 int8, tokens,
+// threads, group}. GFLOP/s = 2 m n k / time: compare with BM_FmaPeak,
+// BM_Bf16DotPeak and BM_Int8DotPeak of the same threads.
+void BM_GemmActivations(benchmark::State& state) {
+  const int format = static_cast<int>(state.range(0));
+  const auto mode = static_cast<MatmulActivations>(state.range(1));
+  const int64_t tokens = state.range(2);
+  if ((mode == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) ||
+      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot())) {
+    state.SkipWithError("the CPU lacks the mode's dot-product instructions");
+    return;
+  }
+  const Matrices& m = Weights(format, static_cast<int>(state.range(4)));
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(tokens * kK), y(tokens * kN);
+  for (float& v : x) v = d(rng);
+  MatmulParams p;
+  p.x = x.data();
+  p.x_stride = kK;
+  p.y = y.data();
+  p.y_stride = kN;
+  p.m = tokens;
+  p.w = WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant};
+  p.activations = mode;
+  int64_t i = 0;
+  for (auto _ : state) {
+    p.w.data = m.values[i].data();
+    p.w.quant.scales = m.scales[i].data();
+    cpu::Matmul(p, &pool);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % kMatrices;
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(WeightFormatName(m.quant.format)) + "-g" +
+                 std::to_string(m.quant.group_size) + " " + MatmulActivationsName(mode) +
+                 " activations");
+}
+BENCHMARK(BM_GemmActivations)
+    ->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {1, 16, 64, 256}, {1}, {32}})
+    ->ArgsProduct({{2}, {1, 2}, {64, 256}, {1}, {128}})
+    ->ArgsProduct({{2}, {1, 2}, {1, 256}, {2}, {32}})
+    ->UseRealTime();
+
 // The machine's FMA peak per thread: 12 independent AVX-512 FMA chains in
 // registers (2 flops x 16 lanes per FMA; unrolled, or GCC keeps them in
 // memory). Args: {threads}.
@@ -403,6 +452,31 @@ void BM_Bf16DotPeak(benchmark::State& state) {
   RunPeak(state, Bf16DotChains, 4.0 * 16 * 12);
 }
 BENCHMARK(BM_Bf16DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The int8 dot-product peak per thread: 12 independent vpdpbusd chains
+// (16 lanes x 4 products x 2 ops = 128 "flops" per instruction, the unit
+// BM_GemmActivations counts in). Args: {threads}.
+__attribute__((target("avx512f,avx512vnni"))) void Int8DotChains(int64_t iters, float* out) {
+  __m512i acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_epi32(j);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+  }
+  __m512i s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_epi32(s, acc[j]);
+  _mm512_storeu_ps(out, _mm512_cvtepi32_ps(s));
+}
+
+void BM_Int8DotPeak(benchmark::State& state) {
+  if (!cpu::CpuSupportsInt8Dot()) {
+    state.SkipWithError("the CPU lacks AVX-512-VNNI");
+    return;
+  }
+  RunPeak(state, Int8DotChains, 8.0 * 16 * 12);
+}
+BENCHMARK(BM_Int8DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {

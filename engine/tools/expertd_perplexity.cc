@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const Options& o) {
   eopts.backend.name = o.backend;
   eopts.backend.threads = static_cast<int>(o.threads);
   if (!engine::ParseMatmulActivations(o.matmul_activations, &eopts.backend.matmul_activations)) {
-    return absl::InvalidArgumentError("flag --matmul_activations: expected fp32 or bf16, got '" +
+    return absl::InvalidArgumentError("flag --matmul_activations: expected fp32, bf16 or int8, got '" +
                                       o.matmul_activations + "'");
   }
   eopts.max_step_tokens = std::max<int64_t>(8192, o.ctx);

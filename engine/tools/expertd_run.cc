@@ -1,7 +1,7 @@
 // expertd-run: run a model on a prompt from the command line (no server).
 //
 //   expertd-run --model=DIR --tokens=1,2,3 [--generate=N] [--backend=auto|cpu|cuda]
-//               [--weights=model.bf16.safetensors] [--threads=N] [--matmul_activations=fp32|bf16]
+//               [--weights=model.bf16.safetensors] [--threads=N] [--matmul_activations=fp32|bf16|int8]
 //               [--devices=N] [--moe_parallel=shard|expert] [--capacity_factor=C]
 //               [--expert_gemm=auto|per_expert|grouped]
 //               [--device_memory_bytes=B] [the daemon's expert-store flags:
@@ -117,7 +117,7 @@ absl::Status Run(const Options& o) {
   eopts.backend.name = o.backend;
   eopts.backend.threads = static_cast<int>(o.threads);
   if (!engine::ParseMatmulActivations(o.matmul_activations, &eopts.backend.matmul_activations)) {
-    return absl::InvalidArgumentError("flag --matmul_activations: expected fp32 or bf16, got '" +
+    return absl::InvalidArgumentError("flag --matmul_activations: expected fp32, bf16 or int8, got '" +
                                       o.matmul_activations + "'");
   }
   eopts.kv_cache_bytes = o.kv_cache;

@@ -2,7 +2,7 @@
 # Prefill tokens/s, expertd against llama.cpp and PyTorch, on the same model shape and threads,
 # in alternating rounds (the machine is shared): expertd's quant_decode_benchmark --prefill
 # (OLMoE-1B-7B layer shapes, --layers 2, vocab 2048, every other weight bf16, the routed experts
-# in each of FORMATS) with fp32 and with bf16 activations (--matmul_activations); llama.cpp
+# in each of FORMATS) with fp32, bf16 and int8 activations (--matmul_activations); llama.cpp
 # (llama_peer prefill) on GGUFs of the zoo checkpoint with the same spec (expertd-zoo
 # --arch=olmoe --preset=olmoe_1b7b_4l --layers=2 --seed=7): BF16 written by gguf_write.py, Q8_0 /
 # Q4_0 by llama.cpp's own quantizer from it; and PyTorch eager bf16 (torch_prefill.py: same
@@ -12,7 +12,8 @@
 #   tools/peer/prefill_ab.sh WORK_DIR NODE_LLAMA_CPP_BINS_DIR [ROUNDS]
 # Needs ~4 GB under WORK_DIR (checkpoint + GGUFs), deleted at the end. From the environment:
 # PROMPTS (default "128 512"), THREADS (default 2), FORMATS (expertd's expert formats, default
-# bf16,int8,int4) and GGUF_TYPES (default "bf16 q8_0 q4_0").
+# bf16,int8,int4), ACTIVATIONS (expertd's --matmul_activations, default "fp32 bf16 int8") and
+# GGUF_TYPES (default "bf16 q8_0 q4_0").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W="${1:?usage: prefill_ab.sh WORK_DIR NODE_LLAMA_CPP_BINS_DIR [ROUNDS]}"
@@ -22,6 +23,7 @@ THREADS="${THREADS:-2}"
 PROMPTS="${PROMPTS:-128 512}"
 FORMATS="${FORMATS:-bf16,int8,int4}"
 GGUF_TYPES="${GGUF_TYPES:-bf16 q8_0 q4_0}"
+ACTIVATIONS="${ACTIVATIONS:-fp32 bf16 int8}"
 B=bazel-bin
 mkdir -p "$W"
 trap 'rm -rf "$W/big" "$W"/big_*.gguf "$W/packs"' EXIT
@@ -38,7 +40,7 @@ for t in $GGUF_TYPES; do
 done
 csv=$(echo "$PROMPTS" | tr ' ' ',')
 for r in $(seq "$ROUNDS"); do
-  for act in fp32 bf16; do
+  for act in $ACTIVATIONS; do
     # Each length three times per format; the first timing of each is cold and left out.
     "$B/engine/bench/quant_decode_benchmark" --layers=2 --vocab=2048 --threads="$THREADS" \
       --steps=8 --rounds=1 --formats="$FORMATS" --prefill="$csv,$csv,$csv" \

@@ -20,7 +20,8 @@ namespace expertd::engine {
 struct CpuBackendOptions {
   int threads = 0;                   // 0 = std::thread::hardware_concurrency()
   uint64_t device_memory_limit = 0;  // 0 = unlimited
-  // kBF16 REQUIRES cpu::CpuSupportsBf16Dot() (CreateBackend checks it).
+  // kBF16 REQUIRES cpu::CpuSupportsBf16Dot(), kInt8 cpu::CpuSupportsInt8Dot()
+  // (CreateBackend checks them).
   MatmulActivations matmul_activations = MatmulActivations::kF32;
 };
 

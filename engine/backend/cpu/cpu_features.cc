@@ -59,4 +59,9 @@ bool CpuSupportsBf16Dot() {
   return ok;
 }
 
+bool CpuSupportsInt8Dot() {
+  static const bool ok = CpuSupportsBf16Dot() && __builtin_cpu_supports("avx512vnni");
+  return ok;
+}
+
 }  // namespace expertd::engine::cpu

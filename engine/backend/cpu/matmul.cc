@@ -331,19 +331,35 @@ void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t 
 
 }  // namespace internal
 
+namespace {
+
+// int8 / int4 / mxfp4 codes in groups of 32, 64 or 128 along k: what both
+// reduced-precision quantized kernels take.
+bool SmallCodesInGroupsOf32(const WeightQuant& q) {
+  const bool small_codes = q.format == WeightFormat::kInt8 || q.format == WeightFormat::kInt4 ||
+                           q.format == WeightFormat::kMxfp4;
+  const int g = q.group_size;
+  return small_codes && q.block_rows == 1 && (g == 32 || g == 64 || g == 128);
+}
+
+}  // namespace
+
+bool UsesInt8Dot(const MatmulParams& p) {
+  if (p.activations != MatmulActivations::kInt8 || !SmallCodesInGroupsOf32(p.w.quant))
+    return false;
+  assert(CpuSupportsInt8Dot());  // CreateBackend refuses kInt8 without it
+  return true;
+}
+
 bool UsesBf16Dot(const MatmulParams& p) {
-  if (p.activations != MatmulActivations::kBF16) return false;
+  if (p.activations == MatmulActivations::kF32 || UsesInt8Dot(p)) return false;
   const WeightQuant& q = p.w.quant;
   if (q.quantized()) {
-    const bool codes_are_bf16 = q.format == WeightFormat::kInt8 ||
-                                q.format == WeightFormat::kInt4 ||
-                                q.format == WeightFormat::kMxfp4;
-    const int g = q.group_size;
-    if (!codes_are_bf16 || q.block_rows != 1 || !(g == 32 || g == 64 || g == 128)) return false;
+    if (!SmallCodesInGroupsOf32(q)) return false;
   } else if (p.w.dtype != DType::kBF16) {
     return false;
   }
-  assert(CpuSupportsBf16Dot());  // CreateBackend refuses kBF16 without it
+  assert(CpuSupportsBf16Dot());  // CreateBackend refuses kBF16 / kInt8 without it
   return true;
 }
 
@@ -378,6 +394,7 @@ void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
 
 void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   if (r0 >= r1 || c0 >= c1) return;
+  if (UsesInt8Dot(p)) return internal::QuantMatmulUnitAvx512Vnni(p, r0, r1, c0, c1);
   if (UsesBf16Dot(p)) {
     if (p.w.quant.quantized()) return internal::QuantMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
     return internal::DenseMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
@@ -395,6 +412,12 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   assert(p.x_stride >= p.w.cols && p.y_stride >= p.w.rows);
   assert(p.bias.empty() || p.bias.rows * p.bias.cols == p.w.rows);
   if (p.m <= 0 || p.w.rows <= 0) return;
+  if (UsesInt8Dot(p)) {
+    // A unit regroups kVnniTileCols columns' codes at a time for all its
+    // rows: long row groups.
+    return Run(p, pool, internal::QuantMatmulUnitAvx512Vnni, p.m < 4 ? 64 : 256,
+               internal::kVnniTileCols);
+  }
   if (p.w.quant.quantized() && UsesBf16Dot(p)) {
     // A unit decodes 6 columns at a time for all its rows: long row groups.
     return Run(p, pool, internal::QuantMatmulUnitAvx512Bf16, p.m < 4 ? 64 : 256, 8);

@@ -63,10 +63,15 @@ inline constexpr int64_t kDenseAvx512MinRows = 4;
 // with 256).
 inline constexpr int64_t kBf16DotRowGroup = 128;
 
-// Whether p runs a bf16-activation sequence: activations kBF16 and dense
-// bf16 weights, or int8 / int4 / mxfp4 codes with groups of 32, 64 or 128
-// (quant_matmul_avx512bf16.cc). REQUIRES then: CpuSupportsBf16Dot().
+// Whether p runs a bf16-activation sequence: activations kBF16 or kInt8 and
+// dense bf16 weights, or kBF16 and int8 / int4 / mxfp4 codes with groups of
+// 32, 64 or 128 (quant_matmul_avx512bf16.cc). REQUIRES then:
+// CpuSupportsBf16Dot().
 bool UsesBf16Dot(const MatmulParams& p);
+// Whether p runs the int8-activation sequence: activations kInt8 and int8 /
+// int4 / mxfp4 codes with groups of 32, 64 or 128
+// (quant_matmul_avx512vnni.cc). REQUIRES then: CpuSupportsInt8Dot().
+bool UsesInt8Dot(const MatmulParams& p);
 
 // The whole product on `pool` (threads split output (row-group,
 // column-chunk) units). `isa` caps the kernel: kAvx512 (if the CPU has it)
@@ -96,6 +101,11 @@ void RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, 
 // Quantized weights with bf16 activations (quant_matmul_avx512bf16.cc).
 // REQUIRES: UsesBf16Dot(p) and p.w.quant.quantized().
 void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1);
+// Quantized weights with int8 activations (quant_matmul_avx512vnni.cc), a
+// unit's columns kVnniTileCols at a time. REQUIRES: UsesInt8Dot(p).
+inline constexpr int kVnniTileCols = 32;
+void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1);
 
 // Rows [r0, r1) of p.x permuted for the bf16 sequence (simd.h PermuteBf16X)

@@ -215,6 +215,56 @@ inline float QuantDotBf16Activations(const float* x, const uint8_t* values, cons
   return HorizontalSum8(s);
 }
 
+// One 32-block of x quantized as the int8-activation kernel quantizes it:
+// amax = max |x| (NaN above inf above any number), d = amax / 127,
+// q = nearbyint(x * (1 / d)) clamped to [-127, 127]; q = 0 when d is below
+// FLT_MIN or not finite (a NaN / inf d then reaches the sums through the
+// scale). Returns d.
+inline float QuantizeInt8Block(const float* x, int8_t q[32]) {
+  uint32_t amax_bits = 0;
+  for (int i = 0; i < 32; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof(bits));
+    amax_bits = std::max(amax_bits, bits & 0x7fffffffu);
+  }
+  float amax;
+  std::memcpy(&amax, &amax_bits, sizeof(amax));
+  const float d = amax / 127.0f;
+  const bool usable = d >= 1.17549435e-38f && std::isfinite(d);
+  const float id = usable ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const float t = usable ? std::nearbyint(x[i] * id) : 0.0f;
+    q[i] = static_cast<int8_t>(std::clamp(t, -127.0f, 127.0f));
+  }
+  return d;
+}
+// Quantized weights (int8 / int4 / mxfp4, groups of 32, 64 or 128) with int8
+// activations (quant_matmul_avx512vnni.cc): x quantized per 32-block
+// (QuantizeInt8Block), per block the exact integer sum of q * code (mxfp4's
+// e2m1 codes doubled into integers, its scale halved), then one accumulator
+// acc = fma(float(sum), scale[c, group of the block] * d, acc), blocks in
+// order. `values` / `q` as WeightRef's data / quant.
+inline float QuantDotInt8Activations(const float* x, const uint8_t* values, const WeightQuant& q,
+                                     int64_t k, int64_t col) {
+  const int64_t g = q.group_size, groups = k / g;
+  const uint8_t* row = values + col * QuantValueBytes(q.format, 1, k);
+  const float code_scale = q.format == WeightFormat::kMxfp4 ? 2.0f : 1.0f;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    int8_t xq[32];
+    const float d = QuantizeInt8Block(x + 32 * b, xq);
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const float code = DecodeQuantValue(q.format, row, 32 * b + i) * code_scale;
+      sum += xq[i] * static_cast<int32_t>(code);
+    }
+    const float scale = LoadScaleF32(q.scales, q.scale_dtype, col * groups + 32 * b / g) /
+                        code_scale;
+    acc = std::fma(static_cast<float>(sum), scale * d, acc);
+  }
+  return acc;
+}
+
 // y (+)= x . w^T + bias with the sequence of w's dtype (and, for bf16
 // weights, of the activations mode); strides as MatmulParams; y holds y0 on
 // entry (read when accumulating).

@@ -1,0 +1,366 @@
+// Quantized experts (int8, int4, mxfp4; groups of 32, 64 or 128) with int8
+// activations (MatmulActivations::kInt8) on AVX-512-VNNI: x is quantized to
+// int8 per 32-block and each block's products are exact integer sums
+// (vpdpbusd: four u8 x s8 products into an s32 lane), so a block costs 8
+// instructions per 16 columns and row where the bf16 kernel needs 16.
+//
+// Element (r, c), x quantized as reference_ops.h's QuantizeInt8Block: one
+// fp32 accumulator; per 32-block b, the integer sum S of q * code (mxfp4's
+// e2m1 codes doubled into integers, its scales halved), then
+// acc = fma(float(S), scale[c, group of b] * d[r, b], acc); + bias, (+ y).
+// S is exact, so the order inside a block is free, and the fp32 sequence is
+// the same for every m, tile and split: batch-invariant.
+//
+// vpdpbusd multiplies UNSIGNED bytes by signed ones: the weights are the
+// unsigned side, shifted by a bias (int8 + 128, int4 + 8, doubled e2m1 + 12),
+// and each block's sum starts from -bias * sum(q), computed once per row.
+//
+// Lanes are output columns: a unit regroups 32 columns' codes (a transpose
+// of 4-byte pieces) into a panel where one 64-byte vector holds 4 codes of
+// each of 16 columns, and x's four matching bytes are broadcast to every
+// lane, so no horizontal sums are needed. 4-bit codes come out of a 4-byte
+// piece as the even codes (low nibbles) then the odd ones, so x's bytes are
+// stored in that order (evens then odds within every 8).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/quant_scales_avx512.h"
+#include "engine/backend/cpu/simd.h"
+#include "engine/backend/weight_format.h"
+#include "engine/backend/weight_quantize.h"
+
+namespace expertd::engine::cpu::internal {
+namespace {
+
+// Per-thread scratch of at least n bytes, 64-byte aligned (baseline code:
+// the std::vector instantiation must not be AVX-512 code).
+uint8_t* Scratch(int which, size_t n) {
+  thread_local std::vector<uint8_t> buffers[4];
+  std::vector<uint8_t>& b = buffers[which];
+  if (b.size() < n + 64) b.resize(n + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(b.data());
+  return reinterpret_cast<uint8_t*>((addr + 63) & ~uintptr_t{63});
+}
+
+}  // namespace
+}  // namespace expertd::engine::cpu::internal
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+
+namespace expertd::engine::cpu::internal {
+namespace {
+
+constexpr int kTileRows = 4;
+constexpr int kColBlocks = kVnniTileCols / 16;
+constexpr int kSteps = 8;  // vpdpbusd steps per 32-block: 4 codes a lane each
+
+template <WeightFormat F>
+constexpr int32_t kCodeBias = F == WeightFormat::kInt8   ? 128
+                              : F == WeightFormat::kInt4 ? 8
+                                                         : 12;
+
+// Doubled e2m1 values + 12, by nibble (sign bit 3), for vpshufb.
+// clang-format off
+alignas(16) constexpr int8_t kE2m1Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                12, 11, 10,  9,  8,  6,  4,  0};
+// clang-format on
+
+// A unit's rows of x, quantized: row i's bytes at codes + i * k (4-bit
+// formats: evens then odds within every 8), its 32-blocks' d at
+// d + i * blocks and -bias * sum(q) at corr + i * blocks.
+struct Int8Rows {
+  int8_t* codes;
+  float* d;
+  int32_t* corr;
+};
+
+template <WeightFormat F>
+void QuantizeRows(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out) {
+  const int64_t k = p.w.cols, blocks = k / 32;
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+  const __m256i evens_then_odds =
+      _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7,
+                       8, 10, 12, 14, 9, 11, 13, 15);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = p.x + r * p.x_stride;
+    const int64_t i = r - r0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+      const __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask),
+                                         _mm512_and_si512(_mm512_castps_si512(v1), abs_mask));
+      const uint32_t amax_bits = _mm512_reduce_max_epu32(m);
+      float amax;
+      std::memcpy(&amax, &amax_bits, sizeof(amax));
+      const float d = amax / 127.0f;
+      __m512i q0 = _mm512_setzero_si512(), q1 = _mm512_setzero_si512();
+      if (d >= 1.17549435e-38f && std::isfinite(d)) {
+        const __m512 id = _mm512_set1_ps(1.0f / d);
+        q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), hi), lo);
+        q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id)), hi), lo);
+      }
+      __m256i bytes = _mm256_set_m128i(_mm512_cvtepi32_epi8(q1), _mm512_cvtepi32_epi8(q0));
+      if constexpr (F != WeightFormat::kInt8) bytes = _mm256_shuffle_epi8(bytes, evens_then_odds);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.codes + i * k + 32 * b), bytes);
+      out.d[i * blocks + b] = d;
+      out.corr[i * blocks + b] = -kCodeBias<F> * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+  }
+}
+
+// Dword j (j < 4) of 16 bytes at col[l] + offset, for the 16 columns l,
+// into out[j] lane l: four columns' 16 bytes per vector, each vector's 4x4
+// dwords transposed (vpermd), then its 128-bit quarters across the four
+// vectors (two rounds of vshufi32x4). A gather per output measured ~8x
+// slower on this CPU.
+__attribute__((always_inline)) inline void TransposeColumns(const uint8_t* const col[16],
+                                                            int64_t offset, __m512i out[4]) {
+  const __m512i by_dword = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m512i a[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    auto load = [&](int l) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(col[4 * q + l] + offset));
+    };
+    __m512i v = _mm512_castsi128_si512(load(0));
+    v = _mm512_inserti32x4(v, load(1), 1);
+    v = _mm512_inserti32x4(v, load(2), 2);
+    v = _mm512_inserti32x4(v, load(3), 3);
+    a[q] = _mm512_permutexvar_epi32(by_dword, v);  // quarter j: dword j of columns 4q..4q+3
+  }
+  const __m512i t0 = _mm512_shuffle_i32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t1 = _mm512_shuffle_i32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i t2 = _mm512_shuffle_i32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t3 = _mm512_shuffle_i32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2));
+  out[0] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+  out[1] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+  out[2] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+  out[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// Columns [c, c + cols) (cols <= kVnniTileCols) regrouped for the tiles:
+// column block cb (lane l = column c + 16 cb + l), 32-block b, step s at
+// panel + ((cb * blocks + b) * kSteps + s) * 64, each lane's four codes as
+// unsigned bytes code + bias; lanes past cols repeat the last column (the
+// stores mask them off). Scales (mxfp4's halved) at
+// scales + (cb * groups + g) * 16 + l; column_scales: room for 16 x groups.
+template <WeightFormat F>
+void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel, float* scales,
+                float* column_scales) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols, blocks = k / 32, groups = k / q.group_size;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i e2m1 =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kE2m1Biased)));
+  const float scale_factor = F == WeightFormat::kMxfp4 ? 0.5f : 1.0f;
+  // Decode reads each weight once, from DRAM: the next tile's rows (one
+  // contiguous range) are prefetched a few lines per block, so they arrive
+  // while this tile computes (the 16-32 interleaved row streams of a tile
+  // defeat the hardware prefetcher).
+  const char* prefetch = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
+  const char* prefetch_end =
+      prefetch + std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols) * row_bytes;
+  const int64_t lines_per_block = ((prefetch_end - prefetch) / 64 + (cols + 15) / 16 * blocks - 1) /
+                                  ((cols + 15) / 16 * blocks);
+  for (int cb = 0; cb * 16 < cols; ++cb) {
+    const int lanes = std::min(16, cols - 16 * cb);
+    const uint8_t* col[16];
+    for (int l = 0; l < 16; ++l) {
+      col[l] = static_cast<const uint8_t*>(p.w.data) +
+               (c + 16 * cb + std::min(l, lanes - 1)) * row_bytes;
+    }
+    uint8_t* out = panel + cb * blocks * kSteps * 64;
+    for (int64_t b = 0; b < blocks; ++b, out += kSteps * 64) {
+      for (int64_t i = 0; i < lines_per_block && prefetch < prefetch_end; ++i, prefetch += 64)
+        _mm_prefetch(prefetch, _MM_HINT_T0);
+      __m512i v[8];
+      if constexpr (F == WeightFormat::kInt8) {
+        TransposeColumns(col, 32 * b, v);
+        TransposeColumns(col, 32 * b + 16, v + 4);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j)
+          _mm512_store_si512(out + 64 * j, _mm512_xor_si512(v[j], _mm512_set1_epi8(-128)));
+      } else {
+        TransposeColumns(col, 16 * b, v);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          __m512i even = _mm512_and_si512(v[j], nibble);
+          __m512i odd = _mm512_and_si512(_mm512_srli_epi32(v[j], 4), nibble);
+          if constexpr (F == WeightFormat::kInt4) {
+            even = _mm512_xor_si512(even, _mm512_set1_epi8(8));
+            odd = _mm512_xor_si512(odd, _mm512_set1_epi8(8));
+          } else {
+            even = _mm512_shuffle_epi8(e2m1, even);
+            odd = _mm512_shuffle_epi8(e2m1, odd);
+          }
+          _mm512_store_si512(out + 64 * (2 * j), even);
+          _mm512_store_si512(out + 64 * (2 * j + 1), odd);
+        }
+      }
+    }
+    // Each column's scales as fp32, then transposed to 16 lanes a group,
+    // four groups at a time.
+    const uint8_t* scale_col[16];
+    for (int l = 0; l < 16; ++l) {
+      float* own = column_scales + l * groups;
+      ScalesToF32(q, (c + 16 * cb + std::min(l, lanes - 1)) * groups, groups, own);
+      scale_col[l] = reinterpret_cast<const uint8_t*>(own);
+    }
+    float* s = scales + cb * groups * 16;
+    const __m512 factor = _mm512_set1_ps(scale_factor);
+    int64_t g = 0;
+    for (; g + 4 <= groups; g += 4) {
+      __m512i v[4];
+      TransposeColumns(scale_col, g * 4, v);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        _mm512_store_ps(s + (g + j) * 16, _mm512_mul_ps(_mm512_castsi512_ps(v[j]), factor));
+    }
+    for (; g < groups; ++g) {
+      for (int l = 0; l < 16; ++l)
+        s[g * 16 + l] = reinterpret_cast<const float*>(scale_col[l])[g] * scale_factor;
+    }
+  }
+}
+
+// Rows [r, r + R) (row r is the unit's row i) x column blocks [0, CB) of
+// the panel at columns [c, c + cols). bias: the columns' bias, or null.
+template <int R, int CB>
+void Tile(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
+          const uint8_t* panel, const float* scales, const float* bias) {
+  const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
+  const int64_t blocks_per_group = p.w.quant.group_size / 32;
+  __m512 acc[R][CB];
+#pragma GCC unroll 4
+  for (int rr = 0; rr < R; ++rr) {
+#pragma GCC unroll 2
+    for (int cb = 0; cb < CB; ++cb) acc[rr][cb] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i sum[R][CB];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < R; ++rr) {
+      const __m512i init = _mm512_set1_epi32(xr.corr[(i + rr) * blocks + b]);
+#pragma GCC unroll 2
+      for (int cb = 0; cb < CB; ++cb) sum[rr][cb] = init;
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < kSteps; ++s) {
+      __m512i w[CB];
+#pragma GCC unroll 2
+      for (int cb = 0; cb < CB; ++cb)
+        w[cb] = _mm512_load_si512(panel + ((cb * blocks + b) * kSteps + s) * 64);
+#pragma GCC unroll 4
+      for (int rr = 0; rr < R; ++rr) {
+        int32_t four;
+        std::memcpy(&four, xr.codes + (i + rr) * k + 32 * b + 4 * s, sizeof(four));
+        const __m512i xv = _mm512_set1_epi32(four);
+#pragma GCC unroll 2
+        for (int cb = 0; cb < CB; ++cb) sum[rr][cb] = _mm512_dpbusd_epi32(sum[rr][cb], w[cb], xv);
+      }
+    }
+    const int64_t g = b / blocks_per_group;
+#pragma GCC unroll 4
+    for (int rr = 0; rr < R; ++rr) {
+      const __m512 d = _mm512_set1_ps(xr.d[(i + rr) * blocks + b]);
+#pragma GCC unroll 2
+      for (int cb = 0; cb < CB; ++cb) {
+        const __m512 scale = _mm512_mul_ps(_mm512_load_ps(scales + (cb * groups + g) * 16), d);
+        acc[rr][cb] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[rr][cb]), scale, acc[rr][cb]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int rr = 0; rr < R; ++rr) {
+#pragma GCC unroll 2
+    for (int cb = 0; cb < CB; ++cb) {
+      const int lanes = std::min(16, cols - 16 * cb);
+      const auto mask = static_cast<__mmask16>((1u << lanes) - 1);
+      __m512 v = acc[rr][cb];
+      if (bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * cb));
+      float* y = p.y + (r + rr) * p.y_stride + c + 16 * cb;
+      if (p.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+      _mm512_mask_storeu_ps(y, mask, v);
+    }
+  }
+}
+
+template <int R>
+void TileAnyCols(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c,
+                 int cols, const uint8_t* panel, const float* scales, const float* bias) {
+  static_assert(kColBlocks == 2);
+  if (cols > 16) return Tile<R, 2>(p, xr, i, r, c, cols, panel, scales, bias);
+  Tile<R, 1>(p, xr, i, r, c, cols, panel, scales, bias);
+}
+
+void TileAny(int rows, const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c,
+             int cols, const uint8_t* panel, const float* scales, const float* bias) {
+  switch (rows) {
+    case 4:
+      return TileAnyCols<4>(p, xr, i, r, c, cols, panel, scales, bias);
+    case 3:
+      return TileAnyCols<3>(p, xr, i, r, c, cols, panel, scales, bias);
+    case 2:
+      return TileAnyCols<2>(p, xr, i, r, c, cols, panel, scales, bias);
+    case 1:
+      return TileAnyCols<1>(p, xr, i, r, c, cols, panel, scales, bias);
+    default:
+      return;
+  }
+}
+
+template <WeightFormat F>
+void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
+  const auto rows = static_cast<size_t>(r1 - r0);
+  Int8Rows xr;
+  xr.codes = reinterpret_cast<int8_t*>(Scratch(0, rows * k));
+  xr.d = reinterpret_cast<float*>(Scratch(1, rows * blocks * sizeof(float)));
+  xr.corr = reinterpret_cast<int32_t*>(Scratch(2, rows * blocks * sizeof(int32_t)));
+  QuantizeRows<F>(p, r0, r1, xr);
+  const size_t panel_bytes = static_cast<size_t>(kColBlocks * blocks * kSteps * 64);
+  uint8_t* panel = Scratch(3, panel_bytes + (kColBlocks + 1) * 16 * groups * sizeof(float));
+  auto* scales = reinterpret_cast<float*>(panel + panel_bytes);
+  float* column_scales = scales + kColBlocks * 16 * groups;
+  alignas(64) float bias[kVnniTileCols];
+  for (int64_t c = c0; c < c1; c += kVnniTileCols) {
+    const int cols = static_cast<int>(std::min<int64_t>(kVnniTileCols, c1 - c));
+    BuildPanel<F>(p, c, cols, panel, scales, column_scales);
+    if (!p.bias.empty()) {
+      for (int j = 0; j < kVnniTileCols; ++j)
+        bias[j] = j < cols ? LoadScalar(p.bias.data, p.bias.dtype, c + j) : 0.0f;
+    }
+    for (int64_t r = r0; r < r1; r += kTileRows) {
+      TileAny(static_cast<int>(std::min<int64_t>(kTileRows, r1 - r)), p, xr, r - r0, r, c, cols,
+              panel, scales, p.bias.empty() ? nullptr : bias);
+    }
+  }
+}
+
+}  // namespace
+
+void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1) {
+  switch (p.w.quant.format) {
+    case WeightFormat::kInt8:
+      return Unit<WeightFormat::kInt8>(p, r0, r1, c0, c1);
+    case WeightFormat::kInt4:
+      return Unit<WeightFormat::kInt4>(p, r0, r1, c0, c1);
+    case WeightFormat::kMxfp4:
+      return Unit<WeightFormat::kMxfp4>(p, r0, r1, c0, c1);
+    default:  // excluded by UsesInt8Dot
+      return;
+  }
+}
+
+}  // namespace expertd::engine::cpu::internal
+
+#pragma GCC pop_options
