@@ -67,7 +67,10 @@ nlohmann::json RunCase(const std::string& arch, const GoldenCase& c, const std::
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << o.out;
   if (o.status != 0 || j.is_discarded()) return nlohmann::json();
-  EXPECT_EQ(j.size(), 3u) << "exactly last_logits, routing, generated";
+  // expert_stats comes with the expert store (an --expert_ flag) only.
+  const bool store = extra.find("--expert_") != std::string::npos;
+  EXPECT_EQ(j.size(), store ? 4u : 3u) << "exactly last_logits, routing, generated (+ expert_stats)";
+  EXPECT_EQ(j.contains("expert_stats"), store);
   return j;
 }
 
@@ -163,6 +166,39 @@ TEST(ExpertdRunTest, Bf16ActivationsFlag) {
     EXPECT_LT(RelError(many.at("last_logits").get<std::vector<float>>(), logits), 1e-5) << devices;
     EXPECT_EQ(many.at("generated"), one.at("generated")) << devices;
   }
+}
+
+// --matmul_activations=int8 with int4 experts (the pack quantized when
+// built, beside the test's temp dir): the logits move from the
+// fp32-activation run on the same experts by int8 rounding (above 1e-6,
+// below 2e-2 relative), the first greedy token stays, and experts computed
+// on the host (--expert_compute=host) give the device path's bits.
+TEST(ExpertdRunTest, Int8ActivationsFlag) {
+  auto golden = LoadGolden("olmoe");
+  ASSERT_TRUE(golden.ok());
+  const GoldenCase& c = golden->cases.at(2);
+  const std::string experts = " --expert_dtype=int4 --expert_group_size=32 --expert_pack_dir=" +
+                              ::testing::TempDir() + "/int8_act_pack";
+  std::string err;
+  Output probe = RunTool("--model=" + FixtureDir("olmoe") + " --tokens=1 --matmul_activations=int8" +
+                             experts,
+                         &err);
+  if (probe.status != 0 && err.find("AVX-512-VNNI") != std::string::npos) {
+    GTEST_SKIP() << "the CPU lacks AVX-512-VNNI / AVX-512-BF16: " << err;
+  }
+  nlohmann::json fp32 = RunCase("olmoe", c, experts);
+  nlohmann::json int8 = RunCase("olmoe", c, experts + " --matmul_activations=int8");
+  ASSERT_FALSE(fp32.is_null() || int8.is_null());
+  const std::vector<float> logits = int8.at("last_logits").get<std::vector<float>>();
+  const double err_vs_fp32 = RelError(logits, fp32.at("last_logits").get<std::vector<float>>());
+  EXPECT_GT(err_vs_fp32, 1e-6);
+  EXPECT_LT(err_vs_fp32, 2e-2);
+  EXPECT_EQ(int8.at("generated").at(0), fp32.at("generated").at(0));
+  nlohmann::json host =
+      RunCase("olmoe", c, experts + " --matmul_activations=int8 --expert_compute=host");
+  ASSERT_FALSE(host.is_null());
+  EXPECT_EQ(host.at("last_logits").get<std::vector<float>>(), logits);
+  EXPECT_EQ(host.at("generated"), int8.at("generated"));
 }
 
 TEST(ExpertdRunTest, ErrorsGoToStderrWithNonZeroExit) {

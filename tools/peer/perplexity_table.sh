@@ -10,6 +10,8 @@
 # e.g. NODE_LLAMA_CPP_BINS_DIR=/tmp/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
 # after `npm install node-llama-cpp --ignore-scripts` in /tmp/npm (outside the repository).
 # Prints markdown rows; packs and GGUF files are written under WORK_DIR and deleted after.
+# ACTIVATIONS (default "fp32"): expertd's --matmul_activations modes to score, e.g. "fp32 int8"
+# (the trained model's rows repeated per mode).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 W="${1:?usage: perplexity_table.sh WORK_DIR [NODE_LLAMA_CPP_BINS_DIR]}"
@@ -17,6 +19,7 @@ LIB="${2:-}"
 B=bazel-bin
 THREADS="${THREADS:-2}"
 CTX="${CTX:-256}"
+ACTIVATIONS="${ACTIVATIONS:-fp32}"
 M="$W/model"
 "$B/models/tokenizer/tokenize" --tokenizer="$M/tokenizer.json" < "$W/corpus/eval.txt" \
   > "$W/eval_ids.json"
@@ -29,17 +32,21 @@ print('| %s | %.4f | %.3f | %d |' % (sys.argv[1], j['mean_nll'], j['perplexity']
 }
 echo "| engine, experts as | mean NLL (nats) | perplexity | predictions |"
 echo "|---|---|---|---|"
-for weights in model.safetensors trained.safetensors; do
-  for fmt in f32:0 bf16:0 int8:32 int8:128 int4:32 int4:128 mxfp4:0 fp8:0; do
-    dtype="${fmt%:*}" group="${fmt#*:}"
-    name="expertd $dtype"; [ "$group" != 0 ] && name="$name-g$group"
-    [ "$weights" = model.safetensors ] && name="$name (untrained)"
-    [ "$weights" = model.safetensors ] && [ "$dtype" != f32 ] && continue
-    out=$(nice -n 19 "$B/engine/tools/expertd-perplexity" --model="$M" --weights="$weights" \
-      --token_ids="$W/eval_ids.json" --ctx="$CTX" --threads="$THREADS" --expert_dtype="$dtype" \
-      --expert_group_size="$group" --expert_pack_dir="$W/packs" 2> /dev/null)
-    row "$name" "$out"
-    rm -rf "$W/packs"
+for act in $ACTIVATIONS; do
+  for weights in model.safetensors trained.safetensors; do
+    for fmt in f32:0 bf16:0 int8:32 int8:128 int4:32 int4:128 mxfp4:0 fp8:0; do
+      dtype="${fmt%:*}" group="${fmt#*:}"
+      name="expertd $dtype"; [ "$group" != 0 ] && name="$name-g$group"
+      [ "$act" != fp32 ] && name="$name, $act activations"
+      [ "$weights" = model.safetensors ] && name="$name (untrained)"
+      [ "$weights" = model.safetensors ] && { [ "$dtype" != f32 ] || [ "$act" != fp32 ]; } && continue
+      out=$(nice -n 19 "$B/engine/tools/expertd-perplexity" --model="$M" --weights="$weights" \
+        --token_ids="$W/eval_ids.json" --ctx="$CTX" --threads="$THREADS" --expert_dtype="$dtype" \
+        --expert_group_size="$group" --expert_pack_dir="$W/packs" --matmul_activations="$act" \
+        2> /dev/null)
+      row "$name" "$out"
+      rm -rf "$W/packs"
+    done
   done
 done
 [ -n "$LIB" ] || exit 0
