@@ -170,6 +170,13 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel, floa
       prefetch + std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols) * row_bytes;
   const int64_t lines_per_block = ((prefetch_end - prefetch) / 64 + (cols + 15) / 16 * blocks - 1) /
                                   ((cols + 15) / 16 * blocks);
+  // And the next tile's scales (a few lines), all now.
+  const uint64_t scale_row_bytes = QuantScaleBytes(q, 1, k);
+  const char* next_scales = static_cast<const char*>(q.scales) + (c + cols) * scale_row_bytes;
+  for (int64_t off = 0; off < (prefetch_end - prefetch) / static_cast<int64_t>(row_bytes) *
+                                  static_cast<int64_t>(scale_row_bytes);
+       off += 64)
+    _mm_prefetch(next_scales + off, _MM_HINT_T0);
   for (int cb = 0; cb * 16 < cols; ++cb) {
     const int lanes = std::min(16, cols - 16 * cb);
     const uint8_t* col[16];
