@@ -18,7 +18,9 @@
 // Lanes are output columns: a unit regroups 32 columns' codes (a transpose
 // of 4-byte pieces) into a panel where one 64-byte vector holds 4 codes of
 // each of 16 columns, and x's four matching bytes are broadcast to every
-// lane, so no horizontal sums are needed. 4-bit codes come out of a 4-byte
+// lane, so no horizontal sums are needed. One row of int8 codes (decode)
+// skips the panel: RowInt8 multiplies each column's codes in their own
+// lanes and sums the lanes after (the same integers). 4-bit codes come out of a 4-byte
 // piece as the even codes (low nibbles) then the odd ones, so x's bytes are
 // stored in that order (evens then odds within every 8).
 #include <immintrin.h>
@@ -145,49 +147,95 @@ __attribute__((always_inline)) inline void TransposeColumns(const uint8_t* const
   out[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
+// Decode reads each weight once, from DRAM: while one tile of columns is
+// computed, the next tile's rows (one contiguous range) are prefetched a few
+// lines per step, and its scales at once (the 16-32 interleaved row streams
+// of a tile defeat the hardware prefetcher).
+class NextTilePrefetch {
+ public:
+  NextTilePrefetch(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, int64_t steps) {
+    const int64_t next_cols = std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols);
+    next_ = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
+    end_ = next_ + next_cols * row_bytes;
+    lines_per_step_ = ((end_ - next_) / 64 + steps - 1) / steps;
+    const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
+    const char* scales = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
+    for (int64_t off = 0; off < next_cols * static_cast<int64_t>(scale_row_bytes); off += 64)
+      _mm_prefetch(scales + off, _MM_HINT_T0);
+  }
+  void Step() {
+    for (int64_t i = 0; i < lines_per_step_ && next_ < end_; ++i, next_ += 64)
+      _mm_prefetch(next_, _MM_HINT_T0);
+  }
+
+ private:
+  const char* next_;
+  const char* end_;
+  int64_t lines_per_step_;
+};
+
+// Rows of the 16 columns of block cb at columns [c, c + cols); lanes past
+// cols repeat the last column (the stores mask them off).
+inline void BlockRows(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, int cb,
+                      const uint8_t* rows[16]) {
+  const int lanes = std::min(16, cols - 16 * cb);
+  for (int l = 0; l < 16; ++l) {
+    rows[l] =
+        static_cast<const uint8_t*>(p.w.data) + (c + 16 * cb + std::min(l, lanes - 1)) * row_bytes;
+  }
+}
+
+// The scales of columns [c, c + cols) (mxfp4's halved, for its doubled
+// codes) at scales + (cb * groups + g) * 16 + l; column_scales: room for
+// 16 x groups. Each column's scales as fp32, then transposed to 16 lanes a
+// group, four groups at a time.
+void BuildScales(const MatmulParams& p, int64_t c, int cols, float* scales, float* column_scales) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t groups = p.w.cols / q.group_size;
+  const float scale_factor = q.format == WeightFormat::kMxfp4 ? 0.5f : 1.0f;
+  const __m512 factor = _mm512_set1_ps(scale_factor);
+  for (int cb = 0; cb * 16 < cols; ++cb) {
+    const int lanes = std::min(16, cols - 16 * cb);
+    const uint8_t* scale_col[16];
+    for (int l = 0; l < 16; ++l) {
+      float* own = column_scales + l * groups;
+      ScalesToF32(q, (c + 16 * cb + std::min(l, lanes - 1)) * groups, groups, own);
+      scale_col[l] = reinterpret_cast<const uint8_t*>(own);
+    }
+    float* s = scales + cb * groups * 16;
+    int64_t g = 0;
+    for (; g + 4 <= groups; g += 4) {
+      __m512i v[4];
+      TransposeColumns(scale_col, g * 4, v);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        _mm512_store_ps(s + (g + j) * 16, _mm512_mul_ps(_mm512_castsi512_ps(v[j]), factor));
+    }
+    for (; g < groups; ++g) {
+      for (int l = 0; l < 16; ++l)
+        s[g * 16 + l] = reinterpret_cast<const float*>(scale_col[l])[g] * scale_factor;
+    }
+  }
+}
+
 // Columns [c, c + cols) (cols <= kVnniTileCols) regrouped for the tiles:
 // column block cb (lane l = column c + 16 cb + l), 32-block b, step s at
 // panel + ((cb * blocks + b) * kSteps + s) * 64, each lane's four codes as
-// unsigned bytes code + bias; lanes past cols repeat the last column (the
-// stores mask them off). Scales (mxfp4's halved) at
-// scales + (cb * groups + g) * 16 + l; column_scales: room for 16 x groups.
+// unsigned bytes code + bias.
 template <WeightFormat F>
-void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel, float* scales,
-                float* column_scales) {
-  const WeightQuant& q = p.w.quant;
-  const int64_t k = p.w.cols, blocks = k / 32, groups = k / q.group_size;
+void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel) {
+  const int64_t k = p.w.cols, blocks = k / 32;
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i e2m1 =
       _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kE2m1Biased)));
-  const float scale_factor = F == WeightFormat::kMxfp4 ? 0.5f : 1.0f;
-  // Decode reads each weight once, from DRAM: the next tile's rows (one
-  // contiguous range) are prefetched a few lines per block, so they arrive
-  // while this tile computes (the 16-32 interleaved row streams of a tile
-  // defeat the hardware prefetcher).
-  const char* prefetch = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
-  const char* prefetch_end =
-      prefetch + std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols) * row_bytes;
-  const int64_t lines_per_block = ((prefetch_end - prefetch) / 64 + (cols + 15) / 16 * blocks - 1) /
-                                  ((cols + 15) / 16 * blocks);
-  // And the next tile's scales (a few lines), all now.
-  const uint64_t scale_row_bytes = QuantScaleBytes(q, 1, k);
-  const char* next_scales = static_cast<const char*>(q.scales) + (c + cols) * scale_row_bytes;
-  for (int64_t off = 0; off < (prefetch_end - prefetch) / static_cast<int64_t>(row_bytes) *
-                                  static_cast<int64_t>(scale_row_bytes);
-       off += 64)
-    _mm_prefetch(next_scales + off, _MM_HINT_T0);
+  NextTilePrefetch prefetch(p, row_bytes, c, cols, (cols + 15) / 16 * blocks);
   for (int cb = 0; cb * 16 < cols; ++cb) {
-    const int lanes = std::min(16, cols - 16 * cb);
     const uint8_t* col[16];
-    for (int l = 0; l < 16; ++l) {
-      col[l] = static_cast<const uint8_t*>(p.w.data) +
-               (c + 16 * cb + std::min(l, lanes - 1)) * row_bytes;
-    }
+    BlockRows(p, row_bytes, c, cols, cb, col);
     uint8_t* out = panel + cb * blocks * kSteps * 64;
     for (int64_t b = 0; b < blocks; ++b, out += kSteps * 64) {
-      for (int64_t i = 0; i < lines_per_block && prefetch < prefetch_end; ++i, prefetch += 64)
-        _mm_prefetch(prefetch, _MM_HINT_T0);
+      prefetch.Step();
       __m512i v[8];
       if constexpr (F == WeightFormat::kInt8) {
         TransposeColumns(col, 32 * b, v);
@@ -213,28 +261,97 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel, floa
         }
       }
     }
-    // Each column's scales as fp32, then transposed to 16 lanes a group,
-    // four groups at a time.
-    const uint8_t* scale_col[16];
-    for (int l = 0; l < 16; ++l) {
-      float* own = column_scales + l * groups;
-      ScalesToF32(q, (c + 16 * cb + std::min(l, lanes - 1)) * groups, groups, own);
-      scale_col[l] = reinterpret_cast<const uint8_t*>(own);
-    }
-    float* s = scales + cb * groups * 16;
-    const __m512 factor = _mm512_set1_ps(scale_factor);
-    int64_t g = 0;
-    for (; g + 4 <= groups; g += 4) {
-      __m512i v[4];
-      TransposeColumns(scale_col, g * 4, v);
+  }
+}
+
+// Sixteen columns' vectors of 16 partial sums (lanes 0-7 of one 32-block,
+// 8-15 of the next) reduced to the two blocks' sums, lane c = column c:
+// integer adds, exact in any order (pairs within 128-bit quarters, then
+// across them).
+inline void ReduceSixteen(const __m512i p[16], __m512i* first, __m512i* second) {
+  __m512i q[8], r[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    q[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+                            _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  }
+  // r[j] quarter k: the quarter-k sums of columns 4j..4j+3.
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j)
-        _mm512_store_ps(s + (g + j) * 16, _mm512_mul_ps(_mm512_castsi512_ps(v[j]), factor));
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(q[2 * j], q[2 * j + 1]),
+                            _mm512_unpackhi_epi64(q[2 * j], q[2 * j + 1]));
+  }
+  // Quarters 0 + 1 are the first block, 2 + 3 the second.
+  const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  *first = _mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0));
+  *second = _mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// One row (the unit's row i, matrix row r) of int8 codes at columns
+// [c, c + cols), without a panel: with one row each code is used once, so
+// the transposes a panel needs cost more than the products. Per column,
+// 64 codes (two 32-blocks) a step, vpdpbusd against x's 64 bytes in their
+// own lanes, then ReduceSixteen turns 16 columns' lanes into the blocks'
+// sums: the same integers as the panel tiles, the same fp32 epilogue.
+void RowInt8(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
+             const float* scales, const float* bias) {
+  const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
+  const int64_t blocks_per_group = p.w.quant.group_size / 32;
+  const uint64_t row_bytes = k;
+  NextTilePrefetch prefetch(p, row_bytes, c, cols, (cols + 15) / 16 * (k / 64 + 1));
+  const int8_t* x = xr.codes + i * k;
+  for (int cb = 0; cb * 16 < cols; ++cb) {
+    const uint8_t* col[16];
+    BlockRows(p, row_bytes, c, cols, cb, col);
+    __m512 acc = _mm512_setzero_ps();
+    const float* s = scales + cb * groups * 16;
+    auto finish_block = [&](int64_t b, __m512i sum) {
+      sum = _mm512_add_epi32(sum, _mm512_set1_epi32(xr.corr[i * blocks + b]));
+      const __m512 scale = _mm512_mul_ps(_mm512_load_ps(s + (b / blocks_per_group) * 16),
+                                         _mm512_set1_ps(xr.d[i * blocks + b]));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc);
+    };
+    int64_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      prefetch.Step();
+      const __m512i xv = _mm512_loadu_si512(x + 32 * b);
+      __m512i part[16];
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) {
+        const __m512i w =
+            _mm512_xor_si512(_mm512_loadu_si512(col[l] + 32 * b), _mm512_set1_epi8(-128));
+        part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
+      }
+      __m512i first, second;
+      ReduceSixteen(part, &first, &second);
+      finish_block(b, first);
+      finish_block(b + 1, second);
     }
-    for (; g < groups; ++g) {
-      for (int l = 0; l < 16; ++l)
-        s[g * 16 + l] = reinterpret_cast<const float*>(scale_col[l])[g] * scale_factor;
+    if (b < blocks) {  // an odd last block: its 32 codes in the low lanes
+      const __m512i xv =
+          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b)));
+      __m512i part[16];
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) {
+        const __m512i w = _mm512_xor_si512(_mm512_zextsi256_si512(_mm256_loadu_si256(
+                                               reinterpret_cast<const __m256i*>(col[l] + 32 * b))),
+                                           _mm512_set1_epi8(-128));
+        part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);  // high lanes: 0 x 0
+      }
+      __m512i first, second;
+      ReduceSixteen(part, &first, &second);
+      finish_block(b, first);
     }
+    const int lanes = std::min(16, cols - 16 * cb);
+    const auto mask = static_cast<__mmask16>((1u << lanes) - 1);
+    __m512 v = acc;
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * cb));
+    float* y = p.y + r * p.y_stride + c + 16 * cb;
+    if (p.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+    _mm512_mask_storeu_ps(y, mask, v);
   }
 }
 
@@ -340,11 +457,16 @@ void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
   alignas(64) float bias[kVnniTileCols];
   for (int64_t c = c0; c < c1; c += kVnniTileCols) {
     const int cols = static_cast<int>(std::min<int64_t>(kVnniTileCols, c1 - c));
-    BuildPanel<F>(p, c, cols, panel, scales, column_scales);
+    BuildScales(p, c, cols, scales, column_scales);
     if (!p.bias.empty()) {
       for (int j = 0; j < kVnniTileCols; ++j)
         bias[j] = j < cols ? LoadScalar(p.bias.data, p.bias.dtype, c + j) : 0.0f;
     }
+    if (F == WeightFormat::kInt8 && r1 - r0 == 1) {
+      RowInt8(p, xr, 0, r0, c, cols, scales, p.bias.empty() ? nullptr : bias);
+      continue;
+    }
+    BuildPanel<F>(p, c, cols, panel);
     for (int64_t r = r0; r < r1; r += kTileRows) {
       TileAny(static_cast<int>(std::min<int64_t>(kTileRows, r1 - r)), p, xr, r - r0, r, c, cols,
               panel, scales, p.bias.empty() ? nullptr : bias);

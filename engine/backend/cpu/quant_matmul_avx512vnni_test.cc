@@ -181,8 +181,11 @@ TEST_F(Int8ActivationsTest, EveryPathIsBitwiseTheScalarSequence) {
 // blocks, tiny blocks and a wide dynamic range.
 TEST_F(Int8ActivationsTest, ArbitraryCodesAndActivationsAreBitwiseTheScalarSequence) {
   for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4, WeightFormat::kMxfp4}) {
-    for (int g : {32, 128}) {
-      const Case c{11, 37, 512, true, false};
+    for (auto [g, m, k] : {std::tuple<int, int64_t, int64_t>{32, 11, 512},
+                           {128, 11, 512},
+                           {32, 1, 160},  // an odd number of 32-blocks, one row
+                           {128, 1, 384}}) {
+      const Case c{m, 37, k, true, false};
       const Quantized q = ArbitraryCodes(f, g, c.n, c.k, static_cast<uint32_t>(g));
       std::mt19937 rng(7);
       const TestWeight b = RandomWeight(DType::kBF16, 1, c.n, &rng);
@@ -190,12 +193,13 @@ TEST_F(Int8ActivationsTest, ArbitraryCodesAndActivationsAreBitwiseTheScalarSeque
       std::uniform_int_distribution<int> exponent(-30, 30);
       for (float& v : x) v = std::ldexp(v, exponent(rng));
       for (int64_t i = 0; i < 32; ++i) {
-        x[2 * (c.k + 3) + 64 + i] = 0.0f;               // a zero block
-        x[3 * (c.k + 3) + 96 + i] = 1e-39f * (i - 16);  // d below FLT_MIN
+        x[(2 % c.m) * (c.k + 3) + 64 + i] = 0.0f;               // a zero block
+        x[(3 % c.m) * (c.k + 3) + 96 + i] = 1e-39f * (i - 16);  // d below FLT_MIN
       }
       const std::vector<float> y0(c.m * (c.n + 5), 0.0f);
-      ExpectEveryPathGives(c, x, q, b, y0, Expected(c, x, q, b, y0),
-                           std::string(WeightFormatName(f)) + " g" + std::to_string(g));
+      ExpectEveryPathGives(
+          c, x, q, b, y0, Expected(c, x, q, b, y0),
+          std::string(WeightFormatName(f)) + " g" + std::to_string(g) + " " + c.Describe());
     }
   }
 }
