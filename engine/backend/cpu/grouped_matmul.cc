@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/matmul_unit.h"
 
 namespace expertd::engine::cpu {
@@ -72,6 +73,21 @@ void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
   // Tiny products are not worth waking threads for (Matmul's rule, on the
   // whole layer's product).
   const int64_t grain = total_rows * p.n * p.k < (1 << 16) ? items : 1;
+  // int8 activations: x quantized once for all items when every expert with
+  // rows has the same format (the quantized layout depends on it).
+  MatmulParams first;
+  first.x = p.x;
+  first.x_stride = p.x_stride;
+  first.w = p.w[tiles.front().group];
+  first.activations = p.activations;
+  bool int8_rows = UsesInt8Dot(first);
+  for (const RowTile& t : tiles) {
+    const WeightQuant& q = p.w[t.group].quant;
+    int8_rows = int8_rows && q.format == first.w.quant.format &&
+                q.group_size == first.w.quant.group_size && q.block_rows == 1;
+  }
+  internal::Int8Rows xr{};
+  if (int8_rows) xr = QuantizeAllRowsInt8(first, total_rows, pool);
   // Items are expert-major: consecutive items share an expert's weights.
   ParallelFor(pool, items, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -88,6 +104,11 @@ void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
       m.accumulate = p.accumulate;
       m.activations = p.activations;
       const int64_t c0 = (i % col_chunks) * chunk;
+      if (int8_rows) {
+        internal::QuantMatmulUnitAvx512VnniQuantized(m, xr.From(t.r0, p.k), t.r0, t.r1, c0,
+                                                     std::min(p.n, c0 + chunk));
+        continue;
+      }
       MatmulUnit(m, t.r0, t.r1, c0, std::min(p.n, c0 + chunk));
     }
   });

@@ -300,6 +300,24 @@ void Run(const MatmulParams& p, ThreadPool* pool, UnitFn unit, int64_t row_group
 
 }  // namespace
 
+internal::Int8Rows QuantizeAllRowsInt8(const MatmulParams& p, int64_t rows, ThreadPool* pool) {
+  const int64_t k = p.w.cols, blocks = k / 32;
+  thread_local std::vector<uint8_t> buffer;
+  const size_t want = static_cast<size_t>(rows * k + rows * blocks * 8 + 64);
+  if (buffer.size() < want) buffer.resize(want);
+  uint8_t* base = buffer.data();
+  internal::Int8Rows xr;
+  xr.codes = reinterpret_cast<int8_t*>(base);
+  xr.d = reinterpret_cast<float*>(base + (rows * k + 3) / 4 * 4);
+  xr.corr = reinterpret_cast<int32_t*>(xr.d + rows * blocks);
+  // Rows are independent: about 64 KiB of x per task.
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k));
+  ParallelFor(pool, rows, grain, [&](int64_t begin, int64_t end) {
+    internal::QuantizeRowsInt8(p, begin, end, xr.From(begin, k));
+  });
+  return xr;
+}
+
 namespace internal {
 
 const float* PermuteBf16Rows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t* stride) {
@@ -345,8 +363,7 @@ bool SmallCodesInGroupsOf32(const WeightQuant& q) {
 }  // namespace
 
 bool UsesInt8Dot(const MatmulParams& p) {
-  if (p.activations != MatmulActivations::kInt8 || !SmallCodesInGroupsOf32(p.w.quant))
-    return false;
+  if (p.activations != MatmulActivations::kInt8 || !SmallCodesInGroupsOf32(p.w.quant)) return false;
   assert(CpuSupportsInt8Dot());  // CreateBackend refuses kInt8 without it
   return true;
 }
@@ -413,10 +430,15 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   assert(p.bias.empty() || p.bias.rows * p.bias.cols == p.w.rows);
   if (p.m <= 0 || p.w.rows <= 0) return;
   if (UsesInt8Dot(p)) {
-    // A unit regroups kVnniTileCols columns' codes at a time for all its
-    // rows: long row groups.
-    return Run(p, pool, internal::QuantMatmulUnitAvx512Vnni, p.m < 4 ? 64 : 256,
-               internal::kVnniTileCols);
+    // x is quantized once for every unit; a unit regroups kVnniTileCols
+    // columns' codes at a time for all its rows: long row groups.
+    const internal::Int8Rows xr = QuantizeAllRowsInt8(p, p.m, pool);
+    return Run(
+        p, pool,
+        [&xr](const MatmulParams& q, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+          internal::QuantMatmulUnitAvx512VnniQuantized(q, xr.From(r0, q.w.cols), r0, r1, c0, c1);
+        },
+        p.m < 4 ? 64 : 256, internal::kVnniTileCols);
   }
   if (p.w.quant.quantized() && UsesBf16Dot(p)) {
     // A unit decodes 6 columns at a time for all its rows: long row groups.

@@ -107,6 +107,35 @@ void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, in
 inline constexpr int kVnniTileCols = 32;
 void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1);
+// Rows of x quantized for that kernel (reference_ops.h QuantizeInt8Block),
+// in the layout p.w's format needs (4-bit formats: evens then odds within
+// every 8 values): row i's k bytes at codes + i * k, its 32-blocks' scales
+// at d + i * k / 32 and -bias * sum(q) at corr + i * k / 32.
+struct Int8Rows {
+  int8_t* codes;
+  float* d;
+  int32_t* corr;
+  // The view whose row 0 is this one's row `row`.
+  Int8Rows From(int64_t row, int64_t k) const {
+    return Int8Rows{codes + row * k, d + row * (k / 32), corr + row * (k / 32)};
+  }
+};
+// Rows [r0, r1) of p.x into out (row r at index r - r0). REQUIRES:
+// UsesInt8Dot(p).
+void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out);
+// QuantMatmulUnitAvx512Vnni over rows quantized once by the caller for
+// every unit: xr holds row r0 at index 0 (QuantizeRowsInt8 with p's
+// format: the layout differs between int8 and the 4-bit formats).
+void QuantMatmulUnitAvx512VnniQuantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
+                                        int64_t r1, int64_t c0, int64_t c1);
+}  // namespace internal
+
+// Rows [0, rows) of p.x quantized by QuantizeRowsInt8 into a buffer of the
+// calling thread, split over `pool`; valid until this thread's next call.
+// REQUIRES: UsesInt8Dot(p).
+internal::Int8Rows QuantizeAllRowsInt8(const MatmulParams& p, int64_t rows, ThreadPool* pool);
+
+namespace internal {
 
 // Rows [r0, r1) of p.x permuted for the bf16 sequence (simd.h PermuteBf16X)
 // into a thread-local buffer, row i at the result + i * *stride (*stride =

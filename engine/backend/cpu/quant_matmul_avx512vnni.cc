@@ -74,15 +74,6 @@ alignas(16) constexpr int8_t kE2m1Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24,
                                                 12, 11, 10,  9,  8,  6,  4,  0};
 // clang-format on
 
-// A unit's rows of x, quantized: row i's bytes at codes + i * k (4-bit
-// formats: evens then odds within every 8), its 32-blocks' d at
-// d + i * blocks and -bias * sum(q) at corr + i * blocks.
-struct Int8Rows {
-  int8_t* codes;
-  float* d;
-  int32_t* corr;
-};
-
 template <WeightFormat F>
 void QuantizeRows(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out) {
   const int64_t k = p.w.cols, blocks = k / 32;
@@ -442,14 +433,9 @@ void TileAny(int rows, const MatmulParams& p, const Int8Rows& xr, int64_t i, int
 }
 
 template <WeightFormat F>
-void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+void Unit(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1, int64_t c0,
+          int64_t c1) {
   const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
-  const auto rows = static_cast<size_t>(r1 - r0);
-  Int8Rows xr;
-  xr.codes = reinterpret_cast<int8_t*>(Scratch(0, rows * k));
-  xr.d = reinterpret_cast<float*>(Scratch(1, rows * blocks * sizeof(float)));
-  xr.corr = reinterpret_cast<int32_t*>(Scratch(2, rows * blocks * sizeof(int32_t)));
-  QuantizeRows<F>(p, r0, r1, xr);
   const size_t panel_bytes = static_cast<size_t>(kColBlocks * blocks * kSteps * 64);
   uint8_t* panel = Scratch(3, panel_bytes + (kColBlocks + 1) * 16 * groups * sizeof(float));
   auto* scales = reinterpret_cast<float*>(panel + panel_bytes);
@@ -476,18 +462,43 @@ void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 
 }  // namespace
 
-void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
-                               int64_t c1) {
+void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out) {
   switch (p.w.quant.format) {
     case WeightFormat::kInt8:
-      return Unit<WeightFormat::kInt8>(p, r0, r1, c0, c1);
+      return QuantizeRows<WeightFormat::kInt8>(p, r0, r1, out);
     case WeightFormat::kInt4:
-      return Unit<WeightFormat::kInt4>(p, r0, r1, c0, c1);
+      return QuantizeRows<WeightFormat::kInt4>(p, r0, r1, out);
     case WeightFormat::kMxfp4:
-      return Unit<WeightFormat::kMxfp4>(p, r0, r1, c0, c1);
+      return QuantizeRows<WeightFormat::kMxfp4>(p, r0, r1, out);
     default:  // excluded by UsesInt8Dot
       return;
   }
+}
+
+void QuantMatmulUnitAvx512VnniQuantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
+                                        int64_t r1, int64_t c0, int64_t c1) {
+  switch (p.w.quant.format) {
+    case WeightFormat::kInt8:
+      return Unit<WeightFormat::kInt8>(p, xr, r0, r1, c0, c1);
+    case WeightFormat::kInt4:
+      return Unit<WeightFormat::kInt4>(p, xr, r0, r1, c0, c1);
+    case WeightFormat::kMxfp4:
+      return Unit<WeightFormat::kMxfp4>(p, xr, r0, r1, c0, c1);
+    default:  // excluded by UsesInt8Dot
+      return;
+  }
+}
+
+void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1) {
+  const int64_t k = p.w.cols, blocks = k / 32;
+  const auto rows = static_cast<size_t>(r1 - r0);
+  Int8Rows xr;
+  xr.codes = reinterpret_cast<int8_t*>(Scratch(0, rows * k));
+  xr.d = reinterpret_cast<float*>(Scratch(1, rows * blocks * sizeof(float)));
+  xr.corr = reinterpret_cast<int32_t*>(Scratch(2, rows * blocks * sizeof(int32_t)));
+  QuantizeRowsInt8(p, r0, r1, xr);
+  QuantMatmulUnitAvx512VnniQuantized(p, xr, r0, r1, c0, c1);
 }
 
 }  // namespace expertd::engine::cpu::internal
