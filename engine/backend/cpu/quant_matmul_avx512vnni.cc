@@ -18,11 +18,14 @@
 // Lanes are output columns: a unit regroups 32 columns' codes (a transpose
 // of 4-byte pieces) into a panel where one 64-byte vector holds 4 codes of
 // each of 16 columns, and x's four matching bytes are broadcast to every
-// lane, so no horizontal sums are needed. One row of int8 codes (decode)
-// skips the panel: RowInt8 multiplies each column's codes in their own
-// lanes and sums the lanes after (the same integers). 4-bit codes come out of a 4-byte
+// lane, so no horizontal sums are needed. 4-bit codes come out of a 4-byte
 // piece as the even codes (low nibbles) then the odd ones, so x's bytes are
-// stored in that order (evens then odds within every 8).
+// stored in that order (evens then odds within every 8). One row of int8
+// codes (decode) skips the panel: RowInt8 multiplies each column's codes in
+// their own lanes and sums the lanes after (the same integers).
+//
+// x is quantized once per Matmul / GroupedMatmul call (QuantizeAllRowsInt8)
+// and read by every unit; MatmulUnit alone quantizes its own rows.
 #include <immintrin.h>
 
 #include <algorithm>
