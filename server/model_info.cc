@@ -69,6 +69,7 @@ void FillModelInfo(const LoadedModel& model, const ServerOptions& options, v1::M
   p->set_expert_weight_bytes(expert_bytes);
   const engine::ExpertStore* store =
       model.runtime != nullptr ? model.runtime->expert_store() : nullptr;
+  info->set_matmul_activations(options.matmul_activations);
   if (store == nullptr) {  // every expert resident on the device
     p->set_device_expert_cache_bytes(expert_bytes);
     p->set_expert_cache_policy("resident");
@@ -82,6 +83,7 @@ void FillModelInfo(const LoadedModel& model, const ServerOptions& options, v1::M
     p->set_disk_tier(st.host_slots < experts);
     p->set_expert_cache_policy(st.policy);
     p->set_prefetch(st.prefetch);
+    p->set_expert_storage(st.stored_format);
   }
   p->set_kv_cache_bytes(options.kv_cache_bytes);
   p->set_kv_block_size(options.kv_block_size);

@@ -102,6 +102,8 @@ TEST_F(OffloadDaemonTest, SameTokensAsResidentAndStatsReported) {
   ASSERT_TRUE(stub->GetModelInfo(&info_ctx, v1::GetModelInfoRequest(), &info).ok());
   EXPECT_EQ(info.placement().expert_cache_policy(), "lru");
   EXPECT_EQ(info.placement().prefetch(), "speculative");
+  EXPECT_EQ(info.placement().expert_storage(), "bf16");  // the zoo checkpoint's, paged as is
+  EXPECT_EQ(info.matmul_activations(), "fp32");
   EXPECT_TRUE(info.placement().disk_tier());
   EXPECT_LT(info.placement().device_expert_cache_bytes(), info.placement().expert_weight_bytes());
 
@@ -218,6 +220,14 @@ TEST_F(OffloadDaemonTest, Int8ActivationsReachTheQuantizedExperts) {
   Stop(&fp32);
   Start(&int8, {"--expert_dtype=int4", pack, "--matmul_activations=int8"});
   const v1::GenerateUnaryResponse got = first_token(int8.channel());
+  {  // GetModelInfo names the mode and the experts' format.
+    auto stub = v1::InferenceService::NewStub(int8.channel());
+    grpc::ClientContext ctx;
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(info.matmul_activations(), "int8");
+    EXPECT_EQ(info.placement().expert_storage(), "int4-g32-f16");
+  }
   Stop(&int8);
   ASSERT_EQ(got.token_ids_size(), 1);
   ASSERT_EQ(want.token_ids_size(), 1);
