@@ -67,9 +67,12 @@ nlohmann::json RunCase(const std::string& arch, const GoldenCase& c, const std::
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << o.out;
   if (o.status != 0 || j.is_discarded()) return nlohmann::json();
-  // expert_stats comes with the expert store (an --expert_ flag) only.
-  const bool store = extra.find("--expert_") != std::string::npos;
-  EXPECT_EQ(j.size(), store ? 4u : 3u) << "exactly last_logits, routing, generated (+ expert_stats)";
+  // expert_stats comes with the expert store (an --expert_ flag) on one
+  // device only (over several, each device's store is not reported).
+  const bool store =
+      extra.find("--expert_") != std::string::npos && extra.find("--devices=") == std::string::npos;
+  EXPECT_EQ(j.size(), store ? 4u : 3u)
+      << "exactly last_logits, routing, generated (+ expert_stats)";
   EXPECT_EQ(j.contains("expert_stats"), store);
   return j;
 }
@@ -171,18 +174,19 @@ TEST(ExpertdRunTest, Bf16ActivationsFlag) {
 // --matmul_activations=int8 with int4 experts (the pack quantized when
 // built, beside the test's temp dir): the logits move from the
 // fp32-activation run on the same experts by int8 rounding (above 1e-6,
-// below 2e-2 relative), the first greedy token stays, and experts computed
-// on the host (--expert_compute=host) give the device path's bits.
+// below 2e-2 relative), the first greedy token stays, experts computed on
+// the host (--expert_compute=host) give the device path's bits, and two
+// virtual devices give its tokens.
 TEST(ExpertdRunTest, Int8ActivationsFlag) {
   auto golden = LoadGolden("olmoe");
   ASSERT_TRUE(golden.ok());
   const GoldenCase& c = golden->cases.at(2);
-  const std::string experts = " --expert_dtype=int4 --expert_group_size=32 --expert_pack_dir=" +
-                              ::testing::TempDir() + "/int8_act_pack";
+  const std::string experts =
+      " --expert_dtype=int4 --expert_group_size=32 --expert_pack_dir=" + ::testing::TempDir() +
+      "/int8_act_pack";
   std::string err;
-  Output probe = RunTool("--model=" + FixtureDir("olmoe") + " --tokens=1 --matmul_activations=int8" +
-                             experts,
-                         &err);
+  Output probe = RunTool(
+      "--model=" + FixtureDir("olmoe") + " --tokens=1 --matmul_activations=int8" + experts, &err);
   if (probe.status != 0 && err.find("AVX-512-VNNI") != std::string::npos) {
     GTEST_SKIP() << "the CPU lacks AVX-512-VNNI / AVX-512-BF16: " << err;
   }
@@ -199,16 +203,23 @@ TEST(ExpertdRunTest, Int8ActivationsFlag) {
   ASSERT_FALSE(host.is_null());
   EXPECT_EQ(host.at("last_logits").get<std::vector<float>>(), logits);
   EXPECT_EQ(host.at("generated"), int8.at("generated"));
+  // Over two devices each shard quantizes its part of the experts' input in
+  // the same 32-blocks: only the fp32 sum of the shards' partials differs.
+  nlohmann::json sharded = RunCase("olmoe", c, experts + " --matmul_activations=int8 --devices=2");
+  ASSERT_FALSE(sharded.is_null());
+  EXPECT_LT(RelError(sharded.at("last_logits").get<std::vector<float>>(), logits), 1e-5);
+  EXPECT_EQ(sharded.at("generated"), int8.at("generated"));
 }
 
 TEST(ExpertdRunTest, ErrorsGoToStderrWithNonZeroExit) {
   std::string err;
-  for (const std::string& args : {std::string("--model=/no/such/dir --tokens=1"),
-                                  "--model=" + FixtureDir("mixtral") + " --tokens=1,x",
-                                  "--model=" + FixtureDir("mixtral") + " --tokens=100000",
-                                  "--model=" + FixtureDir("mixtral") + " --tokens=1 --backend=tpu",
-                                  "--model=" + FixtureDir("mixtral") + " --tokens=1 --matmul_activations=fp16",
-                                  std::string("--tokens=1 --bogus_flag")}) {
+  for (const std::string& args :
+       {std::string("--model=/no/such/dir --tokens=1"),
+        "--model=" + FixtureDir("mixtral") + " --tokens=1,x",
+        "--model=" + FixtureDir("mixtral") + " --tokens=100000",
+        "--model=" + FixtureDir("mixtral") + " --tokens=1 --backend=tpu",
+        "--model=" + FixtureDir("mixtral") + " --tokens=1 --matmul_activations=fp16",
+        std::string("--tokens=1 --bogus_flag")}) {
     Output o = RunTool(args, &err);
     EXPECT_NE(o.status, 0) << args;
     EXPECT_TRUE(o.out.empty()) << args << ": " << o.out;
