@@ -34,7 +34,7 @@ struct ServerOptions {
   std::string chat_template;     // Jinja file replacing tokenizer_config.json's chat_template
   std::string backend = "auto";  // auto | cpu | cuda
   int64_t threads = 0;           // CPU backend worker threads; 0 = all cores
-  std::string matmul_activations = "fp32";  // fp32 | bf16 (engine/backend/backend.h)
+  std::string matmul_activations = "fp32";  // fp32 | bf16 | int8 (engine/backend/backend.h)
 
   // Memory budgets.
   uint64_t device_memory_bytes = 0;  // backend memory limit; 0 = unlimited (CPU) / all (GPU)
