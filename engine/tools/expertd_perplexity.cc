@@ -2,7 +2,7 @@
 //
 //   expertd-perplexity --model=DIR (--text=FILE | --token_ids=FILE.json) [--ctx=256]
 //                      [--max_windows=N] [--weights=model.bf16.safetensors] [--threads=N]
-//                      [--backend=cpu|cuda|auto] [--matmul_activations=fp32|bf16]
+//                      [--backend=cpu|cuda|auto] [--matmul_activations=fp32|bf16|int8]
 //                      [the daemon's expert-store flags:
 //                       --expert_dtype=bf16|int8|int4|mxfp4|fp8 --expert_group_size=G ...]
 //
