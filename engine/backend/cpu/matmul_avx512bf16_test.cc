@@ -205,24 +205,11 @@ TEST_F(Bf16ActivationsTest, OtherWeightDtypesIgnoreTheMode) {
 }
 
 // Quantized experts: codes and scales as QuantizeWeights writes them.
-struct Quantized {
-  std::vector<uint8_t> values, scales;
-  WeightRef ref;
-};
+using Quantized = reference::QuantizedWeight;
 
 Quantized Quantize(WeightFormat f, int group, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const std::vector<float> w = RandomVector(n * k, &rng, 0.05f);
   Quantized q;
-  WeightQuant wq;
-  wq.format = f;
-  wq.group_size = group;
-  wq.scale_dtype = f == WeightFormat::kMxfp4 ? ScaleDType::kE8M0 : ScaleDType::kF16;
-  q.values.resize(QuantValueBytes(f, n, k));
-  q.scales.resize(QuantScaleBytes(wq, n, k));
-  EXPECT_TRUE(QuantizeWeights(w.data(), n, k, wq, q.values.data(), q.scales.data()).ok());
-  wq.scales = q.scales.data();
-  q.ref = WeightRef{q.values.data(), DType::kBF16, n, k, wq};
+  EXPECT_TRUE(reference::QuantizeRandomWeight(f, group, n, k, seed, &q).ok());
   return q;
 }
 

@@ -30,30 +30,12 @@ using reference::RandomWeight;
 using reference::TestWeight;
 
 // Codes and scales of one [n, k] weight.
-struct Quantized {
-  std::vector<uint8_t> values, scales;
-  WeightRef ref;
-};
+using Quantized = reference::QuantizedWeight;
+using reference::TestQuantFormat;
 
-WeightQuant Format(WeightFormat f, int group) {
-  WeightQuant wq;
-  wq.format = f;
-  wq.group_size = group;
-  wq.scale_dtype = f == WeightFormat::kMxfp4 ? ScaleDType::kE8M0 : ScaleDType::kF16;
-  return wq;
-}
-
-// As QuantizeWeights writes them from random weights.
 Quantized Quantize(WeightFormat f, int group, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const std::vector<float> w = RandomVector(n * k, &rng, 0.05f);
   Quantized q;
-  WeightQuant wq = Format(f, group);
-  q.values.resize(QuantValueBytes(f, n, k));
-  q.scales.resize(QuantScaleBytes(wq, n, k));
-  EXPECT_TRUE(QuantizeWeights(w.data(), n, k, wq, q.values.data(), q.scales.data()).ok());
-  wq.scales = q.scales.data();
-  q.ref = WeightRef{q.values.data(), DType::kBF16, n, k, wq};
+  EXPECT_TRUE(reference::QuantizeRandomWeight(f, group, n, k, seed, &q).ok());
   return q;
 }
 
@@ -62,7 +44,7 @@ Quantized Quantize(WeightFormat f, int group, int64_t n, int64_t k, uint32_t see
 Quantized ArbitraryCodes(WeightFormat f, int group, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   Quantized q;
-  WeightQuant wq = Format(f, group);
+  WeightQuant wq = TestQuantFormat(f, group);
   q.values.resize(QuantValueBytes(f, n, k));
   for (uint8_t& v : q.values) v = static_cast<uint8_t>(rng());
   q.scales.resize(QuantScaleBytes(wq, n, k));

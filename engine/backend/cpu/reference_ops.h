@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/backend/op_params.h"
 #include "engine/backend/weight_quantize.h"
 
@@ -215,6 +216,34 @@ inline float QuantDotBf16Activations(const float* x, const uint8_t* values, cons
   return HorizontalSum8(s);
 }
 
+// An [n, k] block-quantized weight for the quantized-kernel tests: codes
+// and scales as QuantizeWeights writes them from Gaussian weights (sd 0.05),
+// fp16 scales (mxfp4: e8m0). `ref` points into the vectors (a move keeps it
+// valid).
+struct QuantizedWeight {
+  std::vector<uint8_t> values, scales;
+  WeightRef ref;
+};
+inline WeightQuant TestQuantFormat(WeightFormat f, int group) {
+  WeightQuant wq;
+  wq.format = f;
+  wq.group_size = group;
+  wq.scale_dtype = f == WeightFormat::kMxfp4 ? ScaleDType::kE8M0 : ScaleDType::kF16;
+  return wq;
+}
+inline absl::Status QuantizeRandomWeight(WeightFormat f, int group, int64_t n, int64_t k,
+                                         uint32_t seed, QuantizedWeight* out) {
+  std::mt19937 rng(seed);
+  const std::vector<float> w = RandomVector(n * k, &rng, 0.05f);
+  WeightQuant wq = TestQuantFormat(f, group);
+  out->values.resize(QuantValueBytes(f, n, k));
+  out->scales.resize(QuantScaleBytes(wq, n, k));
+  absl::Status s = QuantizeWeights(w.data(), n, k, wq, out->values.data(), out->scales.data());
+  wq.scales = out->scales.data();
+  out->ref = WeightRef{out->values.data(), DType::kBF16, n, k, wq};
+  return s;
+}
+
 // One 32-block of x quantized as the int8-activation kernel quantizes it:
 // amax = max |x| (NaN above inf above any number), d = amax / 127,
 // q = nearbyint(x * (1 / d)) clamped to [-127, 127]; q = 0 when d is below
@@ -258,8 +287,8 @@ inline float QuantDotInt8Activations(const float* x, const uint8_t* values, cons
       const float code = DecodeQuantValue(q.format, row, 32 * b + i) * code_scale;
       sum += xq[i] * static_cast<int32_t>(code);
     }
-    const float scale = LoadScaleF32(q.scales, q.scale_dtype, col * groups + 32 * b / g) /
-                        code_scale;
+    const float scale =
+        LoadScaleF32(q.scales, q.scale_dtype, col * groups + 32 * b / g) / code_scale;
     acc = std::fma(static_cast<float>(sum), scale * d, acc);
   }
   return acc;
@@ -269,13 +298,12 @@ inline float QuantDotInt8Activations(const float* x, const uint8_t* values, cons
 // weights, of the activations mode); strides as MatmulParams; y holds y0 on
 // entry (read when accumulating).
 inline void DenseMatmulSequence(const float* x, int64_t x_stride, int64_t m, const TestWeight& w,
-                                const TestWeight* bias, bool accumulate, float* y,
-                                int64_t y_stride,
+                                const TestWeight* bias, bool accumulate, float* y, int64_t y_stride,
                                 MatmulActivations activations = MatmulActivations::kF32) {
   const bool bf16_dot = activations == MatmulActivations::kBF16 && w.dtype == DType::kBF16;
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < w.rows; ++c) {
-      float v = bf16_dot                   ? DenseDotBf16Activations(x + r * x_stride, w, c)
+      float v = bf16_dot                  ? DenseDotBf16Activations(x + r * x_stride, w, c)
                 : w.dtype == DType::kBF16 ? DenseDotBf16(x + r * x_stride, w, c)
                                           : DenseDot8Lane(x + r * x_stride, w, c);
       if (bias != nullptr) v = v + static_cast<float>(bias->exact[c]);
