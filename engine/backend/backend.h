@@ -162,6 +162,7 @@ class Backend {
   virtual void GatherRows(const GatherRowsParams& p) = 0;
   virtual void ScatterRows(const ScatterRowsParams& p) = 0;
   virtual void MoeCombine(const MoeCombineParams& p) = 0;
+  virtual void MoeScatterAdd(const MoeScatterAddParams& p) = 0;
 
  protected:
   // Wraps memory this backend allocated into a DeviceBuffer that will call

@@ -92,6 +92,7 @@ EXPERTD_FORWARD_OP(Clamp, ClampParams)
 EXPERTD_FORWARD_OP(GatherRows, GatherRowsParams)
 EXPERTD_FORWARD_OP(ScatterRows, ScatterRowsParams)
 EXPERTD_FORWARD_OP(MoeCombine, MoeCombineParams)
+EXPERTD_FORWARD_OP(MoeScatterAdd, MoeScatterAddParams)
 EXPERTD_FORWARD_OP(GroupedMatmul, GroupedMatmulParams)
 
 #undef EXPERTD_FORWARD_OP

@@ -39,6 +39,7 @@ enum class BackendCall {
   kGatherRows,
   kScatterRows,
   kMoeCombine,
+  kMoeScatterAdd,
   kGroupedMatmul,
   // Memory and synchronisation.
   kAllocate,
@@ -95,6 +96,7 @@ class InstrumentedBackend final : public Backend {
   void GatherRows(const GatherRowsParams& p) override;
   void ScatterRows(const ScatterRowsParams& p) override;
   void MoeCombine(const MoeCombineParams& p) override;
+  void MoeScatterAdd(const MoeScatterAddParams& p) override;
   void GroupedMatmul(const GroupedMatmulParams& p) override;
   bool HasGroupedMatmulKernel() const override { return target_->HasGroupedMatmulKernel(); }
 

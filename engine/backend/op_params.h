@@ -282,6 +282,25 @@ struct MoeCombineParams {
   bool accumulate = false;  // out += sum instead of out = sum
 };
 
+// One expert's share of the MoE combine, added in place:
+//   out[slot[i] / top_k, :] = out[...] + weights[slot[i]] * src[i, :]
+// each term (w * y) then added. Called once per routed expert in ascending
+// expert id over a zeroed `out`, it adds every token's terms in MoeCombine's
+// order, so the result is MoeCombine's bitwise, without writing the
+// [rows * top_k, dim] slot buffer and reading it back (what MoEShard's
+// devices save: engine/parallel/shard_step.cc). slot[i] is the (token, rank)
+// slot t * top_k + j; the rows of one call are distinct tokens (a token
+// routes to an expert once), so no two rows of a call write one out row.
+struct MoeScatterAddParams {
+  const float* src = nullptr;      // [rows, dim], contiguous
+  const int32_t* slot = nullptr;   // [rows]
+  const float* weights = nullptr;  // [tokens, top_k]
+  float* out = nullptr;            // [tokens, dim], contiguous
+  int64_t rows = 0;
+  int64_t top_k = 0;
+  int64_t dim = 0;
+};
+
 }  // namespace expertd::engine
 
 #endif  // EXPERTD_ENGINE_BACKEND_OP_PARAMS_H_

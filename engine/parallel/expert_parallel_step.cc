@@ -53,8 +53,7 @@ absl::Status ComputeOwned(RankState& r, const LayerStep& s,
     slot.push_back(static_cast<int32_t>(i));
   }
   r.dropped.fetch_add(n - static_cast<int64_t>(row.size()), std::memory_order_relaxed);
-  std::vector<float> zeros(n * s.hidden, 0.0f);
-  RETURN_IF_ERROR(be->CopyToDevice(r.results.data(), zeros.data(), zeros.size() * sizeof(float)));
+  RETURN_IF_ERROR(ZeroOnDevice(r, static_cast<float*>(r.results.data()), n * s.hidden));
   const ExpertGroups g = GroupEntries(expert, row, slot, s.num_experts);
   RETURN_IF_ERROR(be->CopyToDevice(ws->i32(Buf::kGatherIndex), g.row.data(), g.row.size() * 4));
   for (int64_t e = 0; e < s.num_experts; ++e) {

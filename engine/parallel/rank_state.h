@@ -51,6 +51,7 @@ struct RankState {
   std::vector<HeldExpert> experts;  // [layer * num_experts + expert]
   std::vector<int32_t> owner;       // kExpert: owning rank of each expert
   std::vector<int32_t> host_ids;    // this step's routing, host copy
+  std::vector<float> zeros;         // a host block of zeros, grown as needed
   ExpertGemm expert_gemm = ExpertGemm::kAuto;  // MoEShard's expert GEMMs
   // Scratch of the expert-parallel exchange (device memory).
   DeviceBuffer send, recv, results, back, slots, gathered;
@@ -92,6 +93,8 @@ class ComputeSection {
 
 // Grows *buf to at least `bytes` of rank device memory.
 absl::Status EnsureBuffer(Backend* backend, DeviceBuffer* buf, uint64_t bytes);
+// Zeroes n floats at dst (device memory of r.backend), copying from r.zeros.
+absl::Status ZeroOnDevice(RankState& r, float* dst, int64_t n);
 
 // Inputs are in r.ws: Buf::kNormed [rows, hidden], kTopkIds, kTopkWeights
 // [rows, top_k], and r.host_ids. Each leaves the layer's combined routed

@@ -1,6 +1,13 @@
 // MoEShard's per-layer step on one device: its column shard of every routed
 // expert over all the expert's rows (one GEMM per expert, or grouped:
 // engine/model/expert_gemm.h), combined, then summed over devices.
+//
+// Every device gathers, combines and all-reduces ALL the layer's routed rows
+// whatever D is, so those passes are what keeps the split from being perfect
+// (docs/benchmarks.md). The per-expert path therefore adds each expert's
+// weighted rows straight into the [tokens, hidden] output (MoeScatterAdd, in
+// ascending expert id: MoeCombine's bits) instead of writing the
+// [tokens * top_k, hidden] slots and combining them after.
 #include "base/status_macros.h"
 #include "engine/model/feed_forward.h"
 #include "engine/parallel/rank_state.h"
@@ -33,6 +40,11 @@ absl::Status EnsureBuffer(Backend* backend, DeviceBuffer* buf, uint64_t bytes) {
   return absl::OkStatus();
 }
 
+absl::Status ZeroOnDevice(RankState& r, float* dst, int64_t n) {
+  if (static_cast<int64_t>(r.zeros.size()) < n) r.zeros.assign(n, 0.0f);
+  return r.backend->CopyToDevice(dst, r.zeros.data(), n * sizeof(float));
+}
+
 absl::Status ShardStep(RankState& r, const LayerStep& s) {
   RETURN_IF_ERROR(ShardCompute(r, s));
   return r.comm->AllReduceSum(r.ws->f(Buf::kFfnOut), s.rows * s.hidden);
@@ -41,7 +53,7 @@ absl::Status ShardStep(RankState& r, const LayerStep& s) {
 namespace {
 
 // This device's shard of one expert over its n grouped rows starting at
-// `off`, into the per-token slots.
+// `off`, weighted and added into the tokens' output rows.
 void RunShardRows(RankState& r, const LayerStep& s, const ExpertWeights& w, int64_t off,
                   int64_t n) {
   Backend* be = r.backend.get();
@@ -50,8 +62,9 @@ void RunShardRows(RankState& r, const LayerStep& s, const ExpertWeights& w, int6
                                   ws->f(Buf::kExpertIn), n, s.hidden});
   RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n,
          ws->f(Buf::kExpertOut), /*accumulate=*/false);
-  be->ScatterRows(ScatterRowsParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
-                                    ws->f(Buf::kSlots), n, s.hidden});
+  be->MoeScatterAdd(MoeScatterAddParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
+                                        ws->f(Buf::kTopkWeights), ws->f(Buf::kFfnOut), n,
+                                        s.top_k, s.hidden});
   r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
 }
 
@@ -105,39 +118,38 @@ absl::Status ShardCompute(RankState& r, const LayerStep& s) {
       if (g.offset[e + 1] > g.offset[e]) routed.push_back(static_cast<int32_t>(e));
     r.store->OnRouting(s.layer, routed);
   }
-  bool any = false;
   // Resident shards may run grouped (offloaded ones are held one at a time).
   // The rule sees this device's backend (its share of the threads).
   const bool grouped =
       r.store == nullptr && UseGroupedExpertGemm(r.expert_gemm, *be, ActiveExperts(g),
                                                  static_cast<int64_t>(g.row.size()));
   if (grouped) {
-    ASSIGN_OR_RETURN(any, RunShardGrouped(r, s, g));
+    ASSIGN_OR_RETURN(const bool any, RunShardGrouped(r, s, g));
+    if (any) {
+      be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights),
+                                      ws->i32(Buf::kTopkIds), out, s.hidden, s.rows, s.top_k,
+                                      s.hidden, false});
+    } else {
+      RETURN_IF_ERROR(ZeroOnDevice(r, out, s.rows * s.hidden));
+    }
+    return be->Synchronize();
   }
-  for (int64_t e = 0; e < s.num_experts && !grouped; ++e) {
+  // Per expert, ascending id: each adds its rows into `out`.
+  RETURN_IF_ERROR(ZeroOnDevice(r, out, s.rows * s.hidden));
+  for (int64_t e = 0; e < s.num_experts; ++e) {
     const int64_t off = g.offset[e], n = g.offset[e + 1] - off;
     if (n == 0) continue;
     if (r.store == nullptr) {
       const ExpertWeights& w = r.experts[s.layer * s.num_experts + e].w;
       if (w.gate.empty()) continue;  // an empty shard (fewer units than devices)
       RunShardRows(r, s, w, off, n);
-      any = true;
       continue;
     }
     ASSIGN_OR_RETURN(ExpertWeights w, r.store->Acquire(s.layer, static_cast<int>(e)));
     RunShardRows(r, s, w, off, n);
-    any = true;
     const absl::Status done = be->Synchronize();  // the weights stay pinned until then
     r.store->Release(s.layer, static_cast<int>(e));
     RETURN_IF_ERROR(done);
-  }
-  if (any) {
-    be->MoeCombine(MoeCombineParams{ws->f(Buf::kSlots), ws->f(Buf::kTopkWeights),
-                                    ws->i32(Buf::kTopkIds), out, s.hidden, s.rows, s.top_k,
-                                    s.hidden, false});
-  } else {
-    std::vector<float> zeros(s.rows * s.hidden, 0.0f);
-    RETURN_IF_ERROR(be->CopyToDevice(out, zeros.data(), zeros.size() * sizeof(float)));
   }
   return be->Synchronize();
 }

@@ -103,5 +103,8 @@ void CpuBackend::Clamp(const ClampParams& p) { cpu::Clamp(p, pool_.get()); }
 void CpuBackend::GatherRows(const GatherRowsParams& p) { cpu::GatherRows(p, pool_.get()); }
 void CpuBackend::ScatterRows(const ScatterRowsParams& p) { cpu::ScatterRows(p, pool_.get()); }
 void CpuBackend::MoeCombine(const MoeCombineParams& p) { cpu::MoeCombine(p, pool_.get()); }
+void CpuBackend::MoeScatterAdd(const MoeScatterAddParams& p) {
+  cpu::MoeScatterAdd(p, pool_.get());
+}
 
 }  // namespace expertd::engine

@@ -59,6 +59,7 @@ class CpuBackend final : public Backend {
   void GatherRows(const GatherRowsParams& p) override;
   void ScatterRows(const ScatterRowsParams& p) override;
   void MoeCombine(const MoeCombineParams& p) override;
+  void MoeScatterAdd(const MoeScatterAddParams& p) override;
 
  protected:
   void Free(void* data, uint64_t size, MemoryKind kind) override;

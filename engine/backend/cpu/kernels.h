@@ -27,6 +27,7 @@ void Clamp(const ClampParams& p, ThreadPool* pool);              // elementwise.
 void GatherRows(const GatherRowsParams& p, ThreadPool* pool);    // moe_dispatch.cc
 void ScatterRows(const ScatterRowsParams& p, ThreadPool* pool);  // moe_dispatch.cc
 void MoeCombine(const MoeCombineParams& p, ThreadPool* pool);    // moe_dispatch.cc
+void MoeScatterAdd(const MoeScatterAddParams& p, ThreadPool* pool);  // moe_dispatch.cc
 
 }  // namespace expertd::engine::cpu
 

@@ -1,7 +1,8 @@
 // MoE dispatch: gather a token's row into an expert's contiguous batch,
 // scatter the expert's outputs back to per-(token, rank) slots, and combine
 // the slots per token in ascending expert id order (HF's per-expert loop
-// order), each term (w * y) then added.
+// order), each term (w * y) then added; or add one expert's outputs straight
+// into the tokens' rows in that same order (MoeScatterAdd).
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -46,6 +47,19 @@ void MoeCombine(const MoeCombineParams& p, ThreadPool* pool) {
         const float* y = p.slots + slot * p.dim;
         for (int64_t i = 0; i < p.dim; ++i) out[i] = out[i] + w * y[i];
       }
+    }
+  });
+}
+
+void MoeScatterAdd(const MoeScatterAddParams& p, ThreadPool* pool) {
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, p.dim));
+  ParallelFor(pool, p.rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t slot = p.slot[i];
+      const float w = p.weights[slot];
+      const float* y = p.src + i * p.dim;
+      float* out = p.out + (slot / p.top_k) * p.dim;
+      for (int64_t c = 0; c < p.dim; ++c) out[c] = out[c] + w * y[c];
     }
   });
 }

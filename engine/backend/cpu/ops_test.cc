@@ -1,7 +1,9 @@
 // Norm, RoPE, router, SwiGLU, adds, clamp, embedding and MoE dispatch vs
 // straightforward double-precision references.
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -227,6 +229,47 @@ TEST(MoeDispatchTest, GatherScatterAndCombineInExpertIdOrder) {
         acc = acc + term;
       }
       EXPECT_EQ(out[t * dim + i], acc);
+    }
+  }
+}
+
+// One MoeScatterAdd per routed expert in ascending id over a zeroed out is
+// MoeCombine bitwise: the same terms, added in the same order per token.
+TEST(OpsTest, ScatterAddPerExpertInAscendingIdIsMoeCombine) {
+  std::mt19937 rng(21);
+  const int64_t experts = 16, tokens = 37;
+  for (int64_t top_k : {1, 2, 8}) {
+    for (int64_t dim : {1, 7, 130}) {
+      for (int threads : {1, 3}) {
+        std::vector<int32_t> ids(tokens * top_k);
+        for (int64_t t = 0; t < tokens; ++t) {  // distinct ids per token, any rank order
+          std::vector<int32_t> e(experts);
+          std::iota(e.begin(), e.end(), 0);
+          std::shuffle(e.begin(), e.end(), rng);
+          std::copy(e.begin(), e.begin() + top_k, ids.begin() + t * top_k);
+        }
+        const std::vector<float> w = RandomVector(tokens * top_k, &rng);
+        const std::vector<float> y = RandomVector(tokens * top_k * dim, &rng, 4.0f);
+        ThreadPool pool(threads);
+        std::vector<float> want(tokens * dim, 5.0f);
+        MoeCombine(MoeCombineParams{y.data(), w.data(), ids.data(), want.data(), dim, tokens,
+                                    top_k, dim, false},
+                   &pool);
+        std::vector<float> got(tokens * dim, 0.0f);
+        for (int32_t e = 0; e < experts; ++e) {
+          std::vector<int32_t> slot;  // this expert's slots, in token order
+          for (int64_t s = 0; s < tokens * top_k; ++s)
+            if (ids[s] == e) slot.push_back(static_cast<int32_t>(s));
+          std::vector<float> src(slot.size() * dim);
+          for (size_t i = 0; i < slot.size(); ++i)
+            std::copy_n(y.data() + slot[i] * dim, dim, src.data() + i * dim);
+          MoeScatterAdd(MoeScatterAddParams{src.data(), slot.data(), w.data(), got.data(),
+                                            static_cast<int64_t>(slot.size()), top_k, dim},
+                        &pool);
+        }
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << "top_k " << top_k << " dim " << dim << " threads " << threads;
+      }
     }
   }
 }

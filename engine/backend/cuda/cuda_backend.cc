@@ -366,6 +366,9 @@ void CudaBackend::ScatterRows(const ScatterRowsParams& p) {
 void CudaBackend::MoeCombine(const MoeCombineParams& p) {
   Record(cuda::LaunchMoeCombine(p, compute_), "MoeCombine");
 }
+void CudaBackend::MoeScatterAdd(const MoeScatterAddParams& p) {
+  Record(cuda::LaunchMoeScatterAdd(p, compute_), "MoeScatterAdd");
+}
 void CudaBackend::SoftmaxTopK(const SoftmaxTopKParams& p) {
   Record(cuda::LaunchSoftmaxTopK(p, compute_), "SoftmaxTopK");
 }

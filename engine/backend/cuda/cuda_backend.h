@@ -122,6 +122,7 @@ class CudaBackend final : public Backend {
   void GatherRows(const GatherRowsParams& p) override;
   void ScatterRows(const ScatterRowsParams& p) override;
   void MoeCombine(const MoeCombineParams& p) override;
+  void MoeScatterAdd(const MoeScatterAddParams& p) override;
 
   // ---- Beyond the Backend interface -----------------------------------------
   // out[r] = argmax of logits[r, :] (first on ties): greedy sampling on the

@@ -297,6 +297,43 @@ TEST(CudaOpsTest, MoeCombineBitwiseInAscendingExpertOrder) {
   ExpectNoDeviceError();
 }
 
+TEST(CudaOpsTest, MoeScatterAddBitwiseEqualsCpuTwin) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t tokens = 9, experts = 6;
+  for (int64_t k : {1, 2, 4}) {
+    for (int64_t dim : {1, 130, 300}) {
+      std::vector<int32_t> ids(tokens * k);
+      for (int64_t t = 0; t < tokens; ++t) {  // distinct ids per token, shuffled
+        std::vector<int32_t> e(experts);
+        std::iota(e.begin(), e.end(), 0);
+        std::shuffle(e.begin(), e.end(), rng);
+        std::copy(e.begin(), e.begin() + k, ids.begin() + t * k);
+      }
+      const std::vector<float> weights = RandomVector(tokens * k, &rng);
+      std::vector<float> want = RandomVector(tokens * dim, &rng);
+      DeviceArray<float> d_w(weights), d_out(want);
+      for (int32_t e = 0; e < experts; ++e) {  // one call per expert, ascending
+        std::vector<int32_t> slot;
+        for (int64_t s = 0; s < tokens * k; ++s)
+          if (ids[s] == e) slot.push_back(static_cast<int32_t>(s));
+        if (slot.empty()) continue;
+        const int64_t rows = static_cast<int64_t>(slot.size());
+        const std::vector<float> src = RandomVector(rows * dim, &rng, 3.0f);
+        cpu::MoeScatterAdd(
+            MoeScatterAddParams{src.data(), slot.data(), weights.data(), want.data(), rows, k, dim},
+            nullptr);
+        DeviceArray<float> d_src(src);
+        DeviceArray<int32_t> d_slot(slot);
+        SharedBackend()->MoeScatterAdd(
+            MoeScatterAddParams{d_src.get(), d_slot.get(), d_w.get(), d_out.get(), rows, k, dim});
+      }
+      EXPECT_TRUE(BitwiseEqual(d_out.ToHost(), want)) << "top-" << k << " dim " << dim;
+    }
+  }
+  ExpectNoDeviceError();
+}
+
 TEST(CudaOpsTest, ArgmaxRowsMatchesGreedyArgmaxIncludingTiesAndNaN) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(11);

@@ -31,6 +31,7 @@ cudaError_t LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream);
 cudaError_t LaunchScatterRows(const ScatterRowsParams& p, cudaStream_t stream);
 // Limit: top_k <= 64 (as the CPU twin).
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream);
+cudaError_t LaunchMoeScatterAdd(const MoeScatterAddParams& p, cudaStream_t stream);
 // out[r] = index of the largest x[r, :], the first one on ties (greedy
 // sampling on the device; CPU twin: engine/greedy.h Argmax). x: [rows, cols]
 // contiguous; out: [rows].

@@ -1,6 +1,7 @@
 // MoE dispatch (gather rows into an expert's batch, scatter its outputs to
 // per-(token, rank) slots, combine the slots per token in ascending expert
-// id) and the greedy-sampling argmax. Bitwise equal to the CPU twins
+// id, or add one expert's outputs into its tokens' rows) and the
+// greedy-sampling argmax. Bitwise equal to the CPU twins
 // (engine/backend/cpu/moe_dispatch.cc, engine/greedy.cc Argmax).
 #include "engine/backend/cuda/common.cuh"
 #include "engine/backend/cuda/kernels.h"
@@ -52,6 +53,18 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
     }
     out[i] = acc;
   }
+}
+
+// One block per expert row i, adding w * y into its token's row. The rows of
+// one launch are distinct tokens; launches on one stream run in order, so a
+// token's terms are added in the order the caller launched the experts.
+__global__ void MoeScatterAddKernel(MoeScatterAddParams p) {
+  const int64_t i = blockIdx.x;
+  const int64_t slot = p.slot[i];
+  const float w = p.weights[slot];
+  const float* y = p.src + i * p.dim;
+  float* out = p.out + (slot / p.top_k) * p.dim;
+  for (int64_t j = threadIdx.x; j < p.dim; j += blockDim.x) out[j] = AddRn(out[j], MulRn(w, y[j]));
 }
 
 // One block per row, the CPU twin's rule: the largest value, the first index
@@ -121,6 +134,13 @@ cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
   if (p.top_k < 1 || p.top_k > kMaxTopK) return cudaErrorInvalidValue;
   if (p.rows <= 0 || p.dim <= 0) return cudaSuccess;
   MoeCombineKernel<<<p.rows, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMoeScatterAdd(const MoeScatterAddParams& p, cudaStream_t stream) {
+  if (p.top_k < 1) return cudaErrorInvalidValue;
+  if (p.rows <= 0 || p.dim <= 0) return cudaSuccess;
+  MoeScatterAddKernel<<<p.rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
