@@ -10,8 +10,9 @@
 // runs k / 8 steps of: R broadcasts of x[r][8s .. 8s + 8) to both halves of
 // a zmm, C aligned loads of the panel, R x C FMAs. Lane l of the accumulator
 // half for (r, c) is exactly lane l of the AVX2 kernel's accumulator for
-// (r, c) (same products, same FMA order), and the halves are reduced with the
-// same HorizontalSum: the result is bitwise matmul.cc's.
+// (r, c) (same products, same FMA order), and the halves are reduced with
+// HorizontalSum's additions (a row's twelve at once: row_sums_avx512.h): the
+// result is bitwise matmul.cc's.
 //
 // bf16 weights (the 32-block even / odd sequence). x rows are permuted once
 // per unit (PermuteBf16Rows). m >= 4: panels of kBf16PanelCols columns are
@@ -23,7 +24,8 @@
 // weights directly: one 64-byte load per column and block, a shift gives the
 // even weights and an and the odd ones (exact). Either way lane j of the
 // accumulator sees the products the sequence prescribes, in its order; the
-// halves are added and reduced by HorizontalSum, as matmul.cc's tiles do.
+// halves are added and reduced by HorizontalSum, as matmul.cc's tiles do
+// (row_sums_avx512.h: a row's sums at once).
 //
 // The build's baseline is AVX2, so everything below the pragma is compiled
 // for AVX-512 and only ever called after cpuid says the CPU has it
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/row_sums_avx512.h"
 #include "engine/backend/cpu/simd.h"
 
 #pragma GCC push_options
@@ -128,13 +131,6 @@ struct Prefetch {
   int64_t per_step = 0;  // cache lines per k step
 };
 
-// + bias, (+ y): matmul.cc's Store for one element.
-inline void StoreOne(const MatmulParams& p, int64_t r, int64_t c, float v) {
-  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
-  float* y = p.y + r * p.y_stride + c;
-  *y = p.accumulate ? *y + v : v;
-}
-
 // Rows [r0, r0 + R) x columns [c0, c0 + cols) over a panel packed for C pairs.
 template <int R, int C>
 void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const float* panel,
@@ -175,17 +171,7 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const flo
         acc[r][c] = _mm512_fmadd_ps(xv, _mm512_load_ps(ws + c * kPairFloats), acc[r][c]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      const int64_t col = 2 * c;
-      if (col >= cols) break;
-      StoreOne(p, r0 + r, c0 + col, HorizontalSum(_mm512_castps512_ps256(acc[r][c])));
-      if (col + 1 < cols) {
-        const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
-        StoreOne(p, r0 + r, c0 + col + 1, HorizontalSum(hi));
-      }
-    }
-  }
+  StorePairTileSums<R, C>(p, r0, c0, cols, acc);
 }
 
 template <int R>
@@ -246,13 +232,6 @@ inline __m512i LoadBf16Block(const uint16_t* p, int64_t n) {
   return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), p);
 }
 
-// x rows permuted: row r at xp + r * kp. The sum of the two 8-lane halves of
-// acc, reduced by HorizontalSum (the sequence's end).
-inline float Bf16Finish(__m512 acc) {
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-  return HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(acc), hi));
-}
-
 // Decode: rows [r0, r0 + R) x columns [c0, c0 + C) straight from the weights,
 // prefetching the next tile's rows (matmul.cc's Tile says why).
 template <int R, int C>
@@ -299,9 +278,7 @@ void DecodeTileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t 
     const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
     block(full, [mask](const uint16_t* q) { return _mm512_maskz_loadu_epi16(mask, q); });
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) StoreOne(p, r0 + r, c0 + c, Bf16Finish(acc[r][c]));
-  }
+  StoreTileSums<R, C>(p, r0, c0, acc);
 }
 
 template <int R, int C>
@@ -370,9 +347,7 @@ void TileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t r0, in
     }
   }
   pf->next = pf_next;
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) StoreOne(p, r0 + r, c0 + c, Bf16Finish(acc[r][c]));
-  }
+  StoreTileSums<R, C>(p, r0, c0, acc);
 }
 
 template <int R>
