@@ -8,8 +8,10 @@
 // share is timed alone and other processes' load does not inflate it; the
 // modelled step is the slowest device's compute + the collectives' cost,
 // measured separately here with the in-process backend (memcpy between
-// threads; NOT NVLink/NCCL). Work imbalance is max/mean of rows x columns
-// computed per device, counted by the step code itself.
+// threads; NOT NVLink/NCCL). Each device's share is its best of --reps
+// (interference from other processes only ever adds time). Work imbalance is
+// max/mean of rows x columns computed per device, counted by the step code
+// itself.
 //
 //   tools/bazel.sh build -c opt //engine/parallel:moe_parallel_bench
 //   bazel-bin/engine/parallel/moe_parallel_bench --experts=8,32,128,256

@@ -155,8 +155,11 @@ absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoePar
                                      const LayerStep& s) {
   const int d = static_cast<int>(ranks.r.size());
   RankThreads threads(d);
-  Measured best;
-  best.compute_max_ms = 1e30;
+  // Each device's share is its best over the reps: the shares run one at a
+  // time, so the best is the share with the least outside interference, and
+  // the step (the slowest device) is not inflated by one device's unlucky rep.
+  std::vector<double> best_ms(d, 1e30);
+  Measured m;
   for (int64_t rep = 0; rep <= o.reps; ++rep) {  // rep 0 warms up
     for (auto& r : ranks.r) {
       r->compute_ns = 0;
@@ -169,21 +172,22 @@ absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoePar
       RETURN_IF_ERROR(st);
     }
     if (rep == 0) continue;
-    double mx = 0, sum = 0, wmx = 0, wsum = 0;
-    for (auto& r : ranks.r) {
-      mx = std::max(mx, r->compute_ns / 1e6);
-      sum += r->compute_ns / 1e6;
-      wmx = std::max<double>(wmx, r->work.load());
-      wsum += r->work.load();
+    double wmx = 0, wsum = 0;
+    for (int i = 0; i < d; ++i) {
+      best_ms[i] = std::min(best_ms[i], ranks.r[i]->compute_ns / 1e6);
+      wmx = std::max<double>(wmx, ranks.r[i]->work.load());
+      wsum += ranks.r[i]->work.load();
     }
-    if (mx < best.compute_max_ms) {
-      best.compute_max_ms = mx;
-      best.compute_mean_ms = sum / d;
-      best.time_imbalance = mx / (sum / d);
-      best.work_imbalance = wsum > 0 ? wmx / (wsum / d) : 1.0;
-    }
+    m.work_imbalance = wsum > 0 ? wmx / (wsum / d) : 1.0;  // the same every rep
   }
-  return best;
+  double sum = 0;
+  for (double t : best_ms) {
+    m.compute_max_ms = std::max(m.compute_max_ms, t);
+    sum += t;
+  }
+  m.compute_mean_ms = sum / d;
+  m.time_imbalance = m.compute_max_ms / m.compute_mean_ms;
+  return m;
 }
 
 // Bytes the busiest device receives in one step's collectives (what a

@@ -66,7 +66,8 @@ struct Measured {
   double step_ms() const { return compute_max_ms + collective_ms; }
 };
 
-// Best of `reps` of the serialised step: per-device compute alone.
+// The serialised step's compute: each device's share alone, its best of
+// `reps`; compute_max_ms is the slowest device's.
 absl::StatusOr<Measured> TimeCompute(const BenchOptions& o, Ranks& ranks, MoeParallelism mode,
                                      const LayerStep& s);
 
