@@ -1,5 +1,6 @@
 #include "server/admin_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/admin_auth.h"
 #include "server/expert_stats.h"
 #include "server/grpc_status.h"
@@ -159,6 +160,15 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerC
         ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
   }
   const engine::ExpertStore* store = model->runtime->expert_store();
+  if (store == nullptr && model->runtime->device_stores() > 0) {
+    return FinishUnary(
+        ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("GetExpertStats: the experts are offloaded by ",
+                                       model->runtime->device_stores(),
+                                       " per-device stores (--devices with --expert_offload), "
+                                       "whose statistics are not served yet; expertd-run "
+                                       "prints them as device_expert_stats")));
+  }
   if (store == nullptr) {
     return FinishUnary(
         ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,

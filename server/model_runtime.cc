@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   ASSIGN_OR_RETURN(eo.expert_gemm, engine::parallel::ExpertGemmFromFlags(o.parallel));
   if (multi.has_value()) {
     multi->offload = offload;  // each device pages only its shards
+    if (multi->offload.has_value()) rt->device_stores_ = multi->devices;
     multi->device_backend.matmul_activations = eo.backend.matmul_activations;
     eo.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(*multi);
     EXPERTD_LOG(Info, "multi-device experts")

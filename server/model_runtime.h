@@ -47,6 +47,9 @@ class ModelRuntime {
   // The tiered expert store (--expert_offload), or null when every expert is
   // resident. Owned by the engine; thread-safe stats().
   const engine::ExpertStore* expert_store() const { return expert_store_; }
+  // With --expert_offload over several --devices: how many per-device stores
+  // page the experts' slices (expert_store() is then null); 0 otherwise.
+  int device_stores() const { return device_stores_; }
 
  private:
   ModelRuntime() = default;
@@ -62,6 +65,7 @@ class ModelRuntime {
   std::string backend_name_;
   std::vector<std::string> warnings_;
   engine::ExpertStore* expert_store_ = nullptr;  // owned by engine_
+  int device_stores_ = 0;
 };
 
 }  // namespace expertd::server

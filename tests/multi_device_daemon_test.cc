@@ -3,6 +3,7 @@
 // (batched) requests; a bad combination of flags is refused at startup.
 #include <signal.h>
 
+#include <fstream>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -78,6 +79,36 @@ TEST(MultiDeviceDaemonTest, TwoDevicesServeTheSameTokensAsOne) {
                    "--expert_pack_dir=" + ::testing::TempDir() + "/sharded_packs"},
                   prompts),
             one);
+}
+
+// With per-device stores there is no one cache for GetExpertStats to report:
+// it says so (and where the per-device counters are) instead of claiming
+// every expert is resident.
+TEST(MultiDeviceDaemonTest, ExpertStatsOverSeveralDevicesSayWhyNot) {
+  const std::string dir = ::testing::TempDir();
+  const std::string token = "multi-device-admin-token-0123";
+  const std::string token_file = dir + "/multi_device_admin_token";
+  std::ofstream(token_file) << token << "\n";
+  testing::ExpertdProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start(kModel,
+                         {"--threads=2", "--kv_cache_bytes=16MiB", "--devices=2",
+                          "--expert_offload", "--expert_pack_dir=" + dir + "/stats_packs",
+                          "--admin_token_file=" + token_file},
+                         dir)
+                  .ok());
+  ASSERT_TRUE(daemon.WaitUntilServing(absl::Seconds(120))) << daemon.Output();
+  auto admin = v1::AdminService::NewStub(daemon.channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  ctx.AddMetadata("authorization", "Bearer " + token);
+  v1::ExpertStats stats;
+  const grpc::Status s = admin->GetExpertStats(&ctx, v1::GetExpertStatsRequest(), &stats);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("2 per-device stores"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("device_expert_stats"), std::string::npos) << s.error_message();
+  daemon.process().Signal(SIGTERM);
+  EXPECT_EQ(daemon.process().Wait(absl::Seconds(30)), 0) << daemon.Output();
 }
 
 TEST(MultiDeviceDaemonTest, OffloadWithExpertParallelismIsRefusedNamingTheFlag) {

@@ -64,6 +64,7 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
   }
 
   ~MultiDeviceExperts() override {
+    if (options_.counters != nullptr) options_.counters->SetDeviceStoreStats(nullptr);
     if (!options_.nodes.has_value() || options_.nodes->node_rank != 0) return;
     if (static_cast<int>(ranks_.size()) != options_.devices) return;  // creation failed
     // Release the followers on the other nodes. A broken group fails at once
@@ -188,8 +189,21 @@ class MultiDeviceExperts final : public ExpertProvider, public RoutedExperts {
       }
       ranks_.push_back(std::move(r));
     }
-    if (options_.counters != nullptr) options_.counters->SetExpertBytes(ExpertBytes());
+    if (options_.counters != nullptr) {
+      options_.counters->SetExpertBytes(ExpertBytes());
+      if (options_.offload.has_value())
+        options_.counters->SetDeviceStoreStats([this] { return DeviceStoreStats(); });
+    }
     return absl::OkStatus();
+  }
+
+  std::vector<ExpertStoreStats> DeviceStoreStats() const {
+    std::vector<ExpertStoreStats> stats;
+    for (const auto& r : ranks_) {
+      const auto* store = dynamic_cast<const ExpertStore*>(r->store.get());
+      stats.push_back(store != nullptr ? store->stats() : ExpertStoreStats());
+    }
+    return stats;
   }
 
   // Device r's store over its slice of every expert (none for an empty slice).

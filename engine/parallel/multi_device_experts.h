@@ -47,6 +47,7 @@
 #define EXPERTD_ENGINE_PARALLEL_MULTI_DEVICE_EXPERTS_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/backend/backend.h"
 #include "engine/experts/expert_store_options.h"
+#include "engine/experts/expert_store_stats.h"
 #include "engine/model/expert_gemm.h"
 #include "engine/model/expert_provider.h"
 #include "engine/parallel/expert_shard.h"
@@ -95,9 +97,24 @@ class MultiDeviceCounters {
     for (size_t d = 0; d < work.size(); ++d) s_.device_work[d] += work[d];
   }
 
+  // With expert offloading, each device's store counters now (one entry per
+  // device, in rank order; a device whose slice is empty has no store and
+  // reports default counters). Empty without offloading, and once the
+  // provider is gone.
+  std::vector<ExpertStoreStats> DeviceStoreStats() const {
+    absl::MutexLock lock(&mu_);
+    return store_stats_ ? store_stats_() : std::vector<ExpertStoreStats>();
+  }
+  // The provider's reader of its stores (cleared with nullptr when it goes).
+  void SetDeviceStoreStats(std::function<std::vector<ExpertStoreStats>()> read) {
+    absl::MutexLock lock(&mu_);
+    store_stats_ = std::move(read);
+  }
+
  private:
   mutable absl::Mutex mu_;
   Snapshot s_ ABSL_GUARDED_BY(mu_);
+  std::function<std::vector<ExpertStoreStats>()> store_stats_ ABSL_GUARDED_BY(mu_);
 };
 
 struct MultiDeviceOptions {

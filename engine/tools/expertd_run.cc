@@ -15,10 +15,14 @@
 //                                      the experts in router rank order
 //                                      ([] for a dense layer)
 //    "generated": [...],               N greedy tokens via the KV cache
-//    "expert_stats": {...}}            only with the expert store: "compute",
-//                                      "storage", "requests", "hits", "paged",
+//    "expert_stats": {...}}            only with the expert store on one
+//                                      device: "compute", "storage",
+//                                      "requests", "hits", "paged",
 //                                      "host_computes", bytes moved, and the
 //                                      experts' predicted / measured seconds
+//    "device_expert_stats": [{...}]    instead, over several --devices: the
+//                                      same object for each device's store
+//                                      (its slice of every expert), rank order
 // Errors go to stderr with exit status 1 (2 for bad usage).
 #include <cstdio>
 #include <iostream>
@@ -141,6 +145,8 @@ absl::Status Run(const Options& o) {
     }
     (*multi)->offload = std::move(*offload);  // each device pages only its shards
     offload->reset();
+    if ((*multi)->counters == nullptr)
+      (*multi)->counters = std::make_shared<engine::parallel::MultiDeviceCounters>();
   }
   if (o.experts.expert_cache_percent > 0 && o.device_memory_bytes == 0 && o.backend != "cuda") {
     return absl::InvalidArgumentError(
@@ -166,6 +172,12 @@ absl::Status Run(const Options& o) {
   if (!result.ok()) return result.status();
   nlohmann::json out = ToJson(*result, tokens->size());
   if (store != nullptr) out["expert_stats"] = ExpertStatsJson(store->stats());
+  if (multi->has_value() && (*multi)->offload.has_value()) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const engine::ExpertStoreStats& s : (*multi)->counters->DeviceStoreStats())
+      devices.push_back(ExpertStatsJson(s));
+    out["device_expert_stats"] = devices;
+  }
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }

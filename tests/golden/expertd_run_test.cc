@@ -67,13 +67,19 @@ nlohmann::json RunCase(const std::string& arch, const GoldenCase& c, const std::
   nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << o.out;
   if (o.status != 0 || j.is_discarded()) return nlohmann::json();
-  // expert_stats comes with the expert store (an --expert_ flag) on one
-  // device only (over several, each device's store is not reported).
-  const bool store =
-      extra.find("--expert_") != std::string::npos && extra.find("--devices=") == std::string::npos;
+  // With the expert store (an --expert_ flag): expert_stats on one device,
+  // device_expert_stats (one object per device) over several.
+  const bool store = extra.find("--expert_") != std::string::npos;
+  const size_t devices_at = extra.find("--devices=");
+  const bool several = devices_at != std::string::npos;
   EXPECT_EQ(j.size(), store ? 4u : 3u)
-      << "exactly last_logits, routing, generated (+ expert_stats)";
-  EXPECT_EQ(j.contains("expert_stats"), store);
+      << "exactly last_logits, routing, generated (+ expert_stats or device_expert_stats)";
+  EXPECT_EQ(j.contains("expert_stats"), store && !several);
+  EXPECT_EQ(j.contains("device_expert_stats"), store && several);
+  if (store && several && j.contains("device_expert_stats")) {
+    const int devices = std::stoi(extra.substr(devices_at + 10));
+    EXPECT_EQ(j.at("device_expert_stats").size(), static_cast<size_t>(devices));
+  }
   return j;
 }
 
@@ -209,6 +215,13 @@ TEST(ExpertdRunTest, Int8ActivationsFlag) {
   ASSERT_FALSE(sharded.is_null());
   EXPECT_LT(RelError(sharded.at("last_logits").get<std::vector<float>>(), logits), 1e-5);
   EXPECT_EQ(sharded.at("generated"), int8.at("generated"));
+  // Each device's store served every routed expert's slice: as many requests
+  // as the one store, in the same format.
+  for (const nlohmann::json& device : sharded.at("device_expert_stats")) {
+    EXPECT_EQ(device.at("storage"), int8.at("expert_stats").at("storage"));
+    EXPECT_EQ(device.at("requests"), int8.at("expert_stats").at("requests"));
+    EXPECT_GT(device.at("requests").get<int64_t>(), 0);
+  }
 }
 
 TEST(ExpertdRunTest, ErrorsGoToStderrWithNonZeroExit) {
