@@ -1,6 +1,5 @@
 #include "server/admin_service.h"
 
-#include "absl/strings/str_cat.h"
 #include "server/admin_auth.h"
 #include "server/expert_stats.h"
 #include "server/grpc_status.h"
@@ -160,14 +159,18 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerC
         ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading; retry shortly"));
   }
   const engine::ExpertStore* store = model->runtime->expert_store();
-  if (store == nullptr && model->runtime->device_stores() > 0) {
-    return FinishUnary(
-        ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("GetExpertStats: the experts are offloaded by ",
-                                       model->runtime->device_stores(),
-                                       " per-device stores (--devices with --expert_offload), "
-                                       "whose statistics are not served yet; expertd-run "
-                                       "prints them as device_expert_stats")));
+  const int64_t tokens = model->runtime->scheduler()->stats().tokens_processed;
+  if (const auto* devices = model->runtime->device_counters(); store == nullptr && devices) {
+    // Several devices, one store each (its slice of every expert).
+    for (const engine::ExpertStoreStats& s : devices->DeviceStoreStats()) {
+      FillExpertStats(s, tokens, response->add_devices());
+    }
+    if (response->devices_size() > 0) {
+      response->set_policy(response->devices(0).policy());
+      response->set_prefetch(response->devices(0).prefetch());
+    }
+    response->set_tokens_processed(static_cast<uint64_t>(tokens));
+    return FinishUnary(ctx, grpc::Status::OK);
   }
   if (store == nullptr) {
     return FinishUnary(
@@ -175,7 +178,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::GetExpertStats(grpc::CallbackServerC
                           "GetExpertStats: every expert is resident (the daemon runs without "
                           "--expert_offload), so there is no expert cache to report"));
   }
-  FillExpertStats(store->stats(), model->runtime->scheduler()->stats().tokens_processed, response);
+  FillExpertStats(store->stats(), tokens, response);
   // Layer residency is cheap to count; the per-expert list only on request.
   FillExpertPlacement(store->Placement(), response);
   if (!request->per_expert()) response->clear_experts();

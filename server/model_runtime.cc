@@ -91,7 +91,11 @@ absl::StatusOr<std::unique_ptr<ModelRuntime>> ModelRuntime::Load(const ServerOpt
   ASSIGN_OR_RETURN(eo.expert_gemm, engine::parallel::ExpertGemmFromFlags(o.parallel));
   if (multi.has_value()) {
     multi->offload = offload;  // each device pages only its shards
-    if (multi->offload.has_value()) rt->device_stores_ = multi->devices;
+    if (multi->offload.has_value()) {
+      if (multi->counters == nullptr)
+        multi->counters = std::make_shared<engine::parallel::MultiDeviceCounters>();
+      rt->device_counters_ = multi->counters;
+    }
     multi->device_backend.matmul_activations = eo.backend.matmul_activations;
     eo.expert_provider_factory = engine::parallel::MultiDeviceExpertsFactory(*multi);
     EXPERTD_LOG(Info, "multi-device experts")

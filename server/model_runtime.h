@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "engine/experts/expert_store.h"
+#include "engine/parallel/multi_device_experts.h"
 #include "models/chat_template/chat_template.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/tokenizer/tokenizer.h"
@@ -47,9 +48,12 @@ class ModelRuntime {
   // The tiered expert store (--expert_offload), or null when every expert is
   // resident. Owned by the engine; thread-safe stats().
   const engine::ExpertStore* expert_store() const { return expert_store_; }
-  // With --expert_offload over several --devices: how many per-device stores
-  // page the experts' slices (expert_store() is then null); 0 otherwise.
-  int device_stores() const { return device_stores_; }
+  // With --expert_offload over several --devices: the provider's counters,
+  // whose DeviceStoreStats() reads each device's store (expert_store() is
+  // then null); null otherwise.
+  const engine::parallel::MultiDeviceCounters* device_counters() const {
+    return device_counters_.get();
+  }
 
  private:
   ModelRuntime() = default;
@@ -65,7 +69,7 @@ class ModelRuntime {
   std::string backend_name_;
   std::vector<std::string> warnings_;
   engine::ExpertStore* expert_store_ = nullptr;  // owned by engine_
-  int device_stores_ = 0;
+  std::shared_ptr<engine::parallel::MultiDeviceCounters> device_counters_;
 };
 
 }  // namespace expertd::server
