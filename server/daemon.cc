@@ -97,6 +97,8 @@ Daemon::Daemon(ServerOptions options)
         {running, waiting, model->runtime->scheduler()->stats().kv_cache_usage});
     if (const engine::ExpertStore* store = model->runtime->expert_store()) {
       metrics_.UpdateExpertCache(ToMetricsSnapshot(store->stats()));
+    } else if (const auto* devices = model->runtime->device_counters()) {
+      metrics_.UpdateExpertCache(ToMetricsSnapshot(devices->DeviceStoreStats()));
     }
   });
 }

@@ -90,4 +90,36 @@ ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& s) {
   return snap;
 }
 
+ExpertCacheSnapshot ToMetricsSnapshot(const std::vector<engine::ExpertStoreStats>& devices) {
+  ExpertCacheSnapshot sum;
+  for (const engine::ExpertStoreStats& s : devices) {
+    const ExpertCacheSnapshot d = ToMetricsSnapshot(s);
+    if (sum.format.empty()) sum.format = d.format;
+    // Every device's store holds the same MoE layers, in the same order.
+    if (sum.layers.empty()) {
+      sum.layers = d.layers;
+    } else {
+      for (size_t i = 0; i < d.layers.size() && i < sum.layers.size(); ++i) {
+        ExpertLayerCounters& l = sum.layers[i];
+        const ExpertLayerCounters& o = d.layers[i];
+        l.hits += o.hits;
+        l.misses += o.misses;
+        l.prefetch_issued += o.prefetch_issued;
+        l.prefetch_used += o.prefetch_used;
+        l.prefetch_wasted += o.prefetch_wasted;
+        l.bytes_host_to_device += o.bytes_host_to_device;
+        l.bytes_disk_to_host += o.bytes_disk_to_host;
+        l.stall_seconds += o.stall_seconds;
+        l.host_computes += o.host_computes;
+        l.experts_on_device += o.experts_on_device;
+      }
+    }
+    sum.device_capacity_bytes += d.device_capacity_bytes;
+    sum.device_used_bytes += d.device_used_bytes;
+    sum.host_capacity_bytes += d.host_capacity_bytes;
+    sum.host_used_bytes += d.host_used_bytes;
+  }
+  return sum;
+}
+
 }  // namespace expertd::server

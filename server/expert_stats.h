@@ -16,6 +16,10 @@ void FillExpertStats(const engine::ExpertStoreStats& stats, int64_t tokens_proce
 void FillExpertPlacement(const std::vector<engine::ExpertPlacementEntry>& placement,
                          v1::ExpertStats* out);
 ExpertCacheSnapshot ToMetricsSnapshot(const engine::ExpertStoreStats& stats);
+// Several devices' stores (--expert_offload over --devices; each pages its
+// slice of every expert) as one: every counter and byte count summed, so a
+// hit or miss is one device's slice of one expert.
+ExpertCacheSnapshot ToMetricsSnapshot(const std::vector<engine::ExpertStoreStats>& devices);
 
 }  // namespace expertd::server
 

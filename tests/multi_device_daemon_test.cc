@@ -9,8 +9,10 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "proto/expertd.grpc.pb.h"
 #include "tests/testing/expertd_process.h"
+#include "tests/testing/metrics_text.h"
 #include "tests/testing/subprocess.h"
 
 namespace expertd {
@@ -82,7 +84,8 @@ TEST(MultiDeviceDaemonTest, TwoDevicesServeTheSameTokensAsOne) {
 }
 
 // With per-device stores GetExpertStats reports each device's: every device
-// was asked for the slice of every routed expert, so their requests agree.
+// was asked for the slice of every routed expert, so their requests agree;
+// /metrics sums them.
 TEST(MultiDeviceDaemonTest, ExpertStatsReportEachDevicesStore) {
   const std::string dir = ::testing::TempDir();
   const std::string token = "multi-device-admin-token-0123";
@@ -93,7 +96,7 @@ TEST(MultiDeviceDaemonTest, ExpertStatsReportEachDevicesStore) {
                   .Start(kModel,
                          {"--threads=2", "--kv_cache_bytes=16MiB", "--devices=2",
                           "--expert_offload", "--expert_pack_dir=" + dir + "/stats_packs",
-                          "--admin_token_file=" + token_file},
+                          "--admin_token_file=" + token_file, "--metrics_listen=127.0.0.1:0"},
                          dir)
                   .ok());
   ASSERT_TRUE(daemon.WaitUntilServing(absl::Seconds(120))) << daemon.Output();
@@ -111,13 +114,23 @@ TEST(MultiDeviceDaemonTest, ExpertStatsReportEachDevicesStore) {
   EXPECT_EQ(stats.policy(), stats.devices(0).policy());
   EXPECT_GT(stats.tokens_processed(), 0u);
   EXPECT_FALSE(stats.has_totals());
+  uint64_t hits = 0, misses = 0;
   for (const v1::ExpertStats& device : stats.devices()) {
     EXPECT_GT(device.totals().hits() + device.totals().misses(), 0u);
     EXPECT_EQ(device.totals().hits() + device.totals().misses(),
               stats.devices(0).totals().hits() + stats.devices(0).totals().misses());
     EXPECT_GT(device.device_cache_capacity_bytes(), 0u);
     EXPECT_GT(device.layers_size(), 0);
+    hits += device.totals().hits();
+    misses += device.totals().misses();
   }
+  httplib::Client http("127.0.0.1", daemon.MetricsPort());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << "no /metrics response";
+  EXPECT_EQ(testing::SumMetric(res->body, "expertd:expert_cache_hits_total", ""),
+            static_cast<double>(hits));
+  EXPECT_EQ(testing::SumMetric(res->body, "expertd:expert_cache_misses_total", ""),
+            static_cast<double>(misses));
   daemon.process().Signal(SIGTERM);
   EXPECT_EQ(daemon.process().Wait(absl::Seconds(30)), 0) << daemon.Output();
 }

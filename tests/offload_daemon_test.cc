@@ -21,6 +21,7 @@
 #include "httplib.h"
 #include "proto/expertd.grpc.pb.h"
 #include "tests/testing/expertd_process.h"
+#include "tests/testing/metrics_text.h"
 
 namespace expertd {
 namespace {
@@ -43,18 +44,7 @@ std::vector<uint32_t> Generate(const std::shared_ptr<grpc::Channel>& channel, in
   return {resp.token_ids().begin(), resp.token_ids().end()};
 }
 
-// The sum of a /metrics family's samples whose labels contain `labels`
-// (e.g. `path="disk_to_host",format="bf16"`); -1 when no sample matches.
-double SumMetric(const std::string& body, const std::string& family, const std::string& labels) {
-  double sum = -1;
-  for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    if (!absl::StartsWith(line, family + "{") || !absl::StrContains(line, labels)) continue;
-    double v = 0;
-    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) << line;
-    sum = std::max(sum, 0.0) + v;
-  }
-  return sum;
-}
+using testing::SumMetric;
 
 class OffloadDaemonTest : public ::testing::Test {
  protected:
