@@ -52,18 +52,22 @@ ATTR inline __m256 ReduceEight(const __m512 a[8]) {
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, o));
 }
 
-// The first n (<= 8) sums in v, of row r, columns [c, c + n): + bias,
-// (+ y), as StoreOne does for each.
-ATTR inline void StoreRowSums(const MatmulParams& p, int64_t r, int64_t c, int n, __m256 v) {
-  const __mmask8 mask = static_cast<__mmask8>((1u << n) - 1);
+// The first n (<= 16) sums in v, of row r, columns [c, c + n): + bias, (+ y).
+ATTR inline void StoreRowSums16(const MatmulParams& p, int64_t r, int64_t c, int n, __m512 v) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
   if (!p.bias.empty()) {
-    alignas(32) float b[8] = {};
+    alignas(64) float b[16] = {};
     for (int i = 0; i < n; ++i) b[i] = LoadScalar(p.bias.data, p.bias.dtype, c + i);
-    v = _mm256_add_ps(v, _mm256_load_ps(b));
+    v = _mm512_add_ps(v, _mm512_load_ps(b));
   }
   float* y = p.y + r * p.y_stride + c;
-  if (p.accumulate) v = _mm256_add_ps(_mm256_maskz_loadu_ps(mask, y), v);
-  _mm256_mask_storeu_ps(y, mask, v);
+  if (p.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+// The same for the first n (<= 8) sums in an 8-lane v.
+ATTR inline void StoreRowSums(const MatmulParams& p, int64_t r, int64_t c, int n, __m256 v) {
+  StoreRowSums16(p, r, c, n, _mm512_zextps256_ps512(v));
 }
 
 // + bias, (+ y) for one element, as matmul.cc's Store does.
@@ -105,19 +109,6 @@ ATTR inline __m512 ReduceTwelvePairs(const __m512 a[6]) {
                                  _mm512_shuffle_ps(t, u, _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   return _mm512_permutexvar_ps(order, o);
-}
-
-// The first n (<= 16) sums in v, of row r, columns [c, c + n): + bias, (+ y).
-ATTR inline void StoreRowSums16(const MatmulParams& p, int64_t r, int64_t c, int n, __m512 v) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-  if (!p.bias.empty()) {
-    alignas(64) float b[16] = {};
-    for (int i = 0; i < n; ++i) b[i] = LoadScalar(p.bias.data, p.bias.dtype, c + i);
-    v = _mm512_add_ps(v, _mm512_load_ps(b));
-  }
-  float* y = p.y + r * p.y_stride + c;
-  if (p.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
-  _mm512_mask_storeu_ps(y, mask, v);
 }
 
 // A tile of R rows x C two-element accumulators (columns [c0, c0 + cols),
