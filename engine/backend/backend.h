@@ -150,6 +150,9 @@ class Backend {
   // items over (group, row tile, column chunk) on one thread pool) rather
   // than the per-group default; the MoE block only groups where it is.
   virtual bool HasGroupedMatmulKernel() const { return false; }
+  // True when Matmul takes MatmulParams' row maps (x_rows, y_slots): the CPU
+  // backend. Elsewhere they must stay null; callers gather and scatter.
+  virtual bool HasMatmulRowMaps() const { return false; }
   // The activations mode this backend's matmuls run (BackendOptions).
   virtual MatmulActivations matmul_activations() const { return MatmulActivations::kF32; }
   virtual void Rope(const RopeParams& p) = 0;
@@ -184,6 +187,9 @@ struct BackendOptions {
   // kInt8 also AVX-512-VNNI (CreateBackend fails with FailedPrecondition
   // otherwise).
   MatmulActivations matmul_activations = MatmulActivations::kF32;
+  // CPU: Matmul takes row maps (HasMatmulRowMaps). False makes the MoE paths
+  // gather and scatter their rows as they do on a GPU (tests, A/B benches).
+  bool matmul_row_maps = true;
 };
 
 // "fp32" / "bf16" / "int8", the --matmul_activations flag's values.

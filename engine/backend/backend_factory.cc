@@ -27,6 +27,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& req
     cpu.threads = options.threads;
     cpu.device_memory_limit = options.device_memory_limit;
     cpu.matmul_activations = options.matmul_activations;
+    cpu.matmul_row_maps = options.matmul_row_maps;
     if (cpu.matmul_activations == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) {
       return absl::FailedPreconditionError(
           "bf16 matmul activations need a CPU with AVX-512-BF16 (vdpbf16ps), and this one has "

@@ -99,6 +99,7 @@ class InstrumentedBackend final : public Backend {
   void MoeScatterAdd(const MoeScatterAddParams& p) override;
   void GroupedMatmul(const GroupedMatmulParams& p) override;
   bool HasGroupedMatmulKernel() const override { return target_->HasGroupedMatmulKernel(); }
+  bool HasMatmulRowMaps() const override { return target_->HasMatmulRowMaps(); }
 
  protected:
   // Never called: every buffer handed out belongs to (and is freed by) the

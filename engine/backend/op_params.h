@@ -102,6 +102,22 @@ struct MatmulParams {
   int64_t m = 0;
   bool accumulate = false;  // y += result instead of y = result
   MatmulActivations activations = MatmulActivations::kF32;
+  // Row maps, for an expert GEMM over its tokens' rows where they lie (a
+  // MoE layer's routed rows; engine/parallel/shard_step.cc). Only on a
+  // backend whose HasMatmulRowMaps() is true; null: row r is row r.
+  //  - x_rows: row r of the product reads x[x_rows[r], :] (GatherRows'
+  //    index; the product is then that of the gathered rows).
+  //  - y_rows: row r's result goes to y[y_rows[r], :]; the rows of one call
+  //    must be distinct (no two write one y row).
+  //  - row_weights, with y_rows: row r's result v (no bias allowed) is
+  //    first weighted, row_weights[row_weight_index[r]] * v, the product
+  //    rounded before the (+ y): with accumulate, MoeScatterAdd's arithmetic
+  //    (row_weights = the routing weights, row_weight_index = the slots), so
+  //    the result is bitwise a Matmul into a buffer then MoeScatterAdd.
+  const int32_t* x_rows = nullptr;            // [m]
+  const int32_t* y_rows = nullptr;            // [m]
+  const float* row_weights = nullptr;         // [*]
+  const int32_t* row_weight_index = nullptr;  // [m], with row_weights
 };
 
 // The expert GEMM of a MoE layer in one call (grouped GEMM): the rows of x

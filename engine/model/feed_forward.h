@@ -42,6 +42,23 @@ struct MlpWeights {
 void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y,
             bool accumulate);
 
+// One routed expert's rows, where they lie (device memory): entry r reads
+// token row rows[r] of the layer's input and adds its output, weighted by
+// the routing weight of its (token, rank) slot, weights[slots[r]], into
+// the same row of the output.
+struct RoutedRows {
+  const int32_t* rows = nullptr;
+  const int32_t* slots = nullptr;
+  const float* weights = nullptr;  // [tokens * top_k]
+};
+
+// An expert's MLP over `rows` routed rows of x [*, hidden], added into
+// y [tokens, hidden] without gathering the rows or writing the outputs apart
+// (MatmulParams' row maps; REQUIRES be->HasMatmulRowMaps()). Bitwise
+// GatherRows, RunMlp, MoeScatterAdd.
+void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x,
+                  const RoutedRows& routed, int64_t rows, float* y);
+
 // Several experts' MLPs over their grouped rows: rows [row_offset[g],
 // row_offset[g + 1]) of x run expert g's weights (all experts the same
 // widths). Three Backend::GroupedMatmul calls and one SwiGlu over every row,

@@ -1,5 +1,6 @@
 // SwiGLU MLPs: the dense layer and the helper every expert FFN uses.
 #include <algorithm>
+#include <cassert>
 
 #include "base/status_macros.h"
 #include "engine/model/feed_forward.h"
@@ -7,8 +8,11 @@
 
 namespace expertd::engine {
 
-void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y,
-            bool accumulate) {
+namespace {
+
+// RunMlp, or RunRoutedMlp when `routed` is set.
+void Mlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, const RoutedRows* routed,
+         int64_t rows, float* y, bool accumulate) {
   const int64_t hidden = w.gate.cols, inter = w.gate.rows;
   float* gate = ws->f(Buf::kGate);
   float* up = ws->f(Buf::kUp);
@@ -17,6 +21,7 @@ void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int
   p.x_stride = hidden;
   p.m = rows;
   p.y_stride = inter;
+  if (routed != nullptr) p.x_rows = routed->rows;
   p.w = w.gate;
   p.y = gate;
   be->Matmul(p);
@@ -32,7 +37,25 @@ void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int
   d.y_stride = hidden;
   d.m = rows;
   d.accumulate = accumulate;
+  if (routed != nullptr) {
+    d.y_rows = routed->rows;
+    d.row_weights = routed->weights;
+    d.row_weight_index = routed->slots;
+  }
   be->Matmul(d);
+}
+
+}  // namespace
+
+void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int64_t rows, float* y,
+            bool accumulate) {
+  Mlp(be, ws, w, x, nullptr, rows, y, accumulate);
+}
+
+void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x,
+                  const RoutedRows& routed, int64_t rows, float* y) {
+  assert(be->HasMatmulRowMaps());
+  Mlp(be, ws, w, x, &routed, rows, y, /*accumulate=*/true);
 }
 
 void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float* gate, float* up,

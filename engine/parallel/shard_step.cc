@@ -2,12 +2,14 @@
 // expert over all the expert's rows (one GEMM per expert, or grouped:
 // engine/model/expert_gemm.h), combined, then summed over devices.
 //
-// Every device gathers, combines and all-reduces ALL the layer's routed rows
+// Every device reads, combines and all-reduces ALL the layer's routed rows
 // whatever D is, so those passes are what keeps the split from being perfect
 // (docs/benchmarks.md). The per-expert path therefore adds each expert's
-// weighted rows straight into the [tokens, hidden] output (MoeScatterAdd, in
-// ascending expert id: MoeCombine's bits) instead of writing the
-// [tokens * top_k, hidden] slots and combining them after.
+// weighted rows straight into the [tokens, hidden] output (in ascending
+// expert id: MoeCombine's bits) instead of writing the [tokens * top_k,
+// hidden] slots and combining them after; where the backend's matmul takes
+// row maps (the CPU), its GEMMs also read the tokens' rows in place and add
+// into the output themselves, with no gathered copy and no output buffer.
 #include "base/status_macros.h"
 #include "engine/model/feed_forward.h"
 #include "engine/parallel/rank_state.h"
@@ -53,18 +55,27 @@ absl::Status ShardStep(RankState& r, const LayerStep& s) {
 namespace {
 
 // This device's shard of one expert over its n grouped rows starting at
-// `off`, weighted and added into the tokens' output rows.
+// `off`, weighted and added into the tokens' output rows: in place where the
+// backend's matmul takes row maps (no gathered copy of the rows, no output
+// buffer to scatter from), else gathered, computed and scatter-added.
 void RunShardRows(RankState& r, const LayerStep& s, const ExpertWeights& w, int64_t off,
                   int64_t n) {
   Backend* be = r.backend.get();
   Workspace* ws = r.ws.get();
-  be->GatherRows(GatherRowsParams{ws->f(Buf::kNormed), s.hidden, ws->i32(Buf::kGatherIndex) + off,
-                                  ws->f(Buf::kExpertIn), n, s.hidden});
-  RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, ws->f(Buf::kExpertIn), n,
-         ws->f(Buf::kExpertOut), /*accumulate=*/false);
-  be->MoeScatterAdd(MoeScatterAddParams{ws->f(Buf::kExpertOut), ws->i32(Buf::kSlotIndex) + off,
-                                        ws->f(Buf::kTopkWeights), ws->f(Buf::kFfnOut), n,
-                                        s.top_k, s.hidden});
+  const MlpWeights mlp{w.gate, w.up, w.down};
+  const int32_t* rows = ws->i32(Buf::kGatherIndex) + off;
+  const int32_t* slots = ws->i32(Buf::kSlotIndex) + off;
+  if (be->HasMatmulRowMaps()) {
+    RunRoutedMlp(be, ws, mlp, ws->f(Buf::kNormed),
+                 RoutedRows{rows, slots, ws->f(Buf::kTopkWeights)}, n,
+                 ws->f(Buf::kFfnOut));
+  } else {
+    be->GatherRows(
+        GatherRowsParams{ws->f(Buf::kNormed), s.hidden, rows, ws->f(Buf::kExpertIn), n, s.hidden});
+    RunMlp(be, ws, mlp, ws->f(Buf::kExpertIn), n, ws->f(Buf::kExpertOut), /*accumulate=*/false);
+    be->MoeScatterAdd(MoeScatterAddParams{ws->f(Buf::kExpertOut), slots, ws->f(Buf::kTopkWeights),
+                                          ws->f(Buf::kFfnOut), n, s.top_k, s.hidden});
+  }
   r.work.fetch_add(n * w.gate.rows, std::memory_order_relaxed);
 }
 

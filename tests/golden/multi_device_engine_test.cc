@@ -146,6 +146,30 @@ TEST(MultiDeviceEngine, ShardGroupedExpertGemmIsBitwisePerExpert) {
   }
 }
 
+// MoEShard's per-expert GEMMs reading and adding into the token rows in
+// place (the CPU's row maps) give bitwise the logits of gathering the rows
+// and scatter-adding the outputs (what a backend without them runs).
+TEST(MultiDeviceEngine, ShardRowMapsAreBitwiseGatherAndScatter) {
+  for (const std::string arch : {"mixtral", "deepseek_v3"}) {
+    absl::StatusOr<golden::Golden> g = golden::LoadGolden(arch);
+    ASSERT_TRUE(g.ok());
+    std::vector<CaseOutputs> runs;
+    for (bool row_maps : {true, false}) {
+      MultiDeviceOptions o = Devices(3, MoeParallelism::kShard, nullptr);
+      o.device_backend.matmul_row_maps = row_maps;
+      o.expert_gemm = ExpertGemm::kPerExpert;
+      auto engine = MakeEngine(arch, MultiDeviceExpertsFactory(o));
+      ASSERT_TRUE(engine.ok()) << engine.status();
+      runs.push_back(RunCases(engine->get(), *g));
+    }
+    ASSERT_EQ(runs[1].logits.size(), runs[0].logits.size());
+    ASSERT_FALSE(runs[0].logits.empty());
+    for (size_t i = 0; i < runs[0].logits.size(); ++i)
+      EXPECT_EQ(runs[1].logits[i], runs[0].logits[i]) << arch << " case " << i;
+    EXPECT_EQ(runs[1].tokens, runs[0].tokens) << arch;
+  }
+}
+
 // Two "pods" of two devices each, meeting by the rendezvous address like
 // pods of a LeaderWorkerSet: node 0 runs the engine, node 1 follows it layer
 // by layer until node 0's engine goes away; the tokens are the single

@@ -25,6 +25,7 @@ uint64_t RoundUp(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : limit_(options.device_memory_limit),
       activations_(options.matmul_activations),
+      row_maps_(options.matmul_row_maps),
       pool_(std::make_unique<ThreadPool>(ResolveThreads(options.threads))) {}
 
 CpuBackend::~CpuBackend() = default;

@@ -23,6 +23,7 @@ struct CpuBackendOptions {
   // kBF16 REQUIRES cpu::CpuSupportsBf16Dot(), kInt8 cpu::CpuSupportsInt8Dot()
   // (CreateBackend checks them).
   MatmulActivations matmul_activations = MatmulActivations::kF32;
+  bool matmul_row_maps = true;  // BackendOptions::matmul_row_maps
 };
 
 class CpuBackend final : public Backend {
@@ -48,6 +49,7 @@ class CpuBackend final : public Backend {
   void Matmul(const MatmulParams& p) override;
   void GroupedMatmul(const GroupedMatmulParams& p) override;
   bool HasGroupedMatmulKernel() const override { return true; }
+  bool HasMatmulRowMaps() const override { return row_maps_; }
   MatmulActivations matmul_activations() const override { return activations_; }
   void Rope(const RopeParams& p) override;
   void KvAppend(const KvAppendParams& p) override;
@@ -68,6 +70,7 @@ class CpuBackend final : public Backend {
   // Constant after construction.
   const uint64_t limit_;
   const MatmulActivations activations_;
+  const bool row_maps_;
   std::unique_ptr<ThreadPool> pool_;
   // Memory accounting (lock-free; Allocate reserves with a CAS loop).
   std::atomic<uint64_t> device_in_use_{0};

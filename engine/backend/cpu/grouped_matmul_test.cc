@@ -9,109 +9,16 @@
 
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/reference_ops.h"
-#include "engine/backend/weight_quantize.h"
+#include "engine/backend/cpu/test_weights.h"
 #include "gtest/gtest.h"
-#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine::cpu {
 namespace {
 
-// One expert's weight in some format, with the values it represents.
-struct GroupWeight {
-  std::vector<float> f32;
-  std::vector<uint16_t> u16;
-  std::vector<uint8_t> values, scales;
-  std::vector<float> fp8_scales;
-  std::vector<double> exact;  // [n, k] dequantized
-  WeightRef ref;
-};
-
-enum class Kind { kF32, kBf16, kF16, kInt8, kInt4, kMxfp4, kFp8 };
-
-std::string KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kF32:
-      return "f32";
-    case Kind::kBf16:
-      return "bf16";
-    case Kind::kF16:
-      return "f16";
-    case Kind::kInt8:
-      return "int8";
-    case Kind::kInt4:
-      return "int4";
-    case Kind::kMxfp4:
-      return "mxfp4";
-    case Kind::kFp8:
-      return "fp8";
-  }
-  return "?";
-}
-
-std::unique_ptr<GroupWeight> Dense(DType dtype, int64_t n, int64_t k, std::mt19937* rng) {
-  auto g = std::make_unique<GroupWeight>();
-  reference::TestWeight t = reference::RandomWeight(dtype, n, k, rng, 0.1f);
-  g->f32 = t.f32;
-  g->u16 = t.u16;
-  g->exact = t.exact;
-  g->ref = WeightRef{dtype == DType::kF32 ? static_cast<const void*>(g->f32.data())
-                                          : static_cast<const void*>(g->u16.data()),
-                     dtype, n, k};
-  return g;
-}
-
-std::unique_ptr<GroupWeight> Quantized(WeightFormat f, int64_t n, int64_t k, std::mt19937* rng) {
-  auto g = std::make_unique<GroupWeight>();
-  const std::vector<float> w = reference::RandomVector(n * k, rng, 0.05f);
-  WeightQuant q;
-  q.format = f;
-  q.group_size = 32;
-  q.scale_dtype = f == WeightFormat::kMxfp4 ? ScaleDType::kE8M0 : ScaleDType::kF16;
-  g->values.resize(QuantValueBytes(f, n, k));
-  g->scales.resize(QuantScaleBytes(q, n, k));
-  EXPECT_TRUE(QuantizeWeights(w.data(), n, k, q, g->values.data(), g->scales.data()).ok());
-  q.scales = g->scales.data();
-  std::vector<float> dq(n * k);
-  DequantizeWeights(g->values.data(), q, n, k, dq.data());
-  g->exact.assign(dq.begin(), dq.end());
-  g->ref = WeightRef{g->values.data(), DType::kF32, n, k, q};
-  return g;
-}
-
-std::unique_ptr<GroupWeight> Fp8(int64_t n, int64_t k, std::mt19937* rng) {
-  auto g = std::make_unique<GroupWeight>();
-  const models::Fp8BlockShape shape{n, k, 16, 32};
-  const std::vector<float> w = reference::RandomVector(n * k, rng, 0.05f);
-  g->values.resize(n * k);
-  g->fp8_scales.resize(shape.scale_rows() * shape.scale_cols());
-  models::QuantizeFp8Block(shape, w.data(), g->values.data(), g->fp8_scales.data());
-  std::vector<float> dq(n * k);
-  models::DequantizeFp8Block(shape, g->values.data(), g->fp8_scales.data(), dq.data());
-  g->exact.assign(dq.begin(), dq.end());
-  g->ref = WeightRef{g->values.data(), DType::kF8E4M3, n, k};
-  g->ref.quant = Fp8BlockQuant(g->fp8_scales.data(), 16, 32);
-  return g;
-}
-
-std::unique_ptr<GroupWeight> MakeWeight(Kind kind, int64_t n, int64_t k, std::mt19937* rng) {
-  switch (kind) {
-    case Kind::kF32:
-      return Dense(DType::kF32, n, k, rng);
-    case Kind::kBf16:
-      return Dense(DType::kBF16, n, k, rng);
-    case Kind::kF16:
-      return Dense(DType::kF16, n, k, rng);
-    case Kind::kInt8:
-      return Quantized(WeightFormat::kInt8, n, k, rng);
-    case Kind::kInt4:
-      return Quantized(WeightFormat::kInt4, n, k, rng);
-    case Kind::kMxfp4:
-      return Quantized(WeightFormat::kMxfp4, n, k, rng);
-    case Kind::kFp8:
-      return Fp8(n, k, rng);
-  }
-  return nullptr;
-}
+using test_weights::GroupWeight;
+using test_weights::Kind;
+using test_weights::KindName;
+using test_weights::MakeWeight;
 
 struct Problem {
   int64_t n, k;
@@ -175,7 +82,7 @@ class GroupedMatmulTest : public ::testing::TestWithParam<Kind> {};
 
 TEST_P(GroupedMatmulTest, BitwiseEqualToOneMatmulPerGroup) {
   const Kind kind = GetParam();
-  const bool quantized = kind != Kind::kF32 && kind != Kind::kBf16 && kind != Kind::kF16;
+  const bool quantized = test_weights::IsQuantized(kind);
   // Odd widths; quantized k is a whole number of groups and of 64-byte lines
   // of codes (so the AVX-512 panel kernel runs where the CPU has it), FP8's
   // rows 37 / 16 end in a ragged block.
@@ -197,7 +104,7 @@ TEST_P(GroupedMatmulTest, BitwiseEqualToOneMatmulPerGroup) {
 // The double-precision scalar reference: y = x . dequant(w_g)^T per group.
 TEST_P(GroupedMatmulTest, MatchesScalarReference) {
   const Kind kind = GetParam();
-  const bool quantized = kind != Kind::kF32 && kind != Kind::kBf16 && kind != Kind::kF16;
+  const bool quantized = test_weights::IsQuantized(kind);
   const int64_t n = 19, k = quantized ? 64 : 45;
   const Problem p = MakeProblem(kind, n, k, {2, 0, 1, 9});
   ThreadPool pool(2);

@@ -29,6 +29,7 @@
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/matmul_fp8.h"
+#include "engine/backend/cpu/matmul_rows.h"
 #include "engine/backend/cpu/matmul_unit.h"
 #include "engine/backend/cpu/quant_matmul.h"
 #include "engine/backend/cpu/simd.h"
@@ -59,7 +60,7 @@ inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float
   }
   const float* x[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) x[r] = p.x + (r0 + r) * p.x_stride;
+  for (int r = 0; r < R; ++r) x[r] = XRow(p, r0 + r);
   const void* w = p.w.data;
   // Rows of C weights are streamed at once; each row is its own page-sized
   // stream, which hardware prefetchers restart cold. So prefetch the NEXT
@@ -102,16 +103,11 @@ inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float
   }
 }
 
-// Finishes and stores one tile's results: + bias, (+ y).
+// Finishes and stores one tile's results: + bias, (* row weight), (+ y).
 template <int R, int C>
 inline void Store(const MatmulParams& p, int64_t r0, int64_t c0, const float out[R][C]) {
   for (int r = 0; r < R; ++r) {
-    float* y = p.y + (r0 + r) * p.y_stride + c0;
-    for (int c = 0; c < C; ++c) {
-      float v = out[r][c];
-      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
-      y[c] = p.accumulate ? y[c] + v : v;
-    }
+    for (int c = 0; c < C; ++c) StoreElement(p, r0 + r, c0 + c, out[r][c]);
   }
 }
 
@@ -327,7 +323,7 @@ const float* PermuteBf16Rows(const MatmulParams& p, int64_t r0, int64_t r1, int6
   if (buffer.size() < want) buffer.resize(want);
   float* out = buffer.data();
   out += (16 - (reinterpret_cast<uintptr_t>(out) / sizeof(float)) % 16) % 16;
-  for (int64_t r = r0; r < r1; ++r) PermuteBf16X(p.x + r * p.x_stride, k, out + (r - r0) * kp);
+  for (int64_t r = r0; r < r1; ++r) PermuteBf16X(XRow(p, r), k, out + (r - r0) * kp);
   *stride = kp;
   return out;
 }
@@ -424,11 +420,60 @@ void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64
   internal::DenseMatmulUnitAvx2(p, r0, r1, c0, c1);
 }
 
+namespace {
+
+// The kernels that read x and write y through matmul_rows.h: the dense ones
+// (any activations) and the quantized bf16-dot one.
+bool KernelTakesRowMaps(const MatmulParams& p) {
+  if (UsesInt8Dot(p)) return false;
+  if (p.w.quant.quantized()) return UsesBf16Dot(p);
+  return p.w.dtype != DType::kF8E4M3;
+}
+
+// Row maps for the other kernels: the rows gathered into a buffer, the
+// product into another, then weighted and added into the token rows with
+// StoreElement's arithmetic (so the result is the native kernels' bits).
+void MatmulThroughCopies(const MatmulParams& p, ThreadPool* pool) {
+  const int64_t m = p.m, k = p.w.cols, n = p.w.rows;
+  thread_local std::vector<float> x_copy, y_copy;
+  MatmulParams q = p;
+  q.x_rows = nullptr;
+  q.y_rows = nullptr;
+  q.row_weights = nullptr;
+  if (p.x_rows != nullptr) {
+    x_copy.resize(static_cast<size_t>(m * k));
+    ParallelFor(pool, m, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        std::memcpy(x_copy.data() + r * k, XRow(p, r), k * sizeof(float));
+    });
+    q.x = x_copy.data();
+    q.x_stride = k;
+  }
+  if (p.y_rows != nullptr) {
+    y_copy.resize(static_cast<size_t>(m * n));
+    q.y = y_copy.data();
+    q.y_stride = n;
+    q.accumulate = false;
+  }
+  Matmul(q, pool);
+  if (p.y_rows == nullptr) return;
+  ParallelFor(pool, m, std::max<int64_t>(1, 4096 / n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t c = 0; c < n; ++c) StoreElement(p, r, c, y_copy[r * n + c]);
+    }
+  });
+}
+
+}  // namespace
+
 void Matmul(const MatmulParams& p, ThreadPool* pool) {
   assert(p.x != nullptr && p.y != nullptr && p.w.data != nullptr);
   assert(p.x_stride >= p.w.cols && p.y_stride >= p.w.rows);
   assert(p.bias.empty() || p.bias.rows * p.bias.cols == p.w.rows);
+  assert(p.row_weights == nullptr ||
+         (p.y_rows != nullptr && p.row_weight_index != nullptr && p.bias.empty()));
   if (p.m <= 0 || p.w.rows <= 0) return;
+  if (HasRowMaps(p) && !KernelTakesRowMaps(p)) return MatmulThroughCopies(p, pool);
   if (UsesInt8Dot(p)) {
     // x is quantized once for every unit; a unit regroups kVnniTileCols
     // columns' codes at a time for all its rows: long row groups.

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/matmul_rows.h"
 #include "engine/backend/cpu/row_sums_avx512.h"
 #include "engine/backend/cpu/simd.h"
 
@@ -145,7 +146,7 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0, int64_t cols, const flo
   }
   const float* x[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) x[r] = p.x + (r0 + r) * p.x_stride;
+  for (int r = 0; r < R; ++r) x[r] = XRow(p, r0 + r);
   const float* ws = panel;
   const char* pf_next = pf->next;
   for (int64_t s = 0; s < full; ++s, ws += kStride) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/matmul_rows.h"
 #include "engine/backend/cpu/row_sums_avx512.h"
 #include "engine/backend/cpu/simd.h"
 
@@ -66,7 +67,7 @@ void RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, 
   const int64_t k = p.w.cols;
   const int64_t full = k / kBf16Block * kBf16Block;
   for (int64_t r = r0; r < r1; ++r) {
-    const float* x = p.x + r * p.x_stride;
+    const float* x = XRow(p, r);
     uint16_t* o = out + (r - r0) * kp;
     for (int64_t kk = 0; kk < full; kk += kBf16Block) {
       const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + kk + 16), _mm512_loadu_ps(x + kk));

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cpu/matmul_rows.h"
 #include "engine/backend/cpu/simd.h"
 #include "engine/backend/op_params.h"
 
@@ -52,7 +53,8 @@ ATTR inline __m256 ReduceEight(const __m512 a[8]) {
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, o));
 }
 
-// The first n (<= 16) sums in v, of row r, columns [c, c + n): + bias, (+ y).
+// The first n (<= 16) sums in v, of row r, columns [c, c + n): + bias,
+// (* row weight), (+ y): matmul_rows.h's StoreElement, 16 at a time.
 ATTR inline void StoreRowSums16(const MatmulParams& p, int64_t r, int64_t c, int n, __m512 v) {
   const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
   if (!p.bias.empty()) {
@@ -60,7 +62,8 @@ ATTR inline void StoreRowSums16(const MatmulParams& p, int64_t r, int64_t c, int
     for (int i = 0; i < n; ++i) b[i] = LoadScalar(p.bias.data, p.bias.dtype, c + i);
     v = _mm512_add_ps(v, _mm512_load_ps(b));
   }
-  float* y = p.y + r * p.y_stride + c;
+  if (p.row_weights != nullptr) v = _mm512_mul_ps(_mm512_set1_ps(RowWeight(p, r)), v);
+  float* y = YRow(p, r) + c;
   if (p.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
   _mm512_mask_storeu_ps(y, mask, v);
 }
@@ -70,11 +73,9 @@ ATTR inline void StoreRowSums(const MatmulParams& p, int64_t r, int64_t c, int n
   StoreRowSums16(p, r, c, n, _mm512_zextps256_ps512(v));
 }
 
-// + bias, (+ y) for one element, as matmul.cc's Store does.
+// One element, as matmul.cc's Store finishes it.
 ATTR inline void StoreOneSum(const MatmulParams& p, int64_t r, int64_t c, float v) {
-  if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c);
-  float* y = p.y + r * p.y_stride + c;
-  *y = p.accumulate ? *y + v : v;
+  StoreElement(p, r, c, v);
 }
 
 // One accumulator's reduction: lanes j + (j + 8), then HorizontalSum.

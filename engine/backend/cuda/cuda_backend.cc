@@ -1,6 +1,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -392,6 +393,7 @@ cudaError_t CudaBackend::SkinnyInChunks(const MatmulParams& p) {
 }
 
 void CudaBackend::Matmul(const MatmulParams& p) {
+  assert(p.x_rows == nullptr && p.y_rows == nullptr);  // HasMatmulRowMaps() is false
   if (p.w.quant.format == WeightFormat::kFp8E4m3Block) {  // fp8_gemm.cu, via the skinny path
     Record(SkinnyInChunks(p), "Matmul (FP8 block-scaled weights)");
     return;
