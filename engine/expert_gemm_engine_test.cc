@@ -1,6 +1,8 @@
 // EngineOptions::expert_gemm: the grouped expert GEMM gives bitwise the
-// logits of one GEMM per expert, on every fixture, for a prefill and the
-// decode steps after it; kAuto (2 threads, few rows per expert) groups.
+// logits of one GEMM per expert (which reads and writes the token rows in
+// place through the CPU's row maps, or gathers and scatters them without),
+// on every fixture, for a prefill and the decode steps after it; kAuto
+// (2 threads, few rows per expert) groups.
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,11 +21,13 @@ struct EngineRun {
   int64_t grouped_matmuls = 0;
 };
 
-EngineRun RunEngine(const std::shared_ptr<const models::Checkpoint>& ckpt, ExpertGemm gemm) {
+EngineRun RunEngine(const std::shared_ptr<const models::Checkpoint>& ckpt, ExpertGemm gemm,
+                    bool row_maps = true) {
   EngineRun run;
   InstrumentedBackend* counted = nullptr;
   EngineOptions o;
   o.backend.threads = 2;
+  o.backend.matmul_row_maps = row_maps;
   o.expert_gemm = gemm;
   o.backend_factory =
       [&counted](const BackendOptions& b) -> absl::StatusOr<std::unique_ptr<Backend>> {
@@ -65,15 +69,20 @@ TEST_P(ExpertGemmEngineTest, GroupedLogitsAreBitwiseThePerExpertOnes) {
   const EngineRun per_expert = RunEngine(shared, ExpertGemm::kPerExpert);
   const EngineRun grouped = RunEngine(shared, ExpertGemm::kGrouped);
   const EngineRun automatic = RunEngine(shared, ExpertGemm::kAuto);
+  // Per expert without row maps: each expert's rows gathered and its outputs
+  // scattered into the slots, as on a backend without them.
+  const EngineRun copies = RunEngine(shared, ExpertGemm::kPerExpert, /*row_maps=*/false);
   EXPECT_EQ(per_expert.grouped_matmuls, 0);
   EXPECT_GT(grouped.grouped_matmuls, 0);
   // 2 threads, a few rows per expert: the rule groups.
   EXPECT_GT(automatic.grouped_matmuls, 0);
   ASSERT_EQ(per_expert.logits.size(), grouped.logits.size());
   ASSERT_EQ(per_expert.logits.size(), automatic.logits.size());
+  ASSERT_EQ(per_expert.logits.size(), copies.logits.size());
   for (size_t i = 0; i < per_expert.logits.size(); ++i) {
     EXPECT_EQ(per_expert.logits[i], grouped.logits[i]) << "result " << i;
     EXPECT_EQ(per_expert.logits[i], automatic.logits[i]) << "result " << i;
+    EXPECT_EQ(per_expert.logits[i], copies.logits[i]) << "result " << i;
   }
 }
 

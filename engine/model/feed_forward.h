@@ -43,19 +43,20 @@ void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int
             bool accumulate);
 
 // One routed expert's rows, where they lie (device memory): entry r reads
-// token row rows[r] of the layer's input and adds its output, weighted by
-// the routing weight of its (token, rank) slot, weights[slots[r]], into
-// the same row of the output.
+// row in_rows[r] of the layer's input and its output goes to row
+// out_rows[r] of y: written (=) when `weights` is null, else weighted by
+// weights[weight_index[r]] and added (+=), as MoeScatterAdd adds.
 struct RoutedRows {
-  const int32_t* rows = nullptr;
-  const int32_t* slots = nullptr;
-  const float* weights = nullptr;  // [tokens * top_k]
+  const int32_t* in_rows = nullptr;
+  const int32_t* out_rows = nullptr;  // distinct
+  const float* weights = nullptr;
+  const int32_t* weight_index = nullptr;
 };
 
-// An expert's MLP over `rows` routed rows of x [*, hidden], added into
-// y [tokens, hidden] without gathering the rows or writing the outputs apart
+// An expert's MLP over `rows` routed rows of x [*, hidden] into rows of
+// y [*, hidden], without gathering the rows or writing the outputs apart
 // (MatmulParams' row maps; REQUIRES be->HasMatmulRowMaps()). Bitwise
-// GatherRows, RunMlp, MoeScatterAdd.
+// GatherRows, RunMlp, then ScatterRows (no weights) or MoeScatterAdd.
 void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x,
                   const RoutedRows& routed, int64_t rows, float* y);
 

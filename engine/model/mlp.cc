@@ -21,7 +21,7 @@ void Mlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, const 
   p.x_stride = hidden;
   p.m = rows;
   p.y_stride = inter;
-  if (routed != nullptr) p.x_rows = routed->rows;
+  if (routed != nullptr) p.x_rows = routed->in_rows;
   p.w = w.gate;
   p.y = gate;
   be->Matmul(p);
@@ -38,9 +38,9 @@ void Mlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, const 
   d.m = rows;
   d.accumulate = accumulate;
   if (routed != nullptr) {
-    d.y_rows = routed->rows;
+    d.y_rows = routed->out_rows;
     d.row_weights = routed->weights;
-    d.row_weight_index = routed->slots;
+    d.row_weight_index = routed->weight_index;
   }
   be->Matmul(d);
 }
@@ -55,7 +55,7 @@ void RunMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, int
 void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x,
                   const RoutedRows& routed, int64_t rows, float* y) {
   assert(be->HasMatmulRowMaps());
-  Mlp(be, ws, w, x, &routed, rows, y, /*accumulate=*/true);
+  Mlp(be, ws, w, x, &routed, rows, y, /*accumulate=*/routed.weights != nullptr);
 }
 
 void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float* gate, float* up,

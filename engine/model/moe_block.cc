@@ -175,13 +175,18 @@ class MoeBlock final : public FeedForward {
     for (int32_t e : order) {
       ASSIGN_OR_RETURN(ExpertWeights w, provider->Acquire(ctx.layer, e));
       const int64_t off = d.offset[e], n = d.offset[e + 1] - d.offset[e];
-      float* in = ws->f(Buf::kExpertIn);
-      float* out = ws->f(Buf::kExpertOut);
-      be->GatherRows(
-          GatherRowsParams{x, hidden_, ws->i32(Buf::kGatherIndex) + off, in, n, hidden_});
-      RunMlp(be, ws, MlpWeights{w.gate, w.up, w.down}, in, n, out, /*accumulate=*/false);
-      be->ScatterRows(
-          ScatterRowsParams{out, ws->i32(Buf::kSlotIndex) + off, ws->f(Buf::kSlots), n, hidden_});
+      const MlpWeights mlp{w.gate, w.up, w.down};
+      const int32_t* rows = ws->i32(Buf::kGatherIndex) + off;
+      const int32_t* slots = ws->i32(Buf::kSlotIndex) + off;
+      if (be->HasMatmulRowMaps()) {  // straight from the token rows into the slots
+        RunRoutedMlp(be, ws, mlp, x, RoutedRows{rows, slots}, n, ws->f(Buf::kSlots));
+      } else {
+        float* in = ws->f(Buf::kExpertIn);
+        float* out = ws->f(Buf::kExpertOut);
+        be->GatherRows(GatherRowsParams{x, hidden_, rows, in, n, hidden_});
+        RunMlp(be, ws, mlp, in, n, out, /*accumulate=*/false);
+        be->ScatterRows(ScatterRowsParams{out, slots, ws->f(Buf::kSlots), n, hidden_});
+      }
       provider->Release(ctx.layer, e);
     }
     return absl::OkStatus();

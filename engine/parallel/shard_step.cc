@@ -67,7 +67,7 @@ void RunShardRows(RankState& r, const LayerStep& s, const ExpertWeights& w, int6
   const int32_t* slots = ws->i32(Buf::kSlotIndex) + off;
   if (be->HasMatmulRowMaps()) {
     RunRoutedMlp(be, ws, mlp, ws->f(Buf::kNormed),
-                 RoutedRows{rows, slots, ws->f(Buf::kTopkWeights)}, n,
+                 RoutedRows{rows, rows, ws->f(Buf::kTopkWeights), slots}, n,
                  ws->f(Buf::kFfnOut));
   } else {
     be->GatherRows(
