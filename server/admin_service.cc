@@ -8,16 +8,6 @@
 #include "server/reactors.h"
 
 namespace expertd::server {
-namespace {
-
-constexpr char kNoTrainer[] = "not available in this build: fine-tune jobs are not built yet";
-
-grpc::Status Unimplemented(const char* rpc, const char* why) {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, std::string(rpc) + ": " + why);
-}
-
-}  // namespace
-
 grpc::Status AdminServiceImpl::Authenticate(grpc::CallbackServerContext* ctx) const {
   const auto& metadata = ctx->client_metadata();
   auto it = metadata.find("authorization");

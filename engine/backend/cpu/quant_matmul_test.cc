@@ -242,7 +242,9 @@ TEST(QuantMatmulBlockedTest, TakesWholeLinesOfCodesInGroupsOf32To128) {
     p.y_stride = n;
     p.m = 1;
     EXPECT_EQ(QuantMatmulAvx512Blocked(p, 0, n), blocked) << WeightFormatName(f) << g << " " << k;
-    if (!blocked) EXPECT_EQ(y[0], -1.0f) << "a refused weight must be left alone";
+    if (!blocked) {
+      EXPECT_EQ(y[0], -1.0f) << "a refused weight must be left alone";
+    }
   }
 }
 
