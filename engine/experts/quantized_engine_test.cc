@@ -125,7 +125,11 @@ TEST_P(QuantizedEngineTest, EqualsTheEngineOnDequantizedWeights) {
   const ExpertStorage storage = *ParseExpertStorage(dtype, group);
   auto ckpt = ZooModel();
   const std::string pack_dir = TempDir(std::string("quant_pack_") + storage.Name());
-  const std::vector<int32_t> prompt = {1, 17, 300, 42, 7, 99, 250, 3, 11};
+  // 600 tokens: 150 rows an expert on average, so some experts' GEMMs have
+  // more rows than one of the row copies' work chunks (the pool's workers
+  // gather and store some of them).
+  std::vector<int32_t> prompt = {1, 17, 300, 42, 7, 99, 250, 3, 11};
+  for (int i = 0; prompt.size() < 600; ++i) prompt.push_back((i * 37 + 5) % 301);
 
   ExpertStoreOptions o;
   o.pack_dir = pack_dir;
@@ -177,7 +181,11 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedEngineTest,
 TEST(QuantizedActivationsTest, Int8ActivationsStayNearFp32Activations) {
   if (!cpu::CpuSupportsInt8Dot()) GTEST_SKIP() << "the CPU lacks AVX-512-VNNI / AVX-512-BF16";
   auto ckpt = ZooModel();
-  const std::vector<int32_t> prompt = {1, 17, 300, 42, 7, 99, 250, 3, 11};
+  // 600 tokens: 150 rows an expert on average, so some experts' GEMMs have
+  // more rows than one of the row copies' work chunks (the pool's workers
+  // gather and store some of them).
+  std::vector<int32_t> prompt = {1, 17, 300, 42, 7, 99, 250, 3, 11};
+  for (int i = 0; prompt.size() < 600; ++i) prompt.push_back((i * 37 + 5) % 301);
   for (const Format& f : {Format{"int8", 32}, Format{"int4", 32}, Format{"int4", 128},
                           Format{"mxfp4", 0}}) {
     const ExpertStorage storage = *ParseExpertStorage(f.dtype, f.group);

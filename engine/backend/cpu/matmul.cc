@@ -420,21 +420,21 @@ void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64
   internal::DenseMatmulUnitAvx2(p, r0, r1, c0, c1);
 }
 
-namespace {
-
-// The kernels that read x and write y through matmul_rows.h: the dense ones
-// (any activations) and the quantized bf16-dot one.
 bool KernelTakesRowMaps(const MatmulParams& p) {
   if (UsesInt8Dot(p)) return false;
   if (p.w.quant.quantized()) return UsesBf16Dot(p);
   return p.w.dtype != DType::kF8E4M3;
 }
 
+namespace {
+
 // Row maps for the other kernels: the rows gathered into a buffer, the
 // product into another, then weighted and added into the token rows with
 // StoreElement's arithmetic (so the result is the native kernels' bits).
 void MatmulThroughCopies(const MatmulParams& p, ThreadPool* pool) {
   const int64_t m = p.m, k = p.w.cols, n = p.w.rows;
+  // The calling thread's buffers: the pool's workers reach them through
+  // these pointers (a thread_local named inside the lambda would be theirs).
   thread_local std::vector<float> x_copy, y_copy;
   MatmulParams q = p;
   q.x_rows = nullptr;
@@ -442,11 +442,11 @@ void MatmulThroughCopies(const MatmulParams& p, ThreadPool* pool) {
   q.row_weights = nullptr;
   if (p.x_rows != nullptr) {
     x_copy.resize(static_cast<size_t>(m * k));
+    float* const xc = x_copy.data();
     ParallelFor(pool, m, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        std::memcpy(x_copy.data() + r * k, XRow(p, r), k * sizeof(float));
+      for (int64_t r = begin; r < end; ++r) std::memcpy(xc + r * k, XRow(p, r), k * sizeof(float));
     });
-    q.x = x_copy.data();
+    q.x = xc;
     q.x_stride = k;
   }
   if (p.y_rows != nullptr) {
@@ -457,9 +457,10 @@ void MatmulThroughCopies(const MatmulParams& p, ThreadPool* pool) {
   }
   Matmul(q, pool);
   if (p.y_rows == nullptr) return;
+  const float* const yc = q.y;
   ParallelFor(pool, m, std::max<int64_t>(1, 4096 / n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t c = 0; c < n; ++c) StoreElement(p, r, c, y_copy[r * n + c]);
+      for (int64_t c = 0; c < n; ++c) StoreElement(p, r, c, yc[r * n + c]);
     }
   });
 }

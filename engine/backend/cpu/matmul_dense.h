@@ -72,6 +72,10 @@ bool UsesBf16Dot(const MatmulParams& p);
 // int4 / mxfp4 codes with groups of 32, 64 or 128
 // (quant_matmul_avx512vnni.cc). REQUIRES then: CpuSupportsInt8Dot().
 bool UsesInt8Dot(const MatmulParams& p);
+// Whether the kernel p runs reads x and writes y through matmul_rows.h (the
+// dense kernels, any activations, and the quantized bf16-dot one); Matmul
+// runs the others' row maps on copies.
+bool KernelTakesRowMaps(const MatmulParams& p);
 
 // The whole product on `pool` (threads split output (row-group,
 // column-chunk) units). `isa` caps the kernel: kAvx512 (if the CPU has it)

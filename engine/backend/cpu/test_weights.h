@@ -1,6 +1,6 @@
 // Test weights in every format the CPU matmul takes (dense fp32 / bf16 /
 // fp16, int8 / int4 / mxfp4 in groups of 32, FP8 blocks), each with the
-// values it represents. Shared by the matmul tests that must cover every
+// values it represents, and the activation modes this CPU runs. Shared by the matmul tests that must cover every
 // kernel family.
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_TEST_WEIGHTS_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_TEST_WEIGHTS_H_
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/weight_quantize.h"
 #include "gtest/gtest.h"
@@ -116,6 +117,15 @@ inline std::unique_ptr<GroupWeight> MakeWeight(Kind kind, int64_t n, int64_t k, 
 
 inline bool IsQuantized(Kind kind) {
   return kind != Kind::kF32 && kind != Kind::kBf16 && kind != Kind::kF16;
+}
+
+// The activation modes this CPU runs (fp32 always; bf16 and int8 where it
+// has the dot-product instructions).
+inline std::vector<MatmulActivations> ActivationModes() {
+  std::vector<MatmulActivations> modes = {MatmulActivations::kF32};
+  if (CpuSupportsBf16Dot()) modes.push_back(MatmulActivations::kBF16);
+  if (CpuSupportsInt8Dot()) modes.push_back(MatmulActivations::kInt8);
+  return modes;
 }
 
 }  // namespace expertd::engine::cpu::test_weights
