@@ -41,13 +41,16 @@ void Backend::GroupedMatmul(const GroupedMatmulParams& p) {
     const int64_t r0 = p.row_offset[g], rows = p.row_offset[g + 1] - r0;
     if (rows <= 0) continue;
     MatmulParams m;
-    m.x = p.x + r0 * p.x_stride;
+    m.x = p.x_rows == nullptr ? p.x + r0 * p.x_stride : p.x;
     m.x_stride = p.x_stride;
     m.w = p.w[g];
-    m.y = p.y + r0 * p.y_stride;
+    m.y = p.y_rows == nullptr ? p.y + r0 * p.y_stride : p.y;
     m.y_stride = p.y_stride;
     m.m = rows;
     m.accumulate = p.accumulate;
+    m.activations = p.activations;
+    if (p.x_rows != nullptr) m.x_rows = p.x_rows + r0;
+    if (p.y_rows != nullptr) m.y_rows = p.y_rows + r0;
     Matmul(m);
   }
 }

@@ -131,18 +131,25 @@ struct MatmulParams {
 // weight handles and the dispatch's counts are known on the host); what they
 // point to (weights, x, y) is device memory.
 struct GroupedMatmulParams {
-  const float* x = nullptr;  // [row_offset[groups], k]
+  const float* x = nullptr;  // [row_offset[groups], k]; [*, k] with x_rows
   int64_t x_stride = 0;
   const WeightRef* w = nullptr;         // [groups] host; each [n, k] (n, k equal across groups);
                                         // a group with no rows may have an empty weight
   const int64_t* row_offset = nullptr;  // [groups + 1] host; row_offset[0] == 0, non-decreasing
   int64_t groups = 0;
-  float* y = nullptr;  // [row_offset[groups], n]; must not alias x
+  float* y = nullptr;  // [row_offset[groups], n]; [*, n] with y_rows; must not alias x
   int64_t y_stride = 0;
   int64_t n = 0;            // output columns (w[g].rows)
   int64_t k = 0;            // reduction length (w[g].cols)
   bool accumulate = false;  // y += result instead of y = result
   MatmulActivations activations = MatmulActivations::kF32;  // as MatmulParams
+  // Row maps, as MatmulParams' (only where HasMatmulRowMaps() is true), over
+  // the call's rows 0..row_offset[groups]: grouped row r reads
+  // x[x_rows[r], :] and writes y[y_rows[r], :] (distinct y rows). So the
+  // experts' rows are read and their results stored where the tokens' rows
+  // lie, with no gathered copy: bitwise GatherRows, this call, ScatterRows.
+  const int32_t* x_rows = nullptr;  // [row_offset[groups]]
+  const int32_t* y_rows = nullptr;  // [row_offset[groups]]
 };
 
 // Rotary position embedding, rotate-half (GPT-NeoX / HF Llama) layout, in

@@ -65,6 +65,8 @@ void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* 
 // widths). Three Backend::GroupedMatmul calls and one SwiGlu over every row,
 // so each row's result is bitwise what RunMlp gives it. x: [rows, H]
 // contiguous; gate, up: [rows, I] scratch; y: [rows, H] (= or +=).
+// With row maps (REQUIRES be->HasMatmulRowMaps()), grouped row r reads row
+// x_rows[r] of x [*, H] and its result goes to row y_rows[r] of y [*, H].
 // `row_offset` is host memory, [experts.size() + 1].
 struct GroupedMlp {
   std::vector<WeightRef> gate, up, down;  // [experts], host
@@ -79,7 +81,8 @@ struct GroupedMlp {
   int64_t rows() const { return row_offset.empty() ? 0 : row_offset.back(); }
 };
 void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float* gate, float* up,
-                   float* y, bool accumulate);
+                   float* y, bool accumulate, const int32_t* x_rows = nullptr,
+                   const int32_t* y_rows = nullptr);
 
 // Routed experts on their dispatched rows with the grouped GEMM: entry j of
 // gather_index / slot_index (device, int32) names the row of x [*, H] to
@@ -87,8 +90,9 @@ void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float
 // next rows[i] entries, from entry 0 on. Runs in batches of at most
 // kGroupedBatchRows entries (an expert may straddle two: rows are
 // independent), gathering each batch once, three GroupedMatmul, one
-// SwiGlu, one scatter. Bitwise what one gather / RunMlp / scatter per
-// expert gives. Errors: the workspace's grouped buffers cannot grow.
+// SwiGlu, one scatter; where the backend's matmuls take row maps the GEMMs
+// read the rows and write the slots in place instead. Bitwise what one
+// gather / RunMlp / scatter per expert gives. Errors: the workspace's grouped buffers cannot grow.
 inline constexpr int64_t kGroupedBatchRows = 2048;
 absl::Status RunGroupedExperts(Backend* be, Workspace* ws, const float* x,
                                const int32_t* gather_index, const int32_t* slot_index, float* slots,

@@ -1,5 +1,6 @@
 // RunGroupedExperts against one gather / RunMlp / scatter per expert:
-// bitwise, also when an expert's rows straddle two batches.
+// bitwise, also when an expert's rows straddle two batches, with the rows
+// read and written in place and with gathered copies.
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -23,10 +24,16 @@ std::vector<float> Random(int64_t n, std::mt19937* rng) {
   return v;
 }
 
-TEST(GroupedExpertsTest, BitwiseEqualToPerExpertAcrossBatchBoundaries) {
+// Row maps on (the GEMMs read x's rows and write the slots in place) and
+// off (each batch gathered and scattered, as on a GPU).
+class GroupedExpertsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GroupedExpertsTest, BitwiseEqualToPerExpertAcrossBatchBoundaries) {
   BackendOptions o;
   o.threads = 3;
+  o.matmul_row_maps = GetParam();
   std::unique_ptr<Backend> be = *CreateBackend(o);
+  ASSERT_EQ(be->HasMatmulRowMaps(), GetParam());
   std::mt19937 rng(3);
   // 1500 + 1 + 1200 entries: the third expert straddles the 2048-row batch.
   const std::vector<int64_t> rows = {1500, 1, 1200, 7};
@@ -56,10 +63,15 @@ TEST(GroupedExpertsTest, BitwiseEqualToPerExpertAcrossBatchBoundaries) {
   ASSERT_TRUE(ws.Prepare(WorkspaceDims{entries, 1, 1}).ok());
 
   std::vector<float> grouped(entries * kHidden, -1.0f), per_expert(entries * kHidden, -2.0f);
+  const uint64_t before = be->memory_stats().device_bytes_in_use;
   ASSERT_TRUE(RunGroupedExperts(be.get(), &ws, x.data(), gather.data(), slot.data(), grouped.data(),
                                 experts, rows)
                   .ok());
   EXPECT_EQ(ws.grouped_rows(), kGroupedBatchRows);
+  // The batch's buffers: gate and up, and only when copying the gathered
+  // input rows and the output rows.
+  const uint64_t row_bytes = kInter * 4 * 2 + (GetParam() ? 0 : kHidden * 4 * 2);
+  EXPECT_EQ(be->memory_stats().device_bytes_in_use - before, kGroupedBatchRows * row_bytes);
   int64_t off = 0;
   for (size_t e = 0; e < rows.size(); ++e) {
     const int64_t n = rows[e];
@@ -72,6 +84,9 @@ TEST(GroupedExpertsTest, BitwiseEqualToPerExpertAcrossBatchBoundaries) {
   }
   ASSERT_EQ(0, std::memcmp(grouped.data(), per_expert.data(), grouped.size() * sizeof(float)));
 }
+
+INSTANTIATE_TEST_SUITE_P(RowMaps, GroupedExpertsTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "InPlace" : "Copies"; });
 
 }  // namespace
 }  // namespace expertd::engine

@@ -59,13 +59,15 @@ void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* 
 }
 
 void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float* gate, float* up,
-                   float* y, bool accumulate) {
+                   float* y, bool accumulate, const int32_t* x_rows, const int32_t* y_rows) {
   const int64_t rows = experts.rows();
   if (rows == 0) return;
+  assert((x_rows == nullptr && y_rows == nullptr) || be->HasMatmulRowMaps());
   const int64_t hidden = experts.gate[0].cols, inter = experts.gate[0].rows;
   GroupedMatmulParams p;
   p.x = x;
   p.x_stride = hidden;
+  p.x_rows = x_rows;
   p.row_offset = experts.row_offset.data();
   p.groups = static_cast<int64_t>(experts.gate.size());
   p.y_stride = inter;
@@ -81,6 +83,8 @@ void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float
   GroupedMatmulParams d = p;
   d.x = gate;
   d.x_stride = inter;
+  d.x_rows = nullptr;
+  d.y_rows = y_rows;
   d.w = experts.down.data();
   d.y = y;
   d.y_stride = hidden;
@@ -93,14 +97,22 @@ void RunGroupedMlp(Backend* be, const GroupedMlp& experts, const float* x, float
 namespace {
 
 // One batch: entries [begin, begin + batch.rows()) of the index arrays.
+// Where the backend's matmuls take row maps the GEMMs read x's rows and
+// write the slots in place; else the rows are gathered and scattered.
 void RunGroupedBatch(Backend* be, Workspace* ws, const float* x, int64_t hidden,
                      const int32_t* gather_index, const int32_t* slot_index, float* slots,
                      int64_t begin, const GroupedMlp& batch) {
+  float* gate = ws->f(Buf::kGroupedGate);
+  float* up = ws->f(Buf::kGroupedUp);
+  if (be->HasMatmulRowMaps()) {
+    RunGroupedMlp(be, batch, x, gate, up, slots, false, gather_index + begin, slot_index + begin);
+    return;
+  }
   const int64_t n = batch.rows();
   float* in = ws->f(Buf::kGroupedIn);
   float* out = ws->f(Buf::kGroupedOut);
   be->GatherRows(GatherRowsParams{x, hidden, gather_index + begin, in, n, hidden});
-  RunGroupedMlp(be, batch, in, ws->f(Buf::kGroupedGate), ws->f(Buf::kGroupedUp), out, false);
+  RunGroupedMlp(be, batch, in, gate, up, out, false);
   be->ScatterRows(ScatterRowsParams{out, slot_index + begin, slots, n, hidden});
 }
 
@@ -114,7 +126,7 @@ absl::Status RunGroupedExperts(Backend* be, Workspace* ws, const float* x,
   for (int64_t n : rows) total += n;
   if (total == 0) return absl::OkStatus();
   const int64_t capacity = std::min(total, kGroupedBatchRows);
-  RETURN_IF_ERROR(ws->PrepareGroupedExperts(capacity));
+  RETURN_IF_ERROR(ws->PrepareGroupedExperts(capacity, /*row_copies=*/!be->HasMatmulRowMaps()));
   const int64_t hidden = experts[0].gate.cols;
   GroupedMlp batch;
   int64_t begin = 0;

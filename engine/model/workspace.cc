@@ -114,15 +114,16 @@ absl::Status Workspace::Prepare(const WorkspaceDims& d) {
   return absl::OkStatus();
 }
 
-absl::Status Workspace::PrepareGroupedExperts(int64_t rows) {
-  if (rows <= grouped_rows_) return absl::OkStatus();
+absl::Status Workspace::PrepareGroupedExperts(int64_t rows, bool row_copies) {
   const uint64_t h = static_cast<uint64_t>(rows * dims_.hidden) * 4;
   const uint64_t i = static_cast<uint64_t>(rows * dims_.max_intermediate) * 4;
-  RETURN_IF_ERROR(Grow(Buf::kGroupedIn, h));
+  if (row_copies) {
+    RETURN_IF_ERROR(Grow(Buf::kGroupedIn, h));
+    RETURN_IF_ERROR(Grow(Buf::kGroupedOut, h));
+  }
   RETURN_IF_ERROR(Grow(Buf::kGroupedGate, i));
   RETURN_IF_ERROR(Grow(Buf::kGroupedUp, i));
-  RETURN_IF_ERROR(Grow(Buf::kGroupedOut, h));
-  grouped_rows_ = rows;
+  grouped_rows_ = std::max(grouped_rows_, rows);
   return absl::OkStatus();
 }
 

@@ -46,10 +46,10 @@ enum class Buf : int {
   kLogitHidden,   // f32 [R, H]
   kLogits,        // f32 [R, V]
   // The grouped expert GEMM's batch (G rows, see PrepareGroupedExperts):
-  kGroupedIn,    // f32 [G, H] gathered rows of several experts
+  kGroupedIn,    // f32 [G, H] gathered rows of several experts (row copies only)
   kGroupedGate,  // f32 [G, I]
   kGroupedUp,    // f32 [G, I]
-  kGroupedOut,   // f32 [G, H]
+  kGroupedOut,   // f32 [G, H] (row copies only)
   kCount
 };
 
@@ -75,8 +75,10 @@ class Workspace {
 
   // Grows the kGrouped* buffers to `rows` rows (they are empty until the
   // grouped expert GEMM first runs, so a layout that never groups pays
-  // nothing). Only grow. ResourceExhausted if device memory runs out.
-  absl::Status PrepareGroupedExperts(int64_t rows);
+  // nothing): gate and up, and with `row_copies` also the gathered input
+  // and the output (not needed where the GEMMs read and write the tokens'
+  // rows in place). Only grow. ResourceExhausted if device memory runs out.
+  absl::Status PrepareGroupedExperts(int64_t rows, bool row_copies = true);
   int64_t grouped_rows() const { return grouped_rows_; }
 
   float* f(Buf b) const { return buffers_[static_cast<int>(b)].as<float>(); }

@@ -11,8 +11,13 @@
 // Each item runs MatmulUnit (matmul_unit.h): per element the same
 // operations as the per-expert Matmul, so the result is bitwise that of one
 // Matmul per expert (and batch- and thread-invariant like it).
+//
+// Row maps (x_rows, y_rows) pass through to the units where every expert's
+// kernel takes them (matmul_rows.h); otherwise the call runs on copies: the
+// mapped rows gathered once, the unmapped call, the results stored back.
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <vector>
 
 #include "engine/backend/cpu/kernels.h"
@@ -57,6 +62,58 @@ int64_t ColumnChunk(int64_t n, int threads) {
   return std::max<int64_t>(16, (want + 7) / 8 * 8);
 }
 
+// Whether every expert with rows runs a kernel that takes row maps.
+bool KernelsTakeRowMaps(const GroupedMatmulParams& p, const std::vector<RowTile>& tiles) {
+  MatmulParams m;
+  m.activations = p.activations;
+  for (const RowTile& t : tiles) {
+    m.w = p.w[t.group];
+    if (!KernelTakesRowMaps(m)) return false;
+  }
+  return true;
+}
+
+// The row maps on copies: x's mapped rows gathered, the call without maps
+// into a buffer, each result row then stored (or added) to its y row.
+void GroupedMatmulThroughCopies(const GroupedMatmulParams& p, int64_t total_rows,
+                                ThreadPool* pool) {
+  // The calling thread's buffers, reached by the workers through pointers.
+  thread_local std::vector<float> x_copy, y_copy;
+  GroupedMatmulParams q = p;
+  q.x_rows = nullptr;
+  q.y_rows = nullptr;
+  if (p.x_rows != nullptr) {
+    x_copy.resize(static_cast<size_t>(total_rows * p.k));
+    float* const xc = x_copy.data();
+    ParallelFor(pool, total_rows, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        std::memcpy(xc + r * p.k, p.x + p.x_rows[r] * p.x_stride, p.k * sizeof(float));
+    });
+    q.x = xc;
+    q.x_stride = p.k;
+  }
+  if (p.y_rows != nullptr) {
+    y_copy.resize(static_cast<size_t>(total_rows * p.n));
+    q.y = y_copy.data();
+    q.y_stride = p.n;
+    q.accumulate = false;
+  }
+  GroupedMatmul(q, pool);
+  if (p.y_rows == nullptr) return;
+  const float* const yc = q.y;
+  ParallelFor(pool, total_rows, std::max<int64_t>(1, 4096 / p.n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* v = yc + r * p.n;
+      float* y = p.y + p.y_rows[r] * p.y_stride;
+      if (p.accumulate) {
+        for (int64_t c = 0; c < p.n; ++c) y[c] = y[c] + v[c];
+      } else {
+        std::memcpy(y, v, p.n * sizeof(float));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
@@ -66,6 +123,9 @@ void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
   const std::vector<RowTile> tiles = RowTiles(p, &total_rows);
   if (tiles.empty()) return;
   assert(p.x != nullptr && p.y != nullptr && p.x_stride >= p.k && p.y_stride >= p.n);
+  const bool row_maps = p.x_rows != nullptr || p.y_rows != nullptr;
+  if (row_maps && !KernelsTakeRowMaps(p, tiles))
+    return GroupedMatmulThroughCopies(p, total_rows, pool);
   const int threads = pool == nullptr ? 1 : pool->num_threads();
   const int64_t chunk = ColumnChunk(p.n, threads);
   const int64_t col_chunks = (p.n + chunk - 1) / chunk;
@@ -103,6 +163,8 @@ void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
       m.m = p.row_offset[p.groups];
       m.accumulate = p.accumulate;
       m.activations = p.activations;
+      m.x_rows = p.x_rows;
+      m.y_rows = p.y_rows;
       const int64_t c0 = (i % col_chunks) * chunk;
       if (int8_rows) {
         internal::QuantMatmulUnitAvx512VnniQuantized(m, xr.From(t.r0, p.k), t.r0, t.r1, c0,

@@ -1,12 +1,16 @@
 // GroupedMatmul against one Matmul per group (bitwise: the contract) and
 // against a double-precision scalar reference, for every weight format, with
-// odd widths, empty groups, one-row groups and groups past one row tile.
+// odd widths, empty groups, one-row groups and groups past one row tile; with
+// row maps, against GatherRows + GroupedMatmul + ScatterRows (bitwise).
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/test_weights.h"
@@ -15,6 +19,7 @@
 namespace expertd::engine::cpu {
 namespace {
 
+using test_weights::ActivationModes;
 using test_weights::GroupWeight;
 using test_weights::Kind;
 using test_weights::KindName;
@@ -123,6 +128,75 @@ TEST_P(GroupedMatmulTest, MatchesScalarReference) {
         // fp32 accumulation over k <= 67 terms of |x| ~ 1, |w| <= 0.5.
         EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want)))
             << KindName(kind) << " group " << e << " row " << r << " col " << c;
+      }
+    }
+  }
+}
+
+// Row maps: grouped row r reads token row x_rows[r] (tokens repeat: one
+// token routes to several experts) and writes output row y_rows[r]
+// (distinct, shuffled, some output rows never written). The same as
+// gathering the rows, the call without maps, and scattering the results
+// (with accumulate, the result rows start from y's rows).
+TEST_P(GroupedMatmulTest, RowMapsBitwiseEqualToGatherAndScatter) {
+  const Kind kind = GetParam();
+  const int64_t n = 37, k = test_weights::IsQuantized(kind) ? 128 : 67;
+  const Problem p = MakeProblem(kind, n, k, kGroupRows);
+  const int64_t rows = p.rows(), tokens = 50, out_rows = rows + 20;
+  std::mt19937 rng(17);
+  const std::vector<float> x = reference::RandomVector(tokens * (k + 3), &rng);
+  const std::vector<float> y0 = reference::RandomVector(out_rows * (n + 2), &rng);
+  std::vector<int32_t> x_rows(rows), y_rows(out_rows);
+  for (int32_t& t : x_rows) t = static_cast<int32_t>(rng() % tokens);
+  std::iota(y_rows.begin(), y_rows.end(), 0);
+  std::shuffle(y_rows.begin(), y_rows.end(), rng);
+  y_rows.resize(rows);
+  ThreadPool pool3(3);
+  for (MatmulActivations act : ActivationModes()) {
+    for (int maps = 1; maps < 4; ++maps) {
+      const bool map_x = maps & 1, map_y = maps & 2;
+      for (bool accumulate : {false, true}) {
+        // Reference: rows gathered (x always, so both sides read the same
+        // values), the unmapped call into gathered result rows, scattered.
+        std::vector<float> gx(rows * k), gy(rows * n), want = y0;
+        GatherRows(GatherRowsParams{x.data(), k + 3, x_rows.data(), gx.data(), rows, k}, nullptr);
+        GatherRows(GatherRowsParams{y0.data(), n + 2, y_rows.data(), gy.data(), rows, n}, nullptr);
+        GroupedMatmulParams g;
+        g.x = gx.data();
+        g.x_stride = k;
+        g.w = p.refs.data();
+        g.row_offset = p.offset.data();
+        g.groups = static_cast<int64_t>(p.refs.size());
+        g.y = map_y ? gy.data() : want.data();
+        g.y_stride = map_y ? n : n + 2;
+        g.n = n;
+        g.k = k;
+        g.accumulate = accumulate;
+        g.activations = act;
+        GroupedMatmul(g, nullptr);
+        if (map_y) {
+          std::vector<float> dense(out_rows * n);
+          for (int64_t r = 0; r < out_rows; ++r)
+            std::memcpy(&dense[r * n], &want[r * (n + 2)], n * sizeof(float));
+          ScatterRows(ScatterRowsParams{gy.data(), y_rows.data(), dense.data(), rows, n}, nullptr);
+          for (int64_t r = 0; r < out_rows; ++r)
+            std::memcpy(&want[r * (n + 2)], &dense[r * n], n * sizeof(float));
+        }
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+          std::vector<float> got = y0;
+          GroupedMatmulParams m = g;
+          m.x = map_x ? x.data() : gx.data();
+          m.x_stride = map_x ? k + 3 : k;
+          m.x_rows = map_x ? x_rows.data() : nullptr;
+          m.y = got.data();
+          m.y_stride = n + 2;
+          m.y_rows = map_y ? y_rows.data() : nullptr;
+          GroupedMatmul(m, pool);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << KindName(kind) << " activations=" << MatmulActivationsName(act)
+              << " x_rows=" << map_x << " y_rows=" << map_y << " accumulate=" << accumulate
+              << " threads=" << (pool ? 3 : 1);
+        }
       }
     }
   }
