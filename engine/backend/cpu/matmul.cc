@@ -68,7 +68,12 @@ inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float
   // Measured on the OLMoE-shaped bf16 decode (weights cold in DRAM), 1
   // thread: 27.7 ms/token with whole-row prefetch, 39.4 ms prefetching only
   // each row's first KiB, 46.6 ms without. (On weights already in cache it
-  // costs up to ~30%, which only small models see.)
+  // costs up to ~30%, which only small models see.) Into L2 (T1), here and
+  // in every kernel's next-tile prefetch: a T0 prefetch holds one of L1's
+  // few miss buffers until its line arrives, and a narrow decode tile
+  // issuing them for a whole row ran out of buffers and stalled its own
+  // loads (bf16 GEMV, 1 thread: 314-345 us a call with T0, 185-198 with
+  // T1, the read floor of its bytes 184-191; docs/benchmarks.md).
   const char* next = static_cast<const char*>(w) + (c0 + C) * k * W::kBytes;
   const bool prefetch = c0 + 2 * C <= p.w.rows;
   constexpr int64_t kLineElems = 64 / W::kBytes;
@@ -76,7 +81,7 @@ inline void Tile(const MatmulParams& p, int64_t k, int64_t r0, int64_t c0, float
   for (; kk + 8 <= k; kk += 8) {
     if (prefetch && (kk & (kLineElems - 1)) == 0) {
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) _mm_prefetch(next + (c * k + kk) * W::kBytes, _MM_HINT_T0);
+      for (int c = 0; c < C; ++c) _mm_prefetch(next + (c * k + kk) * W::kBytes, _MM_HINT_T1);
     }
     __m256 xv[R];
 #pragma GCC unroll 8
@@ -204,7 +209,7 @@ inline void TileBf16(const MatmulParams& p, int64_t k, const float* xp, int64_t 
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       w16[c] = w[c] + kk;
-      _mm_prefetch(reinterpret_cast<const char*>(w16[c]) + ahead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w16[c]) + ahead, _MM_HINT_T1);
     }
     block(w16, xp + kk);
   }

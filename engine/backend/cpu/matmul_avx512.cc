@@ -95,8 +95,8 @@ void PackPanelAs(const WeightRef& w, int64_t c0, int64_t cols, int pairs, float*
     const bool prefetch = c0 + 2 * j + 3 < w.rows;
     for (int64_t s = 0; s < full; ++s) {
       if (prefetch && (s * 8 * sizeof(E)) % 64 == 0) {
-        _mm_prefetch(next + s * 8 * sizeof(E), _MM_HINT_T0);
-        _mm_prefetch(next + (k + s * 8) * sizeof(E), _MM_HINT_T0);
+        _mm_prefetch(next + s * 8 * sizeof(E), _MM_HINT_T1);
+        _mm_prefetch(next + (k + s * 8) * sizeof(E), _MM_HINT_T1);
       }
       _mm512_store_ps(dst + s * stride,
                       _mm512_maskz_mov_ps(keep, LoadPair<D>(w.data, a + 8 * s, b + 8 * s)));
@@ -272,7 +272,7 @@ void DecodeTileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t 
   for (int64_t kk = 0; kk < full; kk += kBf16Block) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c)
-      _mm_prefetch(reinterpret_cast<const char*>(w[c] + kk) + ahead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w[c] + kk) + ahead, _MM_HINT_T1);
     block(kk, [](const uint16_t* q) { return _mm512_loadu_si512(q); });
   }
   if (full < k) {
@@ -302,7 +302,7 @@ void PackBf16(const WeightRef& w, int64_t c0, int64_t cols, float* out) {
     const bool prefetch = c0 + j + 1 < w.rows;
     float* dst = out + j * kBf16BlockFloats;
     for (int64_t b = 0; b < blocks; ++b) {
-      if (prefetch) _mm_prefetch(next + b * 64, _MM_HINT_T0);
+      if (prefetch) _mm_prefetch(next + b * 64, _MM_HINT_T1);
       const __m512i v = LoadBf16Block(row + b * kBf16Block, k - b * kBf16Block);
       _mm512_store_ps(dst + b * stride, Bf16EvenZ(v));
       _mm512_store_ps(dst + b * stride + 16, Bf16OddZ(v));

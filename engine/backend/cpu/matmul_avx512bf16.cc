@@ -118,7 +118,7 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t kp, int64_t r0, int
     for (int64_t kk = 0; kk < full; kk += kBf16Block) {
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c)
-        _mm_prefetch(reinterpret_cast<const char*>(w[c] + kk) + ahead, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w[c] + kk) + ahead, _MM_HINT_T1);
       block(kk, [](const uint16_t* q) { return _mm512_loadu_si512(q); });
     }
   } else {

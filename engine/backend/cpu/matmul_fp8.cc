@@ -45,7 +45,7 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0) {
     for (int c = 0; c < C; ++c) s[c] = _mm256_set1_ps(srow[c][kb / fs.block_cols] * 256.0f);
     for (int64_t kk = kb; kk < kend; kk += 8) {
       if (prefetch && (kk & 63) == 0) {
-        for (int c = 0; c < C; ++c) _mm_prefetch(next + c * k + kk, _MM_HINT_T0);
+        for (int c = 0; c < C; ++c) _mm_prefetch(next + c * k + kk, _MM_HINT_T1);
       }
       __m256 xv[R];
       for (int r = 0; r < R; ++r) xv[r] = LoadF32x8(p.x + (r0 + r) * p.x_stride + kk);

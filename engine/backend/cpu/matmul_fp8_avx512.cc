@@ -79,7 +79,7 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0) {
     for (int64_t kk = kb; kk < kend; kk += 16) {
       if (prefetch && (kk & 63) == 0) {
         #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) _mm_prefetch(next + c * k + kk, _MM_HINT_T0);
+        for (int c = 0; c < C; ++c) _mm_prefetch(next + c * k + kk, _MM_HINT_T1);
       }
       __m512 xv[R];
       #pragma GCC unroll 8

@@ -133,7 +133,7 @@ void Tile(const MatmulParams& p, int64_t c0) {
           #pragma GCC unroll 16
           for (int64_t l = 0; l < kLinesPerChunk; ++l)
             _mm_prefetch(reinterpret_cast<const char*>(next + c * row_bytes + off + 64 * l),
-                         _MM_HINT_T0);
+                         _MM_HINT_T1);
         }
       }
       #pragma GCC unroll 16

@@ -137,7 +137,7 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
         for (uint64_t off = 0; off < group_bytes; off += 64)
           _mm_prefetch(
               reinterpret_cast<const char*>(rows[c] + C * row_bytes + b * group_bytes + off),
-              _MM_HINT_T0);
+              _MM_HINT_T1);
       }
     }
 #pragma GCC unroll 8

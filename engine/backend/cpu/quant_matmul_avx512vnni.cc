@@ -126,11 +126,11 @@ class NextTilePrefetch {
     const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
     const char* scales = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
     for (int64_t off = 0; off < next_cols * static_cast<int64_t>(scale_row_bytes); off += 64)
-      _mm_prefetch(scales + off, _MM_HINT_T0);
+      _mm_prefetch(scales + off, _MM_HINT_T1);
   }
   void Step() {
     for (int64_t i = 0; i < lines_per_step_ && next_ < end_; ++i, next_ += 64)
-      _mm_prefetch(next_, _MM_HINT_T0);
+      _mm_prefetch(next_, _MM_HINT_T1);
   }
 
  private:

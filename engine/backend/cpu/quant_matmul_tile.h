@@ -68,7 +68,7 @@ inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool pr
       for (int c = 0; c < C; ++c) {
         for (uint64_t off = 0; off < group_bytes; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(next + c * row_bytes + b * group_bytes + off),
-                       _MM_HINT_T0);
+                       _MM_HINT_T1);
       }
     }
     V part[C];
