@@ -20,9 +20,10 @@
 // each of 16 columns, and x's four matching bytes are broadcast to every
 // lane, so no horizontal sums are needed. 4-bit codes come out of a 4-byte
 // piece as the even codes (low nibbles) then the odd ones, so x's bytes are
-// stored in that order (evens then odds within every 8). One row of int8
-// codes (decode) skips the panel: RowInt8 multiplies each column's codes in
-// their own lanes and sums the lanes after (the same integers).
+// stored in that order (evens then odds within every 8). One row (decode)
+// skips the panel: RowUnit multiplies each column's codes in
+// their own lanes (4-bit codes unpacked there into x's order) and sums the
+// lanes after (the same integers).
 //
 // x is quantized once per Matmul / GroupedMatmul call (QuantizeAllRowsInt8)
 // and read by every unit; MatmulUnit alone quantizes its own rows.
@@ -229,17 +230,48 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel) {
   }
 }
 
-// One row (the unit's row i, matrix row r) of int8 codes at columns
-// [c, c + cols), without a panel: with one row each code is used once, so
-// the transposes a panel needs cost more than the products. Per column,
-// 64 codes (two 32-blocks) a step, vpdpbusd against x's 64 bytes in their
-// own lanes, then ReduceSixteen turns 16 columns' lanes into the blocks'
-// sums: the same integers as the panel tiles, the same fp32 epilogue.
-void RowInt8(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
+// Columns' 64 codes (two 32-blocks) at `codes` as vpdpbusd's unsigned
+// bytes (code + bias), in x's byte order: int8 as stored; 4-bit codes from
+// their 32 bytes, each 4-byte piece's low nibbles then its high nibbles
+// (the evens then the odds of its 8 codes, the order x's bytes are in).
+// `half`: only the first block (32 codes); the upper lanes are left as
+// whatever the load gives (x's upper lanes are zero then).
+template <WeightFormat F>
+inline __m512i RowCodes(const uint8_t* codes, bool half) {
+  if constexpr (F == WeightFormat::kInt8) {
+    const __m512i v = half ? _mm512_zextsi256_si512(
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)))
+                           : _mm512_loadu_si512(codes);
+    return _mm512_xor_si512(v, _mm512_set1_epi8(-128));
+  } else {
+    // A piece p in the low half of a 64-bit lane: (p | p << 28) keeps p's
+    // low nibbles in bytes 0-3 and moves its high nibbles to bytes 4-7.
+    const __m256i pieces =
+        half ? _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)))
+             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+    const __m512i t = _mm512_cvtepu32_epi64(pieces);
+    const __m512i nibbles = _mm512_ternarylogic_epi64(t, _mm512_slli_epi64(t, 28),
+                                                      _mm512_set1_epi8(0x0F), 0xA8);  // (a|b)&c
+    if constexpr (F == WeightFormat::kInt4) return _mm512_xor_si512(nibbles, _mm512_set1_epi8(8));
+    const __m512i e2m1 =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kE2m1Biased)));
+    return _mm512_shuffle_epi8(e2m1, nibbles);
+  }
+}
+
+// One row (the unit's row i, matrix row r) at columns [c, c + cols),
+// without a panel: with one row each code is used once, so the transposes
+// a panel needs cost more than the products. Per column, 64 codes (two
+// 32-blocks) a step, vpdpbusd against x's 64 bytes in their own lanes, then
+// ReduceSixteen turns 16 columns' lanes into the blocks' sums: the same
+// integers as the panel tiles, the same fp32 epilogue.
+template <WeightFormat F>
+void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
              const float* scales, const float* bias) {
   const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
   const int64_t blocks_per_group = p.w.quant.group_size / 32;
-  const uint64_t row_bytes = k;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  constexpr int64_t kBlockBytes = F == WeightFormat::kInt8 ? 32 : 16;
   NextTilePrefetch prefetch(p, row_bytes, c, cols, (cols + 15) / 16 * (k / 64 + 1));
   const int8_t* x = xr.codes + i * k;
   for (int cb = 0; cb * 16 < cols; ++cb) {
@@ -260,8 +292,7 @@ void RowInt8(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
       __m512i part[16];
 #pragma GCC unroll 16
       for (int l = 0; l < 16; ++l) {
-        const __m512i w =
-            _mm512_xor_si512(_mm512_loadu_si512(col[l] + 32 * b), _mm512_set1_epi8(-128));
+        const __m512i w = RowCodes<F>(col[l] + kBlockBytes * b, false);
         part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
       }
       __m512i first, second;
@@ -275,10 +306,8 @@ void RowInt8(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
       __m512i part[16];
 #pragma GCC unroll 16
       for (int l = 0; l < 16; ++l) {
-        const __m512i w = _mm512_xor_si512(_mm512_zextsi256_si512(_mm256_loadu_si256(
-                                               reinterpret_cast<const __m256i*>(col[l] + 32 * b))),
-                                           _mm512_set1_epi8(-128));
-        part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);  // high lanes: 0 x 0
+        const __m512i w = RowCodes<F>(col[l] + kBlockBytes * b, true);
+        part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);  // high lanes: w x 0
       }
       __m512i first, second;
       ReduceSixteen(part, &first, &second);
@@ -396,8 +425,8 @@ void Unit(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1, int
       for (int j = 0; j < kVnniTileCols; ++j)
         bias[j] = j < cols ? LoadScalar(p.bias.data, p.bias.dtype, c + j) : 0.0f;
     }
-    if (F == WeightFormat::kInt8 && r1 - r0 == 1) {
-      RowInt8(p, xr, 0, r0, c, cols, scales, p.bias.empty() ? nullptr : bias);
+    if (r1 - r0 == 1) {
+      RowUnit<F>(p, xr, 0, r0, c, cols, scales, p.bias.empty() ? nullptr : bias);
       continue;
     }
     BuildPanel<F>(p, c, cols, panel);
