@@ -85,10 +85,7 @@ void GroupedMatmulThroughCopies(const GroupedMatmulParams& p, int64_t total_rows
   if (p.x_rows != nullptr) {
     x_copy.resize(static_cast<size_t>(total_rows * p.k));
     float* const xc = x_copy.data();
-    ParallelFor(pool, total_rows, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        std::memcpy(xc + r * p.k, p.x + p.x_rows[r] * p.x_stride, p.k * sizeof(float));
-    });
+    GatherRows(GatherRowsParams{p.x, p.x_stride, p.x_rows, xc, total_rows, p.k}, pool);
     q.x = xc;
     q.x_stride = p.k;
   }

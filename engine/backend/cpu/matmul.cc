@@ -448,9 +448,7 @@ void MatmulThroughCopies(const MatmulParams& p, ThreadPool* pool) {
   if (p.x_rows != nullptr) {
     x_copy.resize(static_cast<size_t>(m * k));
     float* const xc = x_copy.data();
-    ParallelFor(pool, m, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) std::memcpy(xc + r * k, XRow(p, r), k * sizeof(float));
-    });
+    GatherRows(GatherRowsParams{p.x, p.x_stride, p.x_rows, xc, m, k}, pool);
     q.x = xc;
     q.x_stride = k;
   }
