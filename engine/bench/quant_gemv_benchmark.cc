@@ -246,12 +246,14 @@ void BM_Gemm(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % kMatrices;
   }
-  state.counters["GFLOPs"] = benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(),
-                                                benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["MFLOP"] = 2.0 * tokens * kN * kK / 1e6;  // per call: / CPU us = GFLOP/s
   state.SetLabel(std::string(format == 0 ? "bf16 dense" : WeightFormatName(m.quant.format)) +
                  (format == 0 ? "" : "-g" + std::to_string(m.quant.group_size)) +
-                 (format == 0 ? " avx2" : generic ? " avx512-generic" : " avx512"));
+                 (format == 0 ? " avx2"
+                  : generic   ? " avx512-generic"
+                              : " avx512"));
 }
 BENCHMARK(BM_Gemm)
     ->ArgsProduct({{1, 2, 3}, {3, 2}, {16, 64}, {1}, {32}})
@@ -338,8 +340,8 @@ BENCHMARK(BM_DenseGemm)
 
 // Prefill per activations mode: the same weights and rows through Matmul
 // with fp32, bf16 (vdpbf16ps) or int8 (vpdpbusd) activations. Args:
-// {format 1 int8 / 2 int4 / 3 mxfp4, mode 0 fp32 / 1 bf16 / 2 int8, tokens,
-// threads, group}. GFLOP/s = 2 m n k / time: compare with BM_FmaPeak,
+// {format 0 bf16 (dense) / 1 int8 / 2 int4 / 3 mxfp4, mode 0 fp32 / 1 bf16 / 2 int8,
+// tokens, threads, group}. GFLOP/s = 2 m n k / time: compare with BM_FmaPeak,
 // BM_Bf16DotPeak and BM_Int8DotPeak of the same threads.
 void BM_GemmActivations(benchmark::State& state) {
   const int format = static_cast<int>(state.range(0));
@@ -372,13 +374,17 @@ void BM_GemmActivations(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % kMatrices;
   }
-  state.counters["GFLOPs"] = benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(),
-                                                benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(WeightFormatName(m.quant.format)) + "-g" +
-                 std::to_string(m.quant.group_size) + " " + MatmulActivationsName(mode) +
-                 " activations");
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
+                                              benchmark::Counter::kIsRate);
+  state.SetLabel((format == 0 ? std::string("bf16 dense")
+                              : std::string(WeightFormatName(m.quant.format)) + "-g" +
+                                    std::to_string(m.quant.group_size)) +
+                 " " + MatmulActivationsName(mode) + " activations");
 }
 BENCHMARK(BM_GemmActivations)
+    ->ArgsProduct({{0}, {0, 1}, {1}, {1, 2}, {32}})
     ->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {1, 16, 64, 256}, {1}, {32}})
     ->ArgsProduct({{2}, {1, 2}, {64, 256}, {1}, {128}})
     ->ArgsProduct({{2}, {1, 2}, {1, 256}, {2}, {32}})
