@@ -112,9 +112,10 @@ inline constexpr int kVnniTileCols = 32;
 void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1);
 // Rows of x quantized for that kernel (reference_ops.h QuantizeInt8Block),
-// in the layout p.w's format needs (4-bit formats: evens then odds within
-// every 8 values): row i's k bytes at codes + i * k, its 32-blocks' scales
-// at d + i * k / 32 and -bias * sum(q) at corr + i * k / 32.
+// in the layout p.w's format needs (4-bit formats: per chunk of 128 values,
+// its even values, then its odd ones): row i's k bytes at codes + i * k,
+// its 32-blocks' scales at d + i * k / 32 and -bias * sum(q) at
+// corr + i * k / 32.
 struct Int8Rows {
   int8_t* codes;
   float* d;

@@ -19,11 +19,15 @@
 // of 4-byte pieces) into a panel where one 64-byte vector holds 4 codes of
 // each of 16 columns, and x's four matching bytes are broadcast to every
 // lane, so no horizontal sums are needed. 4-bit codes come out of a 4-byte
-// piece as the even codes (low nibbles) then the odd ones, so x's bytes are
-// stored in that order (evens then odds within every 8). One row (decode)
-// skips the panel: RowUnit multiplies each column's codes in
-// their own lanes (4-bit codes unpacked there into x's order) and sums the
-// lanes after (the same integers).
+// piece as the even codes (low nibbles) then the odd ones. One row (decode)
+// skips the panel: RowUnit multiplies each column's codes in their own
+// lanes and sums the lanes after (the same integers). For 4-bit codes it
+// takes a column's 64 bytes (128 codes) at once: the low nibbles are one
+// vector of even codes, the high nibbles (a 16-bit shift) one of odd codes,
+// each a single vpternlogd from the bytes. So x's 4-bit layout is per chunk
+// of 128 values (XChunkOffsets): the even values of its groups of 8 (4
+// bytes a group), then the odd ones; the panel tiles read their 4 bytes
+// from there.
 //
 // x is quantized once per Matmul / GroupedMatmul call (QuantizeAllRowsInt8)
 // and read by every unit; MatmulUnit alone quantizes its own rows.
@@ -79,14 +83,31 @@ alignas(16) constexpr int8_t kE2m1Biased[16] = {12, 13, 14, 15, 16, 18, 20, 24,
                                                 12, 11, 10,  9,  8,  6,  4,  0};
 // clang-format on
 
+// Where 32-block b's bytes of a row of x are, for 4-bit formats: the row
+// is cut into chunks of 128 values (the last one may hold 32, 64 or 96);
+// a chunk with G groups of 8 values stores each group's 4 even values at
+// 4 * group and its 4 odd ones at 4 * G + 4 * group. Block b is the chunk's
+// groups 4 (b % 4) .. 4 (b % 4) + 3: its 16 even values start at `even`,
+// its 16 odd ones at even + odd_delta.
+struct XChunkOffsets {
+  XChunkOffsets(int64_t k, int64_t b) {
+    const int64_t chunk_start = 128 * (b / 4);
+    even = chunk_start + 16 * (b % 4);
+    odd_delta = std::min<int64_t>(128, k - chunk_start) / 2;
+  }
+  int64_t even;
+  int64_t odd_delta;
+};
+
 template <WeightFormat F>
 void QuantizeRows(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out) {
   const int64_t k = p.w.cols, blocks = k / 32;
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+  // Per 128-bit half: the 8 even values of its two groups, then the 8 odd.
   const __m256i evens_then_odds =
-      _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7,
-                       8, 10, 12, 14, 9, 11, 13, 15);
+      _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12,
+                       14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (int64_t r = r0; r < r1; ++r) {
     const float* x = p.x + r * p.x_stride;
     const int64_t i = r - r0;
@@ -105,8 +126,18 @@ void QuantizeRows(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows&
         q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id)), hi), lo);
       }
       __m256i bytes = _mm256_set_m128i(_mm512_cvtepi32_epi8(q1), _mm512_cvtepi32_epi8(q0));
-      if constexpr (F != WeightFormat::kInt8) bytes = _mm256_shuffle_epi8(bytes, evens_then_odds);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.codes + i * k + 32 * b), bytes);
+      int8_t* row = out.codes + i * k;
+      if constexpr (F == WeightFormat::kInt8) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 32 * b), bytes);
+      } else {
+        // The block's 16 even values, then its 16 odd ones (XChunkOffsets).
+        bytes = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(bytes, evens_then_odds),
+                                         _MM_SHUFFLE(3, 1, 2, 0));
+        const XChunkOffsets at(k, b);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row + at.even), _mm256_castsi256_si128(bytes));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row + at.even + at.odd_delta),
+                         _mm256_extracti128_si256(bytes, 1));
+      }
       out.d[i * blocks + b] = d;
       out.corr[i * blocks + b] = -kCodeBias<F> * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     }
@@ -114,27 +145,32 @@ void QuantizeRows(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows&
 }
 
 // Decode reads each weight once, from DRAM: while one tile of columns is
-// computed, the next tile's rows (one contiguous range) are prefetched a few
-// lines per step, and its scales at once (the 16-32 interleaved row streams
-// of a tile defeat the hardware prefetcher).
+// computed, the next tile's scales, then its rows (each one contiguous
+// range), are prefetched a few lines per step (the 16-32 interleaved row
+// streams of a tile defeat the hardware prefetcher).
 class NextTilePrefetch {
  public:
   NextTilePrefetch(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, int64_t steps) {
-    const int64_t next_cols = std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols);
+    const int64_t next_cols =
+        std::max<int64_t>(0, std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols));
+    const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
+    scales_ = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
+    scales_end_ = scales_ + next_cols * scale_row_bytes;
     next_ = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
     end_ = next_ + next_cols * row_bytes;
-    lines_per_step_ = ((end_ - next_) / 64 + steps - 1) / steps;
-    const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
-    const char* scales = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
-    for (int64_t off = 0; off < next_cols * static_cast<int64_t>(scale_row_bytes); off += 64)
-      _mm_prefetch(scales + off, _MM_HINT_T1);
+    const int64_t lines = (scales_end_ - scales_ + 63) / 64 + (end_ - next_ + 63) / 64;
+    lines_per_step_ = (lines + steps - 1) / std::max<int64_t>(1, steps);
   }
   void Step() {
-    for (int64_t i = 0; i < lines_per_step_ && next_ < end_; ++i, next_ += 64)
-      _mm_prefetch(next_, _MM_HINT_T1);
+    int64_t i = 0;
+    for (; i < lines_per_step_ && scales_ < scales_end_; ++i, scales_ += 64)
+      _mm_prefetch(scales_, _MM_HINT_T1);
+    for (; i < lines_per_step_ && next_ < end_; ++i, next_ += 64) _mm_prefetch(next_, _MM_HINT_T1);
   }
 
  private:
+  const char* scales_;
+  const char* scales_end_;
   const char* next_;
   const char* end_;
   int64_t lines_per_step_;
@@ -153,8 +189,10 @@ inline void BlockRows(const MatmulParams& p, uint64_t row_bytes, int64_t c, int 
 
 // The scales of columns [c, c + cols) (mxfp4's halved, for its doubled
 // codes) at scales + (cb * groups + g) * 16 + l; column_scales: room for
-// 16 x groups. Each column's scales as fp32, then transposed to 16 lanes a
-// group, four groups at a time.
+// 16 x groups. Scales of whole 16-byte pieces per column: transposed as
+// stored (TransposeF16Scales, TransposeE8m0Scales); others: each column's
+// scales as fp32, then transposed to 16 lanes a group, four groups at a
+// time.
 void BuildScales(const MatmulParams& p, int64_t c, int cols, float* scales, float* column_scales) {
   const WeightQuant& q = p.w.quant;
   const int64_t groups = p.w.cols / q.group_size;
@@ -163,6 +201,21 @@ void BuildScales(const MatmulParams& p, int64_t c, int cols, float* scales, floa
   for (int cb = 0; cb * 16 < cols; ++cb) {
     const int lanes = std::min(16, cols - 16 * cb);
     const uint8_t* scale_col[16];
+    const bool f16 = q.scale_dtype == ScaleDType::kF16 && groups % 8 == 0 && scale_factor == 1.0f;
+    const bool e8m0 = q.scale_dtype == ScaleDType::kE8M0 && groups % 16 == 0;
+    if (f16 || e8m0) {
+      const int64_t row_bytes = groups * (f16 ? 2 : 1);
+      for (int l = 0; l < 16; ++l) {
+        scale_col[l] = static_cast<const uint8_t*>(q.scales) +
+                       (c + 16 * cb + std::min(l, lanes - 1)) * row_bytes;
+      }
+      if (f16) {
+        TransposeF16Scales(scale_col, groups, scales + cb * groups * 16);
+      } else {
+        TransposeE8m0Scales(scale_col, groups, factor, scales + cb * groups * 16);
+      }
+      continue;
+    }
     for (int l = 0; l < 16; ++l) {
       float* own = column_scales + l * groups;
       ScalesToF32(q, (c + 16 * cb + std::min(l, lanes - 1)) * groups, groups, own);
@@ -230,49 +283,55 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel) {
   }
 }
 
-// Columns' 64 codes (two 32-blocks) at `codes` as vpdpbusd's unsigned
-// bytes (code + bias), in x's byte order: int8 as stored; 4-bit codes from
-// their 32 bytes, each 4-byte piece's low nibbles then its high nibbles
-// (the evens then the odds of its 8 codes, the order x's bytes are in).
-// `half`: only the first block (32 codes); the upper lanes are left as
-// whatever the load gives (x's upper lanes are zero then).
+// A column's 64 int8 codes (two 32-blocks) at `codes` as vpdpbusd's
+// unsigned bytes (code + 128). `half`: only the first block (32 codes); the
+// upper lanes are zero (x's upper lanes are zero then too).
+inline __m512i RowInt8Codes(const uint8_t* codes, bool half) {
+  const __m512i v =
+      half ? _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)))
+           : _mm512_loadu_si512(codes);
+  return _mm512_xor_si512(v, _mm512_set1_epi8(-128));
+}
+
+// A column's bytes of 4-bit codes (byte i: code 2i in the low nibble, 2i + 1
+// in the high one) as vpdpbusd's unsigned bytes: byte i of `even` is code 2i
+// + bias, of `odd` code 2i + 1 + bias. One instruction each for int4 (the
+// 16-bit shift brings the high nibbles down; the select clears the bits
+// above and flips bit 3: (v & 7) | (~v & 8) = code + 8), two for mxfp4 (a
+// mask, then vpshufb's table of the biased, doubled e2m1 values).
 template <WeightFormat F>
-inline __m512i RowCodes(const uint8_t* codes, bool half) {
-  if constexpr (F == WeightFormat::kInt8) {
-    const __m512i v = half ? _mm512_zextsi256_si512(
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)))
-                           : _mm512_loadu_si512(codes);
-    return _mm512_xor_si512(v, _mm512_set1_epi8(-128));
+inline void NibbleCodes(__m512i v, __m512i* even, __m512i* odd) {
+  const __m512i high = _mm512_srli_epi16(v, 4);
+  if constexpr (F == WeightFormat::kInt4) {
+    const __m512i seven = _mm512_set1_epi8(7), eight = _mm512_set1_epi8(8);
+    *even = _mm512_ternarylogic_epi32(v, seven, eight, 0xCA);  // v ? seven : eight, bitwise
+    *odd = _mm512_ternarylogic_epi32(high, seven, eight, 0xCA);
   } else {
-    // A piece p in the low half of a 64-bit lane: (p | p << 28) keeps p's
-    // low nibbles in bytes 0-3 and moves its high nibbles to bytes 4-7.
-    const __m256i pieces =
-        half ? _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)))
-             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
-    const __m512i t = _mm512_cvtepu32_epi64(pieces);
-    const __m512i nibbles = _mm512_ternarylogic_epi64(t, _mm512_slli_epi64(t, 28),
-                                                      _mm512_set1_epi8(0x0F), 0xA8);  // (a|b)&c
-    if constexpr (F == WeightFormat::kInt4) return _mm512_xor_si512(nibbles, _mm512_set1_epi8(8));
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
     const __m512i e2m1 =
         _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kE2m1Biased)));
-    return _mm512_shuffle_epi8(e2m1, nibbles);
+    *even = _mm512_shuffle_epi8(e2m1, _mm512_and_si512(v, nibble));
+    *odd = _mm512_shuffle_epi8(e2m1, _mm512_and_si512(high, nibble));
   }
 }
 
 // One row (the unit's row i, matrix row r) at columns [c, c + cols),
 // without a panel: with one row each code is used once, so the transposes
-// a panel needs cost more than the products. Per column, 64 codes (two
-// 32-blocks) a step, vpdpbusd against x's 64 bytes in their own lanes, then
-// ReduceSixteen turns 16 columns' lanes into the blocks' sums: the same
-// integers as the panel tiles, the same fp32 epilogue.
+// a panel needs cost more than the products. Per column, its codes in
+// their own lanes against x's bytes (int8: 64 codes, two 32-blocks, a step;
+// 4-bit: 128 codes, four blocks, as even and odd codes against x's even
+// and odd values), then 16 columns' lanes are summed into the blocks' sums:
+// the same integers as the panel tiles, the same fp32 epilogue.
 template <WeightFormat F>
 void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
              const float* scales, const float* bias) {
   const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
   const int64_t blocks_per_group = p.w.quant.group_size / 32;
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
-  constexpr int64_t kBlockBytes = F == WeightFormat::kInt8 ? 32 : 16;
-  NextTilePrefetch prefetch(p, row_bytes, c, cols, (cols + 15) / 16 * (k / 64 + 1));
+  constexpr bool kFourBit = F != WeightFormat::kInt8;
+  constexpr int64_t kBlocksPerStep = kFourBit ? 4 : 2;
+  NextTilePrefetch prefetch(p, row_bytes, c, cols,
+                            (cols + 15) / 16 * ((blocks + kBlocksPerStep - 1) / kBlocksPerStep));
   const int8_t* x = xr.codes + i * k;
   for (int cb = 0; cb * 16 < cols; ++cb) {
     const uint8_t* col[16];
@@ -285,33 +344,56 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
                                          _mm512_set1_ps(xr.d[i * blocks + b]));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc);
     };
-    int64_t b = 0;
-    for (; b + 2 <= blocks; b += 2) {
-      prefetch.Step();
-      const __m512i xv = _mm512_loadu_si512(x + 32 * b);
-      __m512i part[16];
+    if constexpr (kFourBit) {
+      for (int64_t b = 0; b < blocks; b += 4) {
+        prefetch.Step();
+        // The row's last chunk may hold 1-3 blocks (16 bytes of codes and of
+        // x's even and odd values each): the rest of the lanes load zeros.
+        const int64_t nb = std::min<int64_t>(4, blocks - b);
+        const __mmask64 bytes = nb == 4 ? ~__mmask64{0} : (__mmask64{1} << (16 * nb)) - 1;
+        const XChunkOffsets at(k, b);
+        const __m512i x_even = _mm512_maskz_loadu_epi8(bytes, x + at.even);
+        const __m512i x_odd = _mm512_maskz_loadu_epi8(bytes, x + at.even + at.odd_delta);
+        __m512i part[16];
 #pragma GCC unroll 16
-      for (int l = 0; l < 16; ++l) {
-        const __m512i w = RowCodes<F>(col[l] + kBlockBytes * b, false);
-        part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
+        for (int l = 0; l < 16; ++l) {
+          __m512i even, odd;
+          NibbleCodes<F>(_mm512_maskz_loadu_epi8(bytes, col[l] + 16 * b), &even, &odd);
+          part[l] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), even, x_even),
+                                        odd, x_odd);
+        }
+        __m512i sums[4];
+        ReduceSixteenByQuarter(part, sums);
+        for (int64_t q = 0; q < nb; ++q) finish_block(b + q, sums[q]);
       }
-      __m512i first, second;
-      ReduceSixteen(part, &first, &second);
-      finish_block(b, first);
-      finish_block(b + 1, second);
-    }
-    if (b < blocks) {  // an odd last block: its 32 codes in the low lanes
-      const __m512i xv =
-          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b)));
-      __m512i part[16];
+    } else {
+      int64_t b = 0;
+      for (; b + 2 <= blocks; b += 2) {
+        prefetch.Step();
+        const __m512i xv = _mm512_loadu_si512(x + 32 * b);
+        __m512i part[16];
 #pragma GCC unroll 16
-      for (int l = 0; l < 16; ++l) {
-        const __m512i w = RowCodes<F>(col[l] + kBlockBytes * b, true);
-        part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);  // high lanes: w x 0
+        for (int l = 0; l < 16; ++l)
+          part[l] =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), RowInt8Codes(col[l] + 32 * b, false), xv);
+        __m512i first, second;
+        ReduceSixteen(part, &first, &second);
+        finish_block(b, first);
+        finish_block(b + 1, second);
       }
-      __m512i first, second;
-      ReduceSixteen(part, &first, &second);
-      finish_block(b, first);
+      if (b < blocks) {  // an odd last block: its 32 codes in the low lanes
+        prefetch.Step();
+        const __m512i xv = _mm512_zextsi256_si512(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b)));
+        __m512i part[16];
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; ++l)
+          part[l] =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), RowInt8Codes(col[l] + 32 * b, true), xv);
+        __m512i first, second;
+        ReduceSixteen(part, &first, &second);
+        finish_block(b, first);
+      }
     }
     const int lanes = std::min(16, cols - 16 * cb);
     const auto mask = static_cast<__mmask16>((1u << lanes) - 1);
@@ -325,7 +407,8 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
 
 // Rows [r, r + R) (row r is the unit's row i) x column blocks [0, CB) of
 // the panel at columns [c, c + cols). bias: the columns' bias, or null.
-template <int R, int CB>
+// kFourBit: x is in the 4-bit formats' layout (XChunkOffsets).
+template <bool kFourBit, int R, int CB>
 void Tile(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
           const uint8_t* panel, const float* scales, const float* bias) {
   const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
@@ -337,6 +420,14 @@ void Tile(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64
     for (int cb = 0; cb < CB; ++cb) acc[rr][cb] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < blocks; ++b) {
+    // Step s's 4 bytes of x: the block's plain bytes, or (4-bit) piece s / 2's
+    // even values for even s, its odd ones for odd s.
+    int64_t even = 32 * b, odd = 32 * b;
+    if constexpr (kFourBit) {
+      const XChunkOffsets at(k, b);
+      even = at.even;
+      odd = at.even + at.odd_delta;
+    }
     __m512i sum[R][CB];
 #pragma GCC unroll 4
     for (int rr = 0; rr < R; ++rr) {
@@ -353,7 +444,8 @@ void Tile(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64
 #pragma GCC unroll 4
       for (int rr = 0; rr < R; ++rr) {
         int32_t four;
-        std::memcpy(&four, xr.codes + (i + rr) * k + 32 * b + 4 * s, sizeof(four));
+        const int64_t at = kFourBit ? (s % 2 == 0 ? even : odd) + 4 * (s / 2) : even + 4 * s;
+        std::memcpy(&four, xr.codes + (i + rr) * k + at, sizeof(four));
         const __m512i xv = _mm512_set1_epi32(four);
 #pragma GCC unroll 2
         for (int cb = 0; cb < CB; ++cb) sum[rr][cb] = _mm512_dpbusd_epi32(sum[rr][cb], w[cb], xv);
@@ -385,25 +477,26 @@ void Tile(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64
   }
 }
 
-template <int R>
+template <bool kFourBit, int R>
 void TileAnyCols(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c,
                  int cols, const uint8_t* panel, const float* scales, const float* bias) {
   static_assert(kColBlocks == 2);
-  if (cols > 16) return Tile<R, 2>(p, xr, i, r, c, cols, panel, scales, bias);
-  Tile<R, 1>(p, xr, i, r, c, cols, panel, scales, bias);
+  if (cols > 16) return Tile<kFourBit, R, 2>(p, xr, i, r, c, cols, panel, scales, bias);
+  Tile<kFourBit, R, 1>(p, xr, i, r, c, cols, panel, scales, bias);
 }
 
+template <bool kFourBit>
 void TileAny(int rows, const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c,
              int cols, const uint8_t* panel, const float* scales, const float* bias) {
   switch (rows) {
     case 4:
-      return TileAnyCols<4>(p, xr, i, r, c, cols, panel, scales, bias);
+      return TileAnyCols<kFourBit, 4>(p, xr, i, r, c, cols, panel, scales, bias);
     case 3:
-      return TileAnyCols<3>(p, xr, i, r, c, cols, panel, scales, bias);
+      return TileAnyCols<kFourBit, 3>(p, xr, i, r, c, cols, panel, scales, bias);
     case 2:
-      return TileAnyCols<2>(p, xr, i, r, c, cols, panel, scales, bias);
+      return TileAnyCols<kFourBit, 2>(p, xr, i, r, c, cols, panel, scales, bias);
     case 1:
-      return TileAnyCols<1>(p, xr, i, r, c, cols, panel, scales, bias);
+      return TileAnyCols<kFourBit, 1>(p, xr, i, r, c, cols, panel, scales, bias);
     default:
       return;
   }
@@ -431,8 +524,9 @@ void Unit(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1, int
     }
     BuildPanel<F>(p, c, cols, panel);
     for (int64_t r = r0; r < r1; r += kTileRows) {
-      TileAny(static_cast<int>(std::min<int64_t>(kTileRows, r1 - r)), p, xr, r - r0, r, c, cols,
-              panel, scales, p.bias.empty() ? nullptr : bias);
+      TileAny<F != WeightFormat::kInt8>(static_cast<int>(std::min<int64_t>(kTileRows, r1 - r)), p,
+                                        xr, r - r0, r, c, cols, panel, scales,
+                                        p.bias.empty() ? nullptr : bias);
     }
   }
 }

@@ -166,7 +166,14 @@ TEST_F(Int8ActivationsTest, ArbitraryCodesAndActivationsAreBitwiseTheScalarSeque
     for (auto [g, m, k] : {std::tuple<int, int64_t, int64_t>{32, 11, 512},
                            {128, 11, 512},
                            {32, 1, 160},  // an odd number of 32-blocks, one row
-                           {128, 1, 384}}) {
+                           {128, 1, 384},
+                           // rows whose last 128-value chunk of x holds 1, 2
+                           // or 3 blocks (the 4-bit layout), one row and panels
+                           {32, 1, 32},
+                           {64, 1, 192},
+                           {32, 1, 224},
+                           {32, 5, 224},
+                           {64, 2, 320}}) {
       const Case c{m, 37, k, true, false};
       const Quantized q = ArbitraryCodes(f, g, c.n, c.k, static_cast<uint32_t>(g));
       std::mt19937 rng(7);
@@ -174,7 +181,7 @@ TEST_F(Int8ActivationsTest, ArbitraryCodesAndActivationsAreBitwiseTheScalarSeque
       std::vector<float> x = RandomVector(c.m * (c.k + 3), &rng);
       std::uniform_int_distribution<int> exponent(-30, 30);
       for (float& v : x) v = std::ldexp(v, exponent(rng));
-      for (int64_t i = 0; i < 32; ++i) {
+      for (int64_t i = 0; i < 32 && c.k >= 128; ++i) {
         x[(2 % c.m) * (c.k + 3) + 64 + i] = 0.0f;               // a zero block
         x[(3 % c.m) * (c.k + 3) + 96 + i] = 1e-39f * (i - 16);  // d below FLT_MIN
       }
