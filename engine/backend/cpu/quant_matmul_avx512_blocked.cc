@@ -1,19 +1,21 @@
 // The AVX-512 quantized matmul for the shapes experts have (quant_matmul.h):
 // group size 32, 64 or 128, k a whole number of 64-byte lines of codes. Decode
-// (fewer than 4 rows, Tile) decodes the codes per row; prefill (PanelColumns)
-// decodes a tile once for all rows. Per 16 weights the decode spends 3 vector
-// instructions besides the FMA's x load:
-//   int8          vpmovsxbd (from memory), vcvtdq2ps, vfmadd
-//   int4, mxfp4   vpbroadcastq (a load), vpsrlvq, vpermps (a 16-entry table
-//                 of the codes' values: the nibble needs no masking, vpermps
-//                 reads the low 4 bits of each index), vfmadd
-// and per group and column one FMA with the scale broadcast from memory: the
-// tile's scales are converted to fp32 once (16 per instruction), not per
-// group. The shifted broadcast puts nibble (l & 1) * 8 + l / 2 in lane l, so
-// x is permuted the same way (one vpermps per 16 x values, shared by the
-// tile's 8 columns): the lane sums pair the same x and w as the generic
-// variant, in another lane order (a difference of fp32 rounding only).
-// Prefetch: one per 64-byte line of each of the next tile's rows.
+// (fewer than 4 rows: Tile, ChunkTile) decodes the codes per row; prefill
+// (PanelColumns) decodes a tile once for all rows, into the same lane order,
+// and runs the same fp32 sequence, so both paths give the same bits.
+//   int8          per 16 weights vpmovsxbd (from memory), vcvtdq2ps, vfmadd;
+//                 per group and column one FMA by the scale.
+//   int4, mxfp4   per 128 weights (a 64-byte line) and 16 of them: a shift
+//                 by an immediate, vpermps over a 16-entry table of the
+//                 codes' values (the nibble needs no masking: vpermps reads
+//                 the low 4 bits of each index), vfmadd; lane l holds the
+//                 codes 8l .. 8l + 7, so x is transposed once per call to
+//                 match, and lane l is scaled by its own group's scale once
+//                 per line.
+// The tile's scales are converted to fp32 once (16 per instruction). Every
+// variant pairs the same x and w; they differ from the generic one in lane
+// order only (a difference of fp32 rounding). Prefetch: one per 64-byte line
+// of each of the next tile's rows.
 //
 // Everything after the pragma is compiled for AVX-512 F/BW/VL/DQ and called
 // only after cpuid says the CPU has it (QuantMatmulIsa).
@@ -54,6 +56,8 @@ namespace {
 
 constexpr int kTileColumns = 8;
 constexpr int64_t kMaxGroups = 512;  // per row: the tile's fp32 scales live on the stack
+// A column's scales in a tile's array: 16 readable past the last (ChunkScales).
+constexpr int64_t kScaleStride = kMaxGroups + 16;
 // From this many rows on, a tile's codes are decoded once for all rows
 // (PanelColumns) rather than once per row (Tile).
 constexpr int64_t kPanelMinRows = 4;
@@ -65,44 +69,24 @@ inline float Sum16(__m512 v) {
 }
 
 // The values of the 16 four-bit codes, as fp32.
-alignas(64) constexpr float kInt4Values[16] = {0, 1, 2, 3, 4, 5, 6, 7,
+alignas(64) constexpr float kInt4Values[16] = {0,  1,  2,  3,  4,  5,  6,  7,
                                                -8, -7, -6, -5, -4, -3, -2, -1};
 
 template <WeightFormat F>
 constexpr int64_t kWeightsPerLine = F == WeightFormat::kInt8 ? 64 : 128;
 
-// 16 decoded codes of a row starting at column col (a multiple of 16), in the
-// lane order the file comment describes; `table` is the 4-bit formats' values.
-template <WeightFormat F>
-inline __m512 LoadCodes(const uint8_t* row, int64_t col, __m512 table) {
-  if constexpr (F == WeightFormat::kInt8) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + col));
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
-  } else {
-    int64_t word;
-    __builtin_memcpy(&word, row + col / 2, 8);
-    const __m512i shifts = _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m512i idx = _mm512_srlv_epi64(_mm512_set1_epi64(word), shifts);
-    return _mm512_permutexvar_ps(idx, table);
-  }
+// 16 int8 codes of a row from column col, as fp32.
+inline __m512 LoadInt8Codes(const uint8_t* row, int64_t col) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + col));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 }
 
-// 16 x values starting at col, in the lane order of LoadCodes<F>.
-template <WeightFormat F>
-inline __m512 LoadX(const float* x, int64_t col) {
-  const __m512 v = _mm512_loadu_ps(x + col);
-  if constexpr (F == WeightFormat::kInt8) {
-    return v;
-  } else {
-    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    return _mm512_permutexvar_ps(order, v);
-  }
-}
-
-// C columns from c0, every row: per column, per group, the group's lane sums
-// scaled into the accumulator; the horizontal sum last.
-template <WeightFormat F, int kG, int C>
+// int8: C columns from c0, every row (fewer than kPanelMinRows): per column,
+// per group, the group's lane sums scaled into the accumulator; the
+// horizontal sum last.
+template <int kG, int C>
 void Tile(const MatmulParams& p, int64_t c0) {
+  constexpr WeightFormat F = WeightFormat::kInt8;
   const WeightQuant& q = p.w.quant;
   const int64_t k = p.w.cols, groups = k / kG;
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
@@ -113,8 +97,6 @@ void Tile(const MatmulParams& p, int64_t c0) {
     w[c] = base + (c0 + c) * row_bytes;
     ScalesToF32(q, ((c0 + c) / q.block_rows) * groups, groups, scales[c]);
   }
-  // Unaligned load: kE2m1Values (weight_format.h) has no 64-byte alignment.
-  const __m512 table = _mm512_loadu_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
   // A chunk: whole groups and whole 64-byte lines.
   constexpr int64_t kChunk = kG > kWeightsPerLine<F> ? kG : kWeightsPerLine<F>;
   constexpr int64_t kLinesPerChunk = kChunk / kWeightsPerLine<F>;
@@ -123,33 +105,33 @@ void Tile(const MatmulParams& p, int64_t c0) {
   for (int64_t r = 0; r < p.m; ++r) {
     const float* x = p.x + r * p.x_stride;
     __m512 acc[C];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t i0 = 0; i0 < k; i0 += kChunk) {
       if (prefetch && r == 0) {
         const uint64_t off = QuantValueBytes(F, 1, i0);
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int c = 0; c < C; ++c) {
-          #pragma GCC unroll 16
+#pragma GCC unroll 16
           for (int64_t l = 0; l < kLinesPerChunk; ++l)
             _mm_prefetch(reinterpret_cast<const char*>(next + c * row_bytes + off + 64 * l),
                          _MM_HINT_T1);
         }
       }
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int64_t g0 = i0; g0 < i0 + kChunk; g0 += kG) {
         __m512 part[C];
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int c = 0; c < C; ++c) part[c] = _mm512_setzero_ps();
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int64_t i = g0; i < g0 + kG; i += 16) {
-          const __m512 xv = LoadX<F>(x, i);
-          #pragma GCC unroll 16
+          const __m512 xv = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 16
           for (int c = 0; c < C; ++c)
-            part[c] = _mm512_fmadd_ps(xv, LoadCodes<F>(w[c], i, table), part[c]);
+            part[c] = _mm512_fmadd_ps(xv, LoadInt8Codes(w[c], i), part[c]);
         }
         const int64_t b = g0 / kG;
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int c = 0; c < C; ++c)
           acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[c][b]), acc[c]);
       }
@@ -163,49 +145,148 @@ void Tile(const MatmulParams& p, int64_t c0) {
   }
 }
 
+// 4-bit codes, 128 a row at a time (a 64-byte line): dword lane l of the
+// line holds codes 8l .. 8l + 7, code 8l + t in bits 4t .. 4t + 3, so a
+// shift by an immediate and one vpermps over the 16 values give vector t
+// (lane l = code 8l + t) with no shifted broadcast per 16 codes (the
+// broadcast-and-shift sequence was bound by its shuffles). x is transposed to
+// match once per call (TransposeX: vector t of a chunk, lane l = x[8l + t]),
+// and since lane l's codes lie in group (8l) / kG, each lane is scaled by its
+// own group's scale (ChunkScales) once per chunk.
+template <WeightFormat F>
+inline __m512 ChunkCodes(__m512i line, int t, __m512 table) {
+  return _mm512_permutexvar_ps(t == 0 ? line : _mm512_srli_epi32(line, 4 * t), table);
+}
+
+// Rows of x (m rows of k, at x with stride x_stride) into `out` (m rows of k)
+// in ChunkCodes' order.
+void TransposeX(const float* x, int64_t x_stride, int64_t m, int64_t k, float* out) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* in = x + r * x_stride;
+    float* o = out + r * k;
+    for (int64_t c = 0; c < k; c += 128) {
+      for (int t = 0; t < 8; ++t) {
+        for (int l = 0; l < 16; ++l) o[c + 16 * t + l] = in[c + 8 * l + t];
+      }
+    }
+  }
+}
+
+// Chunk ch's lane scales of one column: lane l the scale of group
+// (128 ch + 8 l) / kG; `scales` the column's fp32 scales (16 readable past
+// its last group).
+template <int kG>
+inline __m512 ChunkScales(const float* scales, int64_t ch) {
+  constexpr int kGroupsPerChunk = 128 / kG;
+  const __m512 s = _mm512_loadu_ps(scales + ch * kGroupsPerChunk);
+  if constexpr (kG == 128) return _mm512_permutexvar_ps(_mm512_setzero_si512(), s);
+  const __m512i lane_group =
+      kG == 32 ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)
+               : _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  return _mm512_permutexvar_ps(lane_group, s);
+}
+
+// C columns from c0, every row (fewer than kPanelMinRows), 4-bit codes: per
+// column and chunk, the chunk's 8 vectors into `part`, then part times the
+// lanes' scales into the accumulator; the horizontal sum last. xt: the rows
+// of x in ChunkCodes' order (TransposeX).
+template <WeightFormat F, int kG, int C>
+void ChunkTile(const MatmulParams& p, const float* xt, int64_t c0) {
+  const WeightQuant& q = p.w.quant;
+  const int64_t k = p.w.cols, groups = k / kG;
+  const uint64_t row_bytes = QuantValueBytes(F, 1, k);
+  const auto* base = static_cast<const uint8_t*>(p.w.data);
+  alignas(64) float scales[C][kScaleStride];
+  const uint8_t* w[C];
+  for (int c = 0; c < C; ++c) {
+    w[c] = base + (c0 + c) * row_bytes;
+    ScalesToF32(q, ((c0 + c) / q.block_rows) * groups, groups, scales[c]);
+  }
+  const __m512 table = _mm512_loadu_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  const uint8_t* next = base + (c0 + C) * row_bytes;
+  const bool prefetch = c0 + 2 * C <= p.w.rows;
+  for (int64_t r = 0; r < p.m; ++r) {
+    const float* x = xt + r * k;
+    __m512 acc[C];
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    for (int64_t ch = 0; ch < k / 128; ++ch) {
+      if (prefetch && r == 0) {
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c)
+          _mm_prefetch(reinterpret_cast<const char*>(next + c * row_bytes + 64 * ch), _MM_HINT_T1);
+      }
+      __m512i line[C];
+      __m512 part[C];
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) {
+        line[c] = _mm512_loadu_si512(w[c] + 64 * ch);
+        part[c] = _mm512_setzero_ps();
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        const __m512 xv = _mm512_load_ps(x + 128 * ch + 16 * t);
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c)
+          part[c] = _mm512_fmadd_ps(xv, ChunkCodes<F>(line[c], t, table), part[c]);
+      }
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c)
+        acc[c] = _mm512_fmadd_ps(part[c], ChunkScales<kG>(scales[c], ch), acc[c]);
+    }
+    float* y = p.y + r * p.y_stride + c0;
+    for (int c = 0; c < C; ++c) {
+      float v = Sum16(acc[c]);
+      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+      y[c] = p.accumulate ? y[c] + v : v;
+    }
+  }
+}
+
 // Prefill (many rows): the tile's codes are decoded once into fp32 (`w`, C
-// rows of k, unscaled, in LoadCodes' lane order) and reused by every row; x
-// is permuted into LoadCodes' order once per call (`x`, m rows of k). Per
-// (row, column) the operations are exactly Tile's (same values, lane order,
-// part / scale / accumulator sequence, horizontal sum), so the results are
-// bitwise those of the one-row path: batch invariance holds across the switch.
-// Register tile: R rows x CC columns share each x and w load.
+// rows of k, unscaled; 4-bit codes in ChunkCodes' order) and reused by every
+// row; x is copied (4-bit: transposed, TransposeX) once per call (`x`, m rows
+// of k). Per (row, column) the operations are exactly Tile's (4-bit:
+// ChunkTile's): same values, lane order, part / scale / accumulator sequence,
+// horizontal sum, so the results are bitwise those of the one-row path: batch
+// invariance holds across the switch. Register tile: R rows x CC columns
+// share each x and w load. This one: int8 (Tile's sequence).
 template <int kG, int R, int CC>
 void PanelMicro(const MatmulParams& p, const float* x, const float* w, const float* scales,
                 int64_t r0, int64_t c0) {
   const int64_t k = p.w.cols, groups = k / kG;
   __m512 acc[R][CC];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < groups; ++b) {
     __m512 part[R][CC];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < CC; ++c) part[r][c] = _mm512_setzero_ps();
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int64_t i = b * kG; i < (b + 1) * kG; i += 16) {
       __m512 wv[CC];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int c = 0; c < CC; ++c) wv[c] = _mm512_load_ps(w + c * k + i);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         __m512 xv = _mm512_load_ps(x + r * k + i);
         // Held in a register: GCC would otherwise fold the load into each
         // of the CC FMAs (CC loads instead of one; loads then bound the tile).
         __asm__("" : "+v"(xv));
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int c = 0; c < CC; ++c) part[r][c] = _mm512_fmadd_ps(xv, wv[c], part[r][c]);
       }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int c = 0; c < CC; ++c) {
-      const __m512 s = _mm512_set1_ps(scales[c * kMaxGroups + b]);
-      #pragma GCC unroll 8
+      const __m512 s = _mm512_set1_ps(scales[c * kScaleStride + b]);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
     }
   }
@@ -227,12 +308,79 @@ void PanelRows(const MatmulParams& p, const float* x, const float* w, const floa
   const int64_t k = p.w.cols;
   int c = 0;
   for (; c + 3 <= cols; c += 3) {
-    PanelMicro<kG, R, 3>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+    PanelMicro<kG, R, 3>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
   }
   if (cols - c == 2) {
-    PanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+    PanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
   } else if (cols - c == 1) {
-    PanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kMaxGroups, r0, c0 + c);
+    PanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
+  }
+}
+
+// PanelMicro for 4-bit codes: per chunk of 128, the 8 vectors of x
+// (TransposeX) and w (ChunkCodes' order) into part, then part times the
+// lanes' scales: ChunkTile's sequence, so the one-row and panel paths agree
+// bitwise here too.
+template <int kG, int R, int CC>
+void ChunkPanelMicro(const MatmulParams& p, const float* x, const float* w, const float* scales,
+                     int64_t r0, int64_t c0) {
+  const int64_t k = p.w.cols;
+  __m512 acc[R][CC];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t ch = 0; ch < k / 128; ++ch) {
+    __m512 part[R][CC];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int c = 0; c < CC; ++c) part[r][c] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      const int64_t i = 128 * ch + 16 * t;
+      __m512 wv[CC];
+#pragma GCC unroll 8
+      for (int c = 0; c < CC; ++c) wv[c] = _mm512_load_ps(w + c * k + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        __m512 xv = _mm512_load_ps(x + r * k + i);
+        __asm__("" : "+v"(xv));  // one load, not one per FMA (PanelMicro)
+#pragma GCC unroll 8
+        for (int c = 0; c < CC; ++c) part[r][c] = _mm512_fmadd_ps(xv, wv[c], part[r][c]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < CC; ++c) {
+      const __m512 s = ChunkScales<kG>(scales + c * kScaleStride, ch);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* y = p.y + (r0 + r) * p.y_stride + c0;
+    for (int c = 0; c < CC; ++c) {
+      float v = Sum16(acc[r][c]);
+      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+      y[c] = p.accumulate ? y[c] + v : v;
+    }
+  }
+}
+
+template <int kG, int R>
+void ChunkPanelRows(const MatmulParams& p, const float* x, const float* w, const float* scales,
+                    int64_t r0, int64_t c0, int cols) {
+  const int64_t k = p.w.cols;
+  int c = 0;
+  for (; c + 3 <= cols; c += 3) {
+    ChunkPanelMicro<kG, R, 3>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
+  }
+  if (cols - c == 2) {
+    ChunkPanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
+  } else if (cols - c == 1) {
+    ChunkPanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
   }
 }
 
@@ -244,24 +392,43 @@ void PanelBlock(const MatmulParams& p, int64_t c0, int64_t c1) {
   const auto* base = static_cast<const uint8_t*>(p.w.data);
   // Unaligned load: kE2m1Values (weight_format.h) has no 64-byte alignment.
   const __m512 table = _mm512_loadu_ps(F == WeightFormat::kInt4 ? kInt4Values : kE2m1Values);
+  constexpr bool kChunked = F != WeightFormat::kInt8;  // ChunkTile's order
   float* x_buf = PanelScratch(0, m * k);
   float* w_buf = PanelScratch(1, kTileColumns * k);
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t i = 0; i < k; i += 16)
-      _mm512_store_ps(x_buf + r * k + i, LoadX<F>(p.x + r * p.x_stride, i));
+  if constexpr (kChunked) {
+    TransposeX(p.x, p.x_stride, m, k, x_buf);
+  } else {
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t i = 0; i < k; i += 16)
+        _mm512_store_ps(x_buf + r * k + i, _mm512_loadu_ps(p.x + r * p.x_stride + i));
+    }
   }
-  alignas(64) float scales[kTileColumns * kMaxGroups];
+  alignas(64) float scales[kTileColumns * kScaleStride];
   for (int64_t c = c0; c < c1; c += kTileColumns) {
     const int cols = static_cast<int>(c1 - c < kTileColumns ? c1 - c : kTileColumns);
     for (int j = 0; j < cols; ++j) {
-      ScalesToF32(q, ((c + j) / q.block_rows) * groups, groups, scales + j * kMaxGroups);
+      ScalesToF32(q, ((c + j) / q.block_rows) * groups, groups, scales + j * kScaleStride);
       const uint8_t* row = base + (c + j) * row_bytes;
-      for (int64_t i = 0; i < k; i += 16)
-        _mm512_store_ps(w_buf + j * k + i, LoadCodes<F>(row, i, table));
+      if constexpr (kChunked) {
+        for (int64_t ch = 0; ch < k / 128; ++ch) {
+          const __m512i line = _mm512_loadu_si512(row + 64 * ch);
+#pragma GCC unroll 8
+          for (int t = 0; t < 8; ++t)
+            _mm512_store_ps(w_buf + j * k + 128 * ch + 16 * t, ChunkCodes<F>(line, t, table));
+        }
+      } else {
+        for (int64_t i = 0; i < k; i += 16)
+          _mm512_store_ps(w_buf + j * k + i, LoadInt8Codes(row, i));
+      }
     }
     int64_t r = 0;
-    for (; r + 4 <= m; r += 4) PanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
-    for (; r < m; ++r) PanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
+    if constexpr (kChunked) {
+      for (; r + 4 <= m; r += 4) ChunkPanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
+      for (; r < m; ++r) ChunkPanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
+    } else {
+      for (; r + 4 <= m; r += 4) PanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
+      for (; r < m; ++r) PanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
+    }
   }
 }
 
@@ -285,8 +452,15 @@ template <WeightFormat F, int kG>
 void Columns(const MatmulParams& p, int64_t c0, int64_t c1) {
   if (p.m >= kPanelMinRows) return PanelColumns<F, kG>(p, c0, c1);
   int64_t c = c0;
-  for (; c + kTileColumns <= c1; c += kTileColumns) Tile<F, kG, kTileColumns>(p, c);
-  for (; c < c1; ++c) Tile<F, kG, 1>(p, c);
+  if constexpr (F != WeightFormat::kInt8) {
+    float* xt = PanelScratch(0, p.m * p.w.cols);
+    TransposeX(p.x, p.x_stride, p.m, p.w.cols, xt);
+    for (; c + kTileColumns <= c1; c += kTileColumns) ChunkTile<F, kG, kTileColumns>(p, xt, c);
+    for (; c < c1; ++c) ChunkTile<F, kG, 1>(p, xt, c);
+    return;
+  }
+  for (; c + kTileColumns <= c1; c += kTileColumns) Tile<kG, kTileColumns>(p, c);
+  for (; c < c1; ++c) Tile<kG, 1>(p, c);
 }
 
 template <WeightFormat F>
