@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "engine/backend/cpu/quant_matmul.h"
@@ -243,25 +244,44 @@ void ChunkTile(const MatmulParams& p, const float* xt, int64_t c0) {
   }
 }
 
+// The scale of a span of x and w in the panel: int8 runs Tile's sequence
+// (a span is a group, one scale for every lane), 4-bit codes ChunkTile's (a
+// span is a 128-value chunk, each lane its own group's scale).
+template <int kG>
+struct GroupSpans {
+  static constexpr int64_t kSpan = kG;
+  static __m512 Scale(const float* column_scales, int64_t span) {
+    return _mm512_set1_ps(column_scales[span]);
+  }
+};
+template <int kG>
+struct ChunkSpans {
+  static constexpr int64_t kSpan = 128;
+  static __m512 Scale(const float* column_scales, int64_t span) {
+    return ChunkScales<kG>(column_scales, span);
+  }
+};
+
 // Prefill (many rows): the tile's codes are decoded once into fp32 (`w`, C
 // rows of k, unscaled; 4-bit codes in ChunkCodes' order) and reused by every
 // row; x is copied (4-bit: transposed, TransposeX) once per call (`x`, m rows
 // of k). Per (row, column) the operations are exactly Tile's (4-bit:
-// ChunkTile's): same values, lane order, part / scale / accumulator sequence,
-// horizontal sum, so the results are bitwise those of the one-row path: batch
-// invariance holds across the switch. Register tile: R rows x CC columns
-// share each x and w load. This one: int8 (Tile's sequence).
-template <int kG, int R, int CC>
+// ChunkTile's): same values, lane order, part / scale / accumulator sequence
+// (Spans: GroupSpans or ChunkSpans), horizontal sum, so the results are
+// bitwise those of the one-row path: batch invariance holds across the
+// switch. Register tile: R rows x CC columns share each x and w load.
+template <typename Spans, int R, int CC>
 void PanelMicro(const MatmulParams& p, const float* x, const float* w, const float* scales,
                 int64_t r0, int64_t c0) {
-  const int64_t k = p.w.cols, groups = k / kG;
+  constexpr int64_t kSpan = Spans::kSpan;
+  const int64_t k = p.w.cols;
   __m512 acc[R][CC];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
     for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < groups; ++b) {
+  for (int64_t b = 0; b < k / kSpan; ++b) {
     __m512 part[R][CC];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -269,7 +289,7 @@ void PanelMicro(const MatmulParams& p, const float* x, const float* w, const flo
       for (int c = 0; c < CC; ++c) part[r][c] = _mm512_setzero_ps();
     }
 #pragma GCC unroll 8
-    for (int64_t i = b * kG; i < (b + 1) * kG; i += 16) {
+    for (int64_t i = b * kSpan; i < (b + 1) * kSpan; i += 16) {
       __m512 wv[CC];
 #pragma GCC unroll 8
       for (int c = 0; c < CC; ++c) wv[c] = _mm512_load_ps(w + c * k + i);
@@ -285,7 +305,7 @@ void PanelMicro(const MatmulParams& p, const float* x, const float* w, const flo
     }
 #pragma GCC unroll 8
     for (int c = 0; c < CC; ++c) {
-      const __m512 s = _mm512_set1_ps(scales[c * kScaleStride + b]);
+      const __m512 s = Spans::Scale(scales + c * kScaleStride, b);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
     }
@@ -302,85 +322,18 @@ void PanelMicro(const MatmulParams& p, const float* x, const float* w, const flo
 
 // Rows [r0, r0 + R) x the tile's `cols` columns from c0: three at a time
 // (R = 4: 24 accumulators, 7 loads per 12 FMAs), then the rest.
-template <int kG, int R>
+template <typename Spans, int R>
 void PanelRows(const MatmulParams& p, const float* x, const float* w, const float* scales,
                int64_t r0, int64_t c0, int cols) {
   const int64_t k = p.w.cols;
   int c = 0;
   for (; c + 3 <= cols; c += 3) {
-    PanelMicro<kG, R, 3>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
+    PanelMicro<Spans, R, 3>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
   }
   if (cols - c == 2) {
-    PanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
+    PanelMicro<Spans, R, 2>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
   } else if (cols - c == 1) {
-    PanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
-  }
-}
-
-// PanelMicro for 4-bit codes: per chunk of 128, the 8 vectors of x
-// (TransposeX) and w (ChunkCodes' order) into part, then part times the
-// lanes' scales: ChunkTile's sequence, so the one-row and panel paths agree
-// bitwise here too.
-template <int kG, int R, int CC>
-void ChunkPanelMicro(const MatmulParams& p, const float* x, const float* w, const float* scales,
-                     int64_t r0, int64_t c0) {
-  const int64_t k = p.w.cols;
-  __m512 acc[R][CC];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int c = 0; c < CC; ++c) acc[r][c] = _mm512_setzero_ps();
-  }
-  for (int64_t ch = 0; ch < k / 128; ++ch) {
-    __m512 part[R][CC];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-      for (int c = 0; c < CC; ++c) part[r][c] = _mm512_setzero_ps();
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      const int64_t i = 128 * ch + 16 * t;
-      __m512 wv[CC];
-#pragma GCC unroll 8
-      for (int c = 0; c < CC; ++c) wv[c] = _mm512_load_ps(w + c * k + i);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        __m512 xv = _mm512_load_ps(x + r * k + i);
-        __asm__("" : "+v"(xv));  // one load, not one per FMA (PanelMicro)
-#pragma GCC unroll 8
-        for (int c = 0; c < CC; ++c) part[r][c] = _mm512_fmadd_ps(xv, wv[c], part[r][c]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < CC; ++c) {
-      const __m512 s = ChunkScales<kG>(scales + c * kScaleStride, ch);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float* y = p.y + (r0 + r) * p.y_stride + c0;
-    for (int c = 0; c < CC; ++c) {
-      float v = Sum16(acc[r][c]);
-      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
-      y[c] = p.accumulate ? y[c] + v : v;
-    }
-  }
-}
-
-template <int kG, int R>
-void ChunkPanelRows(const MatmulParams& p, const float* x, const float* w, const float* scales,
-                    int64_t r0, int64_t c0, int cols) {
-  const int64_t k = p.w.cols;
-  int c = 0;
-  for (; c + 3 <= cols; c += 3) {
-    ChunkPanelMicro<kG, R, 3>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
-  }
-  if (cols - c == 2) {
-    ChunkPanelMicro<kG, R, 2>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
-  } else if (cols - c == 1) {
-    ChunkPanelMicro<kG, R, 1>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
+    PanelMicro<Spans, R, 1>(p, x + r0 * k, w + c * k, scales + c * kScaleStride, r0, c0 + c);
   }
 }
 
@@ -421,14 +374,10 @@ void PanelBlock(const MatmulParams& p, int64_t c0, int64_t c1) {
           _mm512_store_ps(w_buf + j * k + i, LoadInt8Codes(row, i));
       }
     }
+    using Spans = std::conditional_t<kChunked, ChunkSpans<kG>, GroupSpans<kG>>;
     int64_t r = 0;
-    if constexpr (kChunked) {
-      for (; r + 4 <= m; r += 4) ChunkPanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
-      for (; r < m; ++r) ChunkPanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
-    } else {
-      for (; r + 4 <= m; r += 4) PanelRows<kG, 4>(p, x_buf, w_buf, scales, r, c, cols);
-      for (; r < m; ++r) PanelRows<kG, 1>(p, x_buf, w_buf, scales, r, c, cols);
-    }
+    for (; r + 4 <= m; r += 4) PanelRows<Spans, 4>(p, x_buf, w_buf, scales, r, c, cols);
+    for (; r < m; ++r) PanelRows<Spans, 1>(p, x_buf, w_buf, scales, r, c, cols);
   }
 }
 
