@@ -270,19 +270,21 @@ void UnitBf16(const MatmulParams& p, int64_t k, int64_t r0, int64_t r1, int64_t 
 }
 
 // The product split into output units: groups of `row_group` rows x column
-// chunks (multiples of `chunk_multiple`) small enough that every thread gets
-// several (load balance). Units are disjoint, so the split changes no result.
-// unit(p, r0, r1, c0, c1) computes one unit.
+// chunks (multiples of `chunk_multiple`), about `chunks_per_thread` per
+// thread (several balance the load when a thread is descheduled). Units are
+// disjoint, so the split changes no result. unit(p, r0, r1, c0, c1)
+// computes one unit.
 template <typename UnitFn>
 void Run(const MatmulParams& p, ThreadPool* pool, UnitFn unit, int64_t row_group,
-         int64_t chunk_multiple) {
+         int64_t chunk_multiple, int64_t chunks_per_thread = 4) {
   const int64_t m = p.m, n = p.w.rows, k = p.w.cols;
   const int threads = pool == nullptr ? 1 : pool->num_threads();
   const int64_t kRowGroup = row_group;
   const int64_t row_groups = (m + kRowGroup - 1) / kRowGroup;
   int64_t chunk = n;
   if (threads > 1) {
-    int64_t want = (n + threads * 4 - 1) / (threads * 4);
+    const int64_t units_wanted = threads * chunks_per_thread;
+    int64_t want = (n + units_wanted - 1) / units_wanted;
     chunk = std::max<int64_t>(16, (want + chunk_multiple - 1) / chunk_multiple * chunk_multiple);
   }
   const int64_t col_chunks = (n + chunk - 1) / chunk;
@@ -480,14 +482,19 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   if (HasRowMaps(p) && !KernelTakesRowMaps(p)) return MatmulThroughCopies(p, pool);
   if (UsesInt8Dot(p)) {
     // x is quantized once for every unit; a unit regroups kVnniTileCols
-    // columns' codes at a time for all its rows: long row groups.
+    // columns' codes at a time for all its rows: long row groups. Decode:
+    // one column range per thread. A unit prefetches each next tile while it
+    // computes one, but its own first tile starts cold (the unit before it
+    // prefetched it, on whichever thread ran that one); with 4 chunks a
+    // thread a quarter of the tiles did, and a one-row int4 GEMV on 2 threads
+    // took 1.1-1.5x as long (docs/benchmarks.md).
     const internal::Int8Rows xr = QuantizeAllRowsInt8(p, p.m, pool);
     return Run(
         p, pool,
         [&xr](const MatmulParams& q, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
           internal::QuantMatmulUnitAvx512VnniQuantized(q, xr.From(r0, q.w.cols), r0, r1, c0, c1);
         },
-        p.m < 4 ? 64 : 256, internal::kVnniTileCols);
+        p.m < 4 ? 64 : 256, internal::kVnniTileCols, p.m < 4 ? 1 : 4);
   }
   if (p.w.quant.quantized() && UsesBf16Dot(p)) {
     // A unit decodes 6 columns at a time for all its rows: long row groups.
