@@ -487,7 +487,7 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
     // computes one, but its own first tile starts cold (the unit before it
     // prefetched it, on whichever thread ran that one); with 4 chunks a
     // thread a quarter of the tiles did, and a one-row int4 GEMV on 2 threads
-    // took 1.1-1.5x as long (docs/benchmarks.md).
+    // took 1.1x as long in the median, up to 1.6x (docs/benchmarks.md).
     const internal::Int8Rows xr = QuantizeAllRowsInt8(p, p.m, pool);
     return Run(
         p, pool,
