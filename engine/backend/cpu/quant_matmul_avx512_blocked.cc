@@ -69,6 +69,18 @@ inline float Sum16(__m512 v) {
   return HorizontalSum(_mm256_add_ps(lo, hi));
 }
 
+// Row r's outputs at columns [c0, c0 + C): each accumulator's lanes summed,
+// + bias, (+ y).
+template <int C>
+inline void StoreRowSums(const MatmulParams& p, int64_t r, int64_t c0, const __m512* acc) {
+  float* y = p.y + r * p.y_stride + c0;
+  for (int c = 0; c < C; ++c) {
+    float v = Sum16(acc[c]);
+    if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
+    y[c] = p.accumulate ? y[c] + v : v;
+  }
+}
+
 // The values of the 16 four-bit codes, as fp32.
 alignas(64) constexpr float kInt4Values[16] = {0,  1,  2,  3,  4,  5,  6,  7,
                                                -8, -7, -6, -5, -4, -3, -2, -1};
@@ -137,12 +149,7 @@ void Tile(const MatmulParams& p, int64_t c0) {
           acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[c][b]), acc[c]);
       }
     }
-    float* y = p.y + r * p.y_stride + c0;
-    for (int c = 0; c < C; ++c) {
-      float v = Sum16(acc[c]);
-      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
-      y[c] = p.accumulate ? y[c] + v : v;
-    }
+    StoreRowSums<C>(p, r, c0, acc);
   }
 }
 
@@ -235,12 +242,7 @@ void ChunkTile(const MatmulParams& p, const float* xt, int64_t c0) {
       for (int c = 0; c < C; ++c)
         acc[c] = _mm512_fmadd_ps(part[c], ChunkScales<kG>(scales[c], ch), acc[c]);
     }
-    float* y = p.y + r * p.y_stride + c0;
-    for (int c = 0; c < C; ++c) {
-      float v = Sum16(acc[c]);
-      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
-      y[c] = p.accumulate ? y[c] + v : v;
-    }
+    StoreRowSums<C>(p, r, c0, acc);
   }
 }
 
@@ -310,14 +312,7 @@ void PanelMicro(const MatmulParams& p, const float* x, const float* w, const flo
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(part[r][c], s, acc[r][c]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    float* y = p.y + (r0 + r) * p.y_stride + c0;
-    for (int c = 0; c < CC; ++c) {
-      float v = Sum16(acc[r][c]);
-      if (!p.bias.empty()) v = v + LoadScalar(p.bias.data, p.bias.dtype, c0 + c);
-      y[c] = p.accumulate ? y[c] + v : v;
-    }
-  }
+  for (int r = 0; r < R; ++r) StoreRowSums<CC>(p, r0 + r, c0, acc[r]);
 }
 
 // Rows [r0, r0 + R) x the tile's `cols` columns from c0: three at a time

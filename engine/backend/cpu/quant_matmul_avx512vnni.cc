@@ -283,13 +283,13 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel) {
   }
 }
 
-// A column's 64 int8 codes (two 32-blocks) at `codes` as vpdpbusd's
-// unsigned bytes (code + 128). `half`: only the first block (32 codes); the
-// upper lanes are zero (x's upper lanes are zero then too).
-inline __m512i RowInt8Codes(const uint8_t* codes, bool half) {
+// A column's 64 int8 codes (two 32-blocks; `pair` false: the first only, a
+// row's odd last block) at `codes` as vpdpbusd's unsigned bytes (code +
+// 128); lanes left out are 128 (x's are zero there).
+inline __m512i RowInt8Codes(const uint8_t* codes, bool pair) {
   const __m512i v =
-      half ? _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)))
-           : _mm512_loadu_si512(codes);
+      pair ? _mm512_loadu_si512(codes)
+           : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
   return _mm512_xor_si512(v, _mm512_set1_epi8(-128));
 }
 
@@ -367,32 +367,22 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
         for (int64_t q = 0; q < nb; ++q) finish_block(b + q, sums[q]);
       }
     } else {
-      int64_t b = 0;
-      for (; b + 2 <= blocks; b += 2) {
+      for (int64_t b = 0; b < blocks; b += 2) {
         prefetch.Step();
-        const __m512i xv = _mm512_loadu_si512(x + 32 * b);
+        // An odd last block: its 32 codes in the low lanes, x zero above.
+        const bool pair = b + 2 <= blocks;
+        const __m512i xv = pair ? _mm512_loadu_si512(x + 32 * b)
+                                : _mm512_zextsi256_si512(_mm256_loadu_si256(
+                                      reinterpret_cast<const __m256i*>(x + 32 * b)));
         __m512i part[16];
 #pragma GCC unroll 16
         for (int l = 0; l < 16; ++l)
           part[l] =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), RowInt8Codes(col[l] + 32 * b, false), xv);
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), RowInt8Codes(col[l] + 32 * b, pair), xv);
         __m512i first, second;
         ReduceSixteen(part, &first, &second);
         finish_block(b, first);
-        finish_block(b + 1, second);
-      }
-      if (b < blocks) {  // an odd last block: its 32 codes in the low lanes
-        prefetch.Step();
-        const __m512i xv = _mm512_zextsi256_si512(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b)));
-        __m512i part[16];
-#pragma GCC unroll 16
-        for (int l = 0; l < 16; ++l)
-          part[l] =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), RowInt8Codes(col[l] + 32 * b, true), xv);
-        __m512i first, second;
-        ReduceSixteen(part, &first, &second);
-        finish_block(b, first);
+        if (pair) finish_block(b + 1, second);
       }
     }
     const int lanes = std::min(16, cols - 16 * cb);
