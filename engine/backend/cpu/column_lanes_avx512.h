@@ -13,6 +13,20 @@
 
 namespace expertd::engine::cpu {
 
+// A 4 x 4 transpose of 128-bit quarters: quarter j of out[k] = quarter k
+// of in[j] (two rounds of vshufi32x4).
+ATTR __attribute__((always_inline)) inline void TransposeQuarters(const __m512i in[4],
+                                                                  __m512i out[4]) {
+  const __m512i t0 = _mm512_shuffle_i32x4(in[0], in[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t1 = _mm512_shuffle_i32x4(in[0], in[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i t2 = _mm512_shuffle_i32x4(in[2], in[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t3 = _mm512_shuffle_i32x4(in[2], in[3], _MM_SHUFFLE(3, 2, 3, 2));
+  out[0] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+  out[1] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+  out[2] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+  out[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
 // Dword j (j < 4) of 16 bytes at col[l] + offset, for the 16 columns l,
 // into out[j] lane l: four columns' 16 bytes per vector, each vector's 4x4
 // dwords transposed (vpermd), then its 128-bit quarters across the four
@@ -33,14 +47,7 @@ ATTR __attribute__((always_inline)) inline void TransposeColumns(const uint8_t* 
     v = _mm512_inserti32x4(v, load(3), 3);
     a[q] = _mm512_permutexvar_epi32(by_dword, v);  // quarter j: dword j of columns 4q..4q+3
   }
-  const __m512i t0 = _mm512_shuffle_i32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512i t1 = _mm512_shuffle_i32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512i t2 = _mm512_shuffle_i32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512i t3 = _mm512_shuffle_i32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2));
-  out[0] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
-  out[1] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
-  out[2] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
-  out[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+  TransposeQuarters(a, out);
 }
 
 // Sixteen columns' vectors of 16 partial sums to r[j], whose 128-bit
@@ -81,15 +88,7 @@ ATTR __attribute__((always_inline)) inline void ReduceSixteenByQuarter(const __m
                                                                        __m512i out[4]) {
   __m512i r[4];
   SumQuarters(p, r);
-  // A 4 x 4 transpose of quarters: out[k] = quarter k of r[0..3].
-  const __m512i t0 = _mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512i t1 = _mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512i t2 = _mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512i t3 = _mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(3, 2, 3, 2));
-  out[0] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
-  out[1] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
-  out[2] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
-  out[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+  TransposeQuarters(r, out);
 }
 
 // fp16 scales, 8 groups (16 bytes) of each column at a time: the pieces
