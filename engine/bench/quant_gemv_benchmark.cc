@@ -27,6 +27,7 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/host_buffer.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/matmul_dense.h"
 #include "engine/backend/cpu/quant_matmul.h"
@@ -38,10 +39,18 @@ namespace {
 
 constexpr int64_t kN = 1024, kK = 2048, kMatrices = 48;
 
+// The matrices lie one after another in one buffer from the CPU backend's
+// allocator (huge pages), values then scales, as the expert cache's slots
+// hold them: the kernels read the pages the engine's do.
 struct Matrices {
-  std::vector<std::vector<uint8_t>> values, scales;
+  cpu::HostBuffer slab;
+  uint64_t value_bytes = 0, scale_bytes = 0, stride = 0;
   WeightQuant quant;
   uint64_t bytes = 0;  // per matrix, values + scales
+  uint8_t* values(int64_t i) const { return slab.get() + i * stride; }
+  uint8_t* scales(int64_t i) const {
+    return scale_bytes == 0 ? nullptr : values(i) + (value_bytes + 63) / 64 * 64;
+  }
 };
 
 // FP8 E4M3 codes with DeepSeek's 128 x 128 fp32 block scales (amax / 448).
@@ -70,7 +79,7 @@ void QuantizeFp8Blocks(const std::vector<float>& w, uint8_t* codes, float* scale
 const Matrices& Weights(int format, int group) {
   static std::vector<Matrices> cache(10);
   Matrices& m = cache[format * 2 + (group == 128)];
-  if (!m.values.empty()) return m;
+  if (m.slab) return m;
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.0f, 0.02f);
   std::vector<float> w(kN * kK);
@@ -78,27 +87,28 @@ const Matrices& Weights(int format, int group) {
   m.quant.group_size = group;
   m.quant.scale_dtype = format == 3 ? ScaleDType::kE8M0 : ScaleDType::kF16;
   if (format == 4) m.quant = Fp8BlockQuant(nullptr, 128, 128);
+  if (format == 0) {
+    m.value_bytes = kN * kK * 2;
+  } else if (format == 4) {
+    m.value_bytes = kN * kK;
+    m.scale_bytes = kN / 128 * kK / 128 * sizeof(float);
+  } else {
+    m.value_bytes = QuantValueBytes(m.quant.format, kN, kK);
+    m.scale_bytes = QuantScaleBytes(m.quant, kN, kK);
+  }
+  m.stride = (m.value_bytes + 63) / 64 * 64 + (m.scale_bytes + 63) / 64 * 64;
+  m.slab = cpu::MakeHostBuffer(m.stride * kMatrices);
   for (int64_t i = 0; i < kMatrices; ++i) {
     for (float& v : w) v = d(rng);
     if (format == 4) {
-      m.values.emplace_back(kN * kK);
-      m.scales.emplace_back(kN / 128 * kK / 128 * sizeof(float));
-      QuantizeFp8Blocks(w, m.values.back().data(),
-                        reinterpret_cast<float*>(m.scales.back().data()));
-      continue;
+      QuantizeFp8Blocks(w, m.values(i), reinterpret_cast<float*>(m.scales(i)));
+    } else if (format == 0) {
+      models::ConvertFromF32(models::DType::kBF16, w.data(), m.values(i), w.size());
+    } else {
+      (void)QuantizeWeights(w.data(), kN, kK, m.quant, m.values(i), m.scales(i));
     }
-    if (format == 0) {
-      m.values.emplace_back(kN * kK * 2);
-      models::ConvertFromF32(models::DType::kBF16, w.data(), m.values.back().data(), w.size());
-      m.scales.emplace_back();
-      continue;
-    }
-    m.values.emplace_back(QuantValueBytes(m.quant.format, kN, kK));
-    m.scales.emplace_back(QuantScaleBytes(m.quant, kN, kK));
-    (void)QuantizeWeights(w.data(), kN, kK, m.quant, m.values.back().data(),
-                          m.scales.back().data());
   }
-  m.bytes = m.values[0].size() + m.scales[0].size();
+  m.bytes = m.value_bytes + m.scale_bytes;
   return m;
 }
 
@@ -135,8 +145,8 @@ void BM_Gemv(benchmark::State& state) {
                   m.quant};
   int64_t i = 0;
   for (auto _ : state) {
-    p.w.data = m.values[i].data();
-    p.w.quant.scales = m.scales[i].data();
+    p.w.data = m.values(i);
+    p.w.quant.scales = m.scales(i);
     if (format == 0) {
       cpu::DenseMatmul(p, &pool, isa);
     } else if (generic) {
@@ -178,13 +188,12 @@ void BM_ReadFloor(benchmark::State& state) {
   int64_t i = 0;
   std::vector<uint64_t> sink(kChunks);
   for (auto _ : state) {
-    const std::vector<uint8_t>& v = m.values[i];
-    const std::vector<uint8_t>& sc = m.scales[i];
-    const uint64_t chunk = v.size() / kChunks;
+    const uint8_t* v = m.values(i);
+    const uint64_t chunk = m.value_bytes / kChunks;
     ParallelFor(&pool, kChunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        sink[c] = XorBytes(v.data() + c * chunk, chunk);
-        if (c == 0 && !sc.empty()) sink[c] ^= XorBytes(sc.data(), sc.size());
+        sink[c] = XorBytes(v + c * chunk, chunk);
+        if (c == 0 && m.scale_bytes != 0) sink[c] ^= XorBytes(m.scales(i), m.scale_bytes);
       }
     });
     benchmark::DoNotOptimize(sink.data());
@@ -234,8 +243,8 @@ void BM_Gemm(benchmark::State& state) {
                   m.quant};
   int64_t i = 0;
   for (auto _ : state) {
-    p.w.data = m.values[i].data();
-    p.w.quant.scales = m.scales[i].data();
+    p.w.data = m.values(i);
+    p.w.quant.scales = m.scales(i);
     if (format == 0) {
       cpu::Matmul(p, &pool);
     } else if (generic) {
@@ -368,8 +377,8 @@ void BM_GemmActivations(benchmark::State& state) {
   p.activations = mode;
   int64_t i = 0;
   for (auto _ : state) {
-    p.w.data = m.values[i].data();
-    p.w.quant.scales = m.scales[i].data();
+    p.w.data = m.values(i);
+    p.w.quant.scales = m.scales(i);
     cpu::Matmul(p, &pool);
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % kMatrices;

@@ -1,12 +1,10 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
-#include <sys/mman.h>
-
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/host_buffer.h"
 #include "engine/backend/cpu/kernels.h"
 
 namespace expertd::engine {
@@ -21,24 +19,6 @@ int ResolveThreads(int threads) {
 constexpr uint64_t kAlign = 64;
 
 uint64_t RoundUp(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-// Weights are read once a token in long sequential runs. On 4 KiB pages
-// every page is a TLB miss and a restart for the hardware prefetchers; on
-// 2 MiB transparent huge pages a cold read of a 2 MiB matrix ran 1.85x
-// faster (18.6 -> 34 GB/s, one thread, this machine's EPYC) and the decode
-// kernels' 16 interleaved rows 1.15x (26.8 -> 30.7). Under THP's default
-// "madvise" mode the kernel backs a range with huge pages only when asked,
-// so buffers of a huge page or more start on a 2 MiB boundary and ask; the
-// tail short of a whole huge page stays on small pages (no memory beyond
-// what is used is ever touched). With THP off the request is ignored.
-constexpr uint64_t kHugePage = uint64_t{2} << 20;
-
-void* AllocateBuffer(uint64_t size) {
-  if (size < kHugePage) return std::aligned_alloc(kAlign, size);
-  void* data = std::aligned_alloc(kHugePage, (size + kHugePage - 1) / kHugePage * kHugePage);
-  if (data != nullptr) madvise(data, size, MADV_HUGEPAGE);  // a hint: failure changes nothing
-  return data;
-}
 
 }  // namespace
 
@@ -67,7 +47,7 @@ absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(uint64_t bytes, MemoryKind kin
   } else {
     pinned_in_use_ += size;
   }
-  void* data = AllocateBuffer(size);
+  void* data = cpu::AllocateHostBuffer(size);
   if (data == nullptr) {
     (kind == MemoryKind::kDevice ? device_in_use_ : pinned_in_use_) -= size;
     return absl::ResourceExhaustedError(
@@ -77,7 +57,7 @@ absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(uint64_t bytes, MemoryKind kin
 }
 
 void CpuBackend::Free(void* data, uint64_t size, MemoryKind kind) {
-  std::free(data);
+  cpu::FreeHostBuffer(data);
   (kind == MemoryKind::kDevice ? device_in_use_ : pinned_in_use_) -= size;
 }
 
