@@ -392,6 +392,62 @@ void BM_GemmActivations(benchmark::State& state) {
                                     std::to_string(m.quant.group_size)) +
                  " " + MatmulActivationsName(mode) + " activations");
 }
+// A decode step's routed experts of one layer: one token's row times
+// kTopK of the cycled matrices, one GroupedMatmul (the engine's call), so
+// the split over threads and the seams between experts are measured too.
+// Args: {format, activations, threads, group}.
+void BM_GroupedDecode(benchmark::State& state) {
+  constexpr int64_t kTopK = 8;
+  const int format = static_cast<int>(state.range(0));
+  const auto mode = static_cast<MatmulActivations>(state.range(1));
+  if ((mode == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) ||
+      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot())) {
+    state.SkipWithError("the CPU lacks the mode's dot-product instructions");
+    return;
+  }
+  const Matrices& m = Weights(format, static_cast<int>(state.range(3)));
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(kTopK * kK), y(kTopK * kN);
+  for (int64_t r = 0; r < kTopK; ++r) {  // the same token in every expert's row
+    for (int64_t c = 0; c < kK; ++c) x[r * kK + c] = r == 0 ? d(rng) : x[c];
+  }
+  std::vector<WeightRef> w(kTopK, WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant});
+  std::vector<int64_t> row_offset(kTopK + 1);
+  for (int64_t g = 0; g <= kTopK; ++g) row_offset[g] = g;
+  GroupedMatmulParams p;
+  p.x = x.data();
+  p.x_stride = kK;
+  p.w = w.data();
+  p.row_offset = row_offset.data();
+  p.groups = kTopK;
+  p.y = y.data();
+  p.y_stride = kN;
+  p.n = kN;
+  p.k = kK;
+  p.activations = mode;
+  int64_t i = 0;
+  for (auto _ : state) {
+    for (int64_t g = 0; g < kTopK; ++g, i = (i + 1) % kMatrices) {
+      w[g].data = m.values(i);
+      w[g].quant.scales = m.scales(i);
+    }
+    cpu::GroupedMatmul(p, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GBps"] = benchmark::Counter(
+      static_cast<double>(m.bytes) * kTopK * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel((format == 0 ? std::string("bf16")
+                              : std::string(WeightFormatName(m.quant.format)) + "-g" +
+                                    std::to_string(m.quant.group_size)) +
+                 " " + MatmulActivationsName(mode) + " activations");
+}
+BENCHMARK(BM_GroupedDecode)
+    ->ArgsProduct({{0}, {1}, {1, 2}, {32}})
+    ->ArgsProduct({{1, 2, 3}, {2}, {1, 2}, {32}})
+    ->UseRealTime();
+
 BENCHMARK(BM_GemmActivations)
     ->ArgsProduct({{0}, {0, 1}, {1}, {1, 2}, {32}})
     ->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {1, 16, 64, 256}, {1}, {32}})
