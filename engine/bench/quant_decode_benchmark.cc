@@ -42,6 +42,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "engine/backend/cpu/cpu_features.h"
+#include "engine/backend/cpu/host_buffer.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/bench/synthetic_model.h"
 #include "engine/engine.h"
@@ -82,10 +83,12 @@ const Shape* FindShape(const std::string& name) {
   return nullptr;
 }
 
-// Streaming-read bandwidth (GB/s) over a 256 MiB array, best of 3.
+// Streaming-read bandwidth (GB/s) over a 256 MiB array, best of 3, from the
+// CPU backend's allocator (huge pages, as the weights it reads).
 double ReadBandwidth(int threads) {
   const int64_t n = 64ll << 20;
-  float* a = static_cast<float*>(std::aligned_alloc(64, n * 4));
+  const cpu::HostBuffer buffer = cpu::MakeHostBuffer(n * 4);
+  float* a = reinterpret_cast<float*>(buffer.get());
   ThreadPool pool(threads);
   pool.ParallelFor(n / 8, 1, [&](int64_t s, int64_t e) {
     for (int64_t i = s * 8; i < e * 8; ++i) a[i] = 1.0f;
@@ -107,7 +110,6 @@ double ReadBandwidth(int threads) {
     best = std::min(best,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::free(a);
   return n * 4.0 / best / 1e9;
 }
 
