@@ -144,44 +144,42 @@ void QuantizeRows(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows&
   }
 }
 
-// Decode reads each weight once, from DRAM: while block cb of one tile of
-// columns reads bytes [off, off + n) of its 16 rows, the same bytes of the
-// next tile's block cb are prefetched, and a share of its scales. Each row
-// is its own stream (the hardware prefetchers restart at every row), and
-// the 16 rows' lines at one offset lie in 16 pages, fetched in parallel.
-// The next tile's lines in address order (a page at a time) made the
-// one-row int8 GEMV 1.25x slower (quant_gemv_benchmark, weights cold).
+// Decode reads each weight once, from DRAM: while one tile of columns is
+// computed, the next tile's bytes (its rows lie back to back: one run of
+// memory) are prefetched into L2 in address order, an even share per step,
+// and its scales the same way. On the huge pages the weights live on
+// (host_buffer.h) address order beat prefetching the next tile's 16 rows at
+// the offset being read (16 streams at once) by 5-10% (BM_GroupedDecode);
+// on 4 KiB pages, where each 2 KiB row is half a page run, it had been the
+// other way round (1.25x).
 class NextTilePrefetch {
  public:
-  NextTilePrefetch(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, int64_t steps)
-      : row_bytes_(row_bytes) {
-    next_cols_ = std::max<int64_t>(0, std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols));
+  NextTilePrefetch(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, int64_t steps) {
+    steps = std::max<int64_t>(1, steps);
+    const int64_t next_cols =
+        std::max<int64_t>(0, std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols));
+    values_ = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
+    values_end_ = values_ + next_cols * row_bytes;
     const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
     scales_ = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
-    scales_end_ = scales_ + next_cols_ * scale_row_bytes;
-    next_ = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
-    const int64_t lines = (scales_end_ - scales_ + 63) / 64;
-    scale_lines_per_step_ = (lines + steps - 1) / std::max<int64_t>(1, steps);
+    scales_end_ = scales_ + next_cols * scale_row_bytes;
+    value_lines_per_step_ = ((values_end_ - values_ + 63) / 64 + steps - 1) / steps;
+    scale_lines_per_step_ = ((scales_end_ - scales_ + 63) / 64 + steps - 1) / steps;
   }
-  // Block cb is about to read bytes [off, off + n) of its rows.
-  void Step(int cb, uint64_t off, uint64_t n) {
+  // One of the `steps` the tile takes.
+  void Step() {
+    for (int64_t i = 0; i < value_lines_per_step_ && values_ < values_end_; ++i, values_ += 64)
+      _mm_prefetch(values_, _MM_HINT_T1);
     for (int64_t i = 0; i < scale_lines_per_step_ && scales_ < scales_end_; ++i, scales_ += 64)
       _mm_prefetch(scales_, _MM_HINT_T1);
-    const uint64_t first = (off + 63) / 64 * 64;
-    if (first >= off + n) return;
-    const int64_t rows = std::min<int64_t>(16, next_cols_ - 16 * cb);
-    for (int64_t l = 0; l < rows; ++l) {
-      const char* row = next_ + (16 * cb + l) * row_bytes_;
-      for (uint64_t at = first; at < off + n; at += 64) _mm_prefetch(row + at, _MM_HINT_T1);
-    }
   }
 
  private:
-  uint64_t row_bytes_;
-  int64_t next_cols_;
+  const char* values_;
+  const char* values_end_;
   const char* scales_;
   const char* scales_end_;
-  const char* next_;
+  int64_t value_lines_per_step_;
   int64_t scale_lines_per_step_;
 };
 
@@ -263,8 +261,7 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel) {
     BlockRows(p, row_bytes, c, cols, cb, col);
     uint8_t* out = panel + cb * blocks * kSteps * 64;
     for (int64_t b = 0; b < blocks; ++b, out += kSteps * 64) {
-      constexpr uint64_t kBlockBytes = F == WeightFormat::kInt8 ? 32 : 16;
-      prefetch.Step(cb, kBlockBytes * b, kBlockBytes);
+      prefetch.Step();
       __m512i v[8];
       if constexpr (F == WeightFormat::kInt8) {
         TransposeColumns(col, 32 * b, v);
@@ -356,7 +353,7 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
     };
     if constexpr (kFourBit) {
       for (int64_t b = 0; b < blocks; b += 4) {
-        prefetch.Step(cb, 16 * b, 64);
+        prefetch.Step();
         // The row's last chunk may hold 1-3 blocks (16 bytes of codes and of
         // x's even and odd values each): the rest of the lanes load zeros.
         const int64_t nb = std::min<int64_t>(4, blocks - b);
@@ -378,7 +375,7 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
       }
     } else {
       for (int64_t b = 0; b < blocks; b += 2) {
-        prefetch.Step(cb, 32 * b, 64);
+        prefetch.Step();
         // An odd last block: its 32 codes in the low lanes, x zero above.
         const bool pair = b + 2 <= blocks;
         const __m512i xv = pair ? _mm512_loadu_si512(x + 32 * b)
