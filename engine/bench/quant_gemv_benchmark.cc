@@ -347,6 +347,17 @@ BENCHMARK(BM_DenseGemm)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// Marks the benchmark skipped when the CPU lacks the activation mode's
+// dot-product instructions.
+bool SkippedWithoutDot(MatmulActivations mode, benchmark::State& state) {
+  if ((mode == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) ||
+      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot())) {
+    state.SkipWithError("the CPU lacks the mode's dot-product instructions");
+    return true;
+  }
+  return false;
+}
+
 // Prefill per activations mode: the same weights and rows through Matmul
 // with fp32, bf16 (vdpbf16ps) or int8 (vpdpbusd) activations. Args:
 // {format 0 bf16 (dense) / 1 int8 / 2 int4 / 3 mxfp4, mode 0 fp32 / 1 bf16 / 2 int8,
@@ -356,11 +367,7 @@ void BM_GemmActivations(benchmark::State& state) {
   const int format = static_cast<int>(state.range(0));
   const auto mode = static_cast<MatmulActivations>(state.range(1));
   const int64_t tokens = state.range(2);
-  if ((mode == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) ||
-      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot())) {
-    state.SkipWithError("the CPU lacks the mode's dot-product instructions");
-    return;
-  }
+  if (SkippedWithoutDot(mode, state)) return;
   const Matrices& m = Weights(format, static_cast<int>(state.range(4)));
   ThreadPool pool(static_cast<int>(state.range(3)));
   std::mt19937 rng(2);
@@ -400,11 +407,7 @@ void BM_GroupedDecode(benchmark::State& state) {
   constexpr int64_t kTopK = 8;
   const int format = static_cast<int>(state.range(0));
   const auto mode = static_cast<MatmulActivations>(state.range(1));
-  if ((mode == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) ||
-      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot())) {
-    state.SkipWithError("the CPU lacks the mode's dot-product instructions");
-    return;
-  }
+  if (SkippedWithoutDot(mode, state)) return;
   const Matrices& m = Weights(format, static_cast<int>(state.range(3)));
   ThreadPool pool(static_cast<int>(state.range(2)));
   std::mt19937 rng(2);
