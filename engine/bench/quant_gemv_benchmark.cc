@@ -27,6 +27,7 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/column_lanes_avx512.h"
 #include "engine/backend/cpu/host_buffer.h"
 #include "engine/backend/cpu/kernels.h"
 #include "engine/backend/cpu/matmul_dense.h"
@@ -212,6 +213,88 @@ BENCHMARK(BM_ReadFloor)
     ->Args({2, 2, 128})
     ->Args({4, 1, 128})
     ->Args({4, 2, 128})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The one-row int8 kernel's reads without its decoding: an int8 matrix's
+// value bytes (2 MiB, rows of kK codes) read in one of four orders, 16
+// lines a step, each line loaded, flipped to unsigned and fed to one
+// vpdpbusd against a constant x. Orders: 0 address order (one stream); 1
+// the same with each step prefetching (T1) the 16 lines 64 KiB ahead; 2
+// 16 rows at a time, 64 bytes of each a step, a tile of 32 rows after
+// another (the one-row kernel's order: 16 streams); 3 order 2 with the
+// kernel's prefetch (the next tile's lines in address order, 16 a step,
+// also 64 KiB ahead). Work 1 adds what the kernel does with a step's 16
+// vectors: the 16-column reduction (ReduceSixteen) and two fp32 FMAs.
+// Against BM_ReadFloor, this separates the cost of the order from the cost
+// of the arithmetic. Args: {order, work}; one thread.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))) float ReadInOrder(
+    const uint8_t* v, int order, int work) {
+  constexpr int64_t kSteps = kN * kK / 1024, kTileBytes = 32 * kK, kTileSteps = kTileBytes / 1024;
+  const __m512i x = _mm512_set1_epi8(3), flip = _mm512_set1_epi8(-128);
+  const char* end = reinterpret_cast<const char*>(v) + kN * kK;
+  __m512i part[16];
+  for (__m512i& p : part) p = _mm512_setzero_si512();
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t s = 0; s < kSteps; ++s) {
+    const uint8_t* lines[16];
+    const int64_t tile = s / kTileSteps, in_tile = s % kTileSteps;
+    for (int l = 0; l < 16; ++l) {
+      lines[l] = order < 2 ? v + s * 1024 + 64 * l
+                           : v + tile * kTileBytes + (16 * (in_tile / (kK / 64)) + l) * kK +
+                                 64 * (in_tile % (kK / 64));
+    }
+    if (order == 1 || order == 3) {
+      const char* ahead = reinterpret_cast<const char*>(v) + s * 1024 + 65536;
+      for (int l = 0; l < 16; ++l) {
+        if (ahead + 64 * l < end) _mm_prefetch(ahead + 64 * l, _MM_HINT_T1);
+      }
+    }
+    if (work == 0) {
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) {
+        const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(lines[l]), flip);
+        part[l] = _mm512_dpbusd_epi32(part[l], w, x);
+      }
+      continue;
+    }
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(lines[l]), flip);
+      part[l] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x);
+    }
+    __m512i first, second;
+    cpu::ReduceSixteen(part, &first, &second);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(first), _mm512_set1_ps(0.5f), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(second), _mm512_set1_ps(0.25f), acc);
+  }
+  __m512i sum = part[0];
+  for (int l = 1; l < 16; ++l) sum = _mm512_add_epi32(sum, part[l]);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc, _mm512_cvtepi32_ps(sum)));
+}
+
+void BM_ReadOrder(benchmark::State& state) {
+  if (!cpu::CpuSupportsInt8Dot()) {
+    state.SkipWithError("the CPU lacks AVX-512-VNNI");
+    return;
+  }
+  const int order = static_cast<int>(state.range(0)), work = static_cast<int>(state.range(1));
+  const Matrices& m = Weights(1, 32);
+  int64_t i = 0;
+  float sink = 0;
+  for (auto _ : state) {
+    sink += ReadInOrder(m.values(i), order, work);
+    i = (i + 1) % kMatrices;
+  }
+  benchmark::DoNotOptimize(sink);
+  state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.value_bytes) * state.iterations(),
+                                              benchmark::Counter::kIsRate);
+  static const char* const kOrders[] = {"one stream", "one stream, prefetch 64 KiB ahead",
+                                        "16 rows at a time", "16 rows, next tile prefetched"};
+  state.SetLabel(std::string(kOrders[order]) + (work == 0 ? "" : ", + reduction"));
+}
+BENCHMARK(BM_ReadOrder)
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
