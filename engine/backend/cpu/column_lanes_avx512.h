@@ -91,48 +91,56 @@ ATTR __attribute__((always_inline)) inline void ReduceSixteenByQuarter(const __m
   TransposeQuarters(r, out);
 }
 
-// fp16 scales, 8 groups (16 bytes) of each column at a time: the pieces
+// fp16 scales, groups [g, g + 8) (16 bytes) of 16 columns: the pieces
 // transposed as they are stored, each dword (two groups) split into its
-// halves, widened to fp32 (exactly) in the lanes. Converting each column
-// first and transposing the fp32 copies took a quarter of the one-row int4
-// kernel's time (perf, weights in cache).
-ATTR inline void TransposeF16Scales(const uint8_t* const scale_col[16], int64_t groups, float* s) {
-  for (int64_t g = 0; g < groups; g += 8) {
-    __m512i v[4];
-    TransposeColumns(scale_col, 2 * g, v);  // v[j] lane l: groups g + 2j, g + 2j + 1
+// halves, widened to fp32 (exactly) in the lanes: s + 16 j lane l = group
+// g + j of column l. Converting each column first and transposing the fp32
+// copies took a quarter of the one-row int4 kernel's time (perf, weights in
+// cache).
+ATTR inline void TransposeF16ScalesOf8(const uint8_t* const scale_col[16], int64_t g, float* s) {
+  __m512i v[4];
+  TransposeColumns(scale_col, 2 * g, v);  // v[j] lane l: groups g + 2j, g + 2j + 1
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i even = _mm512_cvtepi32_epi16(v[j]);
-      const __m256i odd = _mm512_cvtepi32_epi16(_mm512_srli_epi32(v[j], 16));
-      _mm512_store_ps(s + (g + 2 * j) * 16, _mm512_cvtph_ps(even));
-      _mm512_store_ps(s + (g + 2 * j + 1) * 16, _mm512_cvtph_ps(odd));
+  for (int j = 0; j < 4; ++j) {
+    const __m256i even = _mm512_cvtepi32_epi16(v[j]);
+    const __m256i odd = _mm512_cvtepi32_epi16(_mm512_srli_epi32(v[j], 16));
+    _mm512_store_ps(s + 2 * j * 16, _mm512_cvtph_ps(even));
+    _mm512_store_ps(s + (2 * j + 1) * 16, _mm512_cvtph_ps(odd));
+  }
+}
+
+// All `groups` (a multiple of 8) the same way: s + 16 g lane l = group g.
+ATTR inline void TransposeF16Scales(const uint8_t* const scale_col[16], int64_t groups, float* s) {
+  for (int64_t g = 0; g < groups; g += 8) TransposeF16ScalesOf8(scale_col, g, s + g * 16);
+}
+
+// E8M0 scales (mxfp4), groups [g, g + 16) (16 bytes) of 16 columns, the
+// same way: byte t of dword j is group g + 4j + t; 2^(e - 127) built in the
+// lanes as ScalesToF32 does, times `factor`.
+ATTR inline void TransposeE8m0ScalesOf16(const uint8_t* const scale_col[16], int64_t g,
+                                         __m512 factor, float* s) {
+  const __m512i byte = _mm512_set1_epi32(0xFF), zero = _mm512_setzero_si512();
+  __m512i v[4];
+  TransposeColumns(scale_col, g, v);  // v[j] lane l: groups g + 4j .. g + 4j + 3
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const __m512i e = _mm512_and_si512(_mm512_srli_epi32(v[j], 8 * t), byte);
+      __m512i bits = _mm512_slli_epi32(e, 23);
+      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, zero),
+                                   _mm512_set1_epi32(0x00400000));  // 2^-127, subnormal
+      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, byte),
+                                   _mm512_set1_epi32(0x7fc00000));  // NaN
+      _mm512_store_ps(s + (4 * j + t) * 16, _mm512_mul_ps(_mm512_castsi512_ps(bits), factor));
     }
   }
 }
 
-// E8M0 scales (mxfp4), 16 groups (16 bytes) of each column at a time, the
-// same way: byte t of dword j is group 4j + t; 2^(e - 127) built in the
-// lanes as ScalesToF32 does, times `factor`.
+// All `groups` (a multiple of 16) the same way.
 ATTR inline void TransposeE8m0Scales(const uint8_t* const scale_col[16], int64_t groups,
                                      __m512 factor, float* s) {
-  const __m512i byte = _mm512_set1_epi32(0xFF), zero = _mm512_setzero_si512();
-  for (int64_t g = 0; g < groups; g += 16) {
-    __m512i v[4];
-    TransposeColumns(scale_col, g, v);  // v[j] lane l: groups g + 4j .. g + 4j + 3
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const __m512i e = _mm512_and_si512(_mm512_srli_epi32(v[j], 8 * t), byte);
-        __m512i bits = _mm512_slli_epi32(e, 23);
-        bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, zero),
-                                     _mm512_set1_epi32(0x00400000));  // 2^-127, subnormal
-        bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, byte),
-                                     _mm512_set1_epi32(0x7fc00000));  // NaN
-        _mm512_store_ps(s + (g + 4 * j + t) * 16, _mm512_mul_ps(_mm512_castsi512_ps(bits), factor));
-      }
-    }
-  }
+  for (int64_t g = 0; g < groups; g += 16) TransposeE8m0ScalesOf16(scale_col, g, factor, s + g * 16);
 }
 
 }  // namespace expertd::engine::cpu

@@ -290,6 +290,68 @@ void BuildPanel(const MatmulParams& p, int64_t c, int cols, uint8_t* panel) {
   }
 }
 
+// Column block cb's scales in 16 lanes a group, for the one-row kernel.
+// Where BuildScales transposes the stored pieces (fp16 scales in whole
+// 8-group pieces, E8M0 in 16-group ones), the kernel transposes them here a
+// piece at a time as it reaches its groups: the same work spread among the
+// code loads instead of a burst at the tile's start while no read is in
+// flight (int8 one-row GEMV 1.14x faster, BM_GemmActivations). Other
+// layouts come from BuildScales.
+class RowScales {
+ public:
+  // built: BuildScales' output for the tile, or null when Windowed(p).
+  RowScales(const MatmulParams& p, int64_t c, int cols, int cb, const float* built)
+      : built_(built), factor_(_mm512_set1_ps(0.5f)) {
+    const WeightQuant& q = p.w.quant;
+    const int64_t groups = p.w.cols / q.group_size;
+    if (built_ != nullptr) {
+      built_ += cb * groups * 16;
+      return;
+    }
+    f16_ = q.scale_dtype == ScaleDType::kF16;
+    piece_ = f16_ ? 8 : 16;
+    begin_ = -piece_;
+    const int64_t row_bytes = groups * (f16_ ? 2 : 1);
+    const int lanes = std::min(16, cols - 16 * cb);
+    for (int l = 0; l < 16; ++l) {
+      col_[l] = static_cast<const uint8_t*>(q.scales) +
+                (c + 16 * cb + std::min(l, lanes - 1)) * row_bytes;
+    }
+  }
+  // Whether p's scales are transposed here (BuildScales' fast paths).
+  static bool Windowed(const MatmulParams& p) {
+    const WeightQuant& q = p.w.quant;
+    const int64_t groups = p.w.cols / q.group_size;
+    if (q.scale_dtype == ScaleDType::kF16) return q.format != WeightFormat::kMxfp4 && groups % 8 == 0;
+    return q.scale_dtype == ScaleDType::kE8M0 && q.format == WeightFormat::kMxfp4 &&
+           groups % 16 == 0;
+  }
+  // The 16 lanes of group g; groups are asked for in increasing order.
+  __attribute__((always_inline)) const float* Group(int64_t g) {
+    if (built_ != nullptr) return built_ + g * 16;
+    if (g >= begin_ + piece_) Fill(g - g % piece_);
+    return window_ + (g - begin_) * 16;
+  }
+
+ private:
+  void Fill(int64_t begin) {
+    begin_ = begin;
+    if (f16_) {
+      TransposeF16ScalesOf8(col_, begin, window_);
+    } else {
+      TransposeE8m0ScalesOf16(col_, begin, factor_, window_);  // mxfp4's halved
+    }
+  }
+
+  const float* built_;
+  __m512 factor_;
+  bool f16_ = false;
+  int64_t piece_ = 0;
+  int64_t begin_ = 0;
+  const uint8_t* col_[16];
+  alignas(64) float window_[16 * 16];
+};
+
 // A column's 64 int8 codes (two 32-blocks; `pair` false: the first only, a
 // row's odd last block) at `codes` as vpdpbusd's unsigned bytes (code +
 // 128); lanes left out are 128 (x's are zero there).
@@ -328,12 +390,14 @@ inline void NibbleCodes(__m512i v, __m512i* even, __m512i* odd) {
 // their own lanes against x's bytes (int8: 64 codes, two 32-blocks, a step;
 // 4-bit: 128 codes, four blocks, as even and odd codes against x's even
 // and odd values), then 16 columns' lanes are summed into the blocks' sums:
-// the same integers as the panel tiles, the same fp32 epilogue.
+// the same integers as the panel tiles, the same fp32 epilogue. scales:
+// BuildScales' output, or null where RowScales::Windowed(p).
 template <WeightFormat F>
 void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, int64_t c, int cols,
              const float* scales, const float* bias) {
-  const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
-  const int64_t blocks_per_group = p.w.quant.group_size / 32;
+  const int64_t k = p.w.cols, blocks = k / 32;
+  // Groups of 32, 64 or 128 (UsesInt8Dot): block b is in group b >> shift.
+  const int group_shift = __builtin_ctz(static_cast<unsigned>(p.w.quant.group_size / 32));
   const uint64_t row_bytes = QuantValueBytes(F, 1, k);
   constexpr bool kFourBit = F != WeightFormat::kInt8;
   constexpr int64_t kBlocksPerStep = kFourBit ? 4 : 2;
@@ -344,10 +408,10 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
     const uint8_t* col[16];
     BlockRows(p, row_bytes, c, cols, cb, col);
     __m512 acc = _mm512_setzero_ps();
-    const float* s = scales + cb * groups * 16;
+    RowScales s(p, c, cols, cb, scales);
     auto finish_block = [&](int64_t b, __m512i sum) {
       sum = _mm512_add_epi32(sum, _mm512_set1_epi32(xr.corr[i * blocks + b]));
-      const __m512 scale = _mm512_mul_ps(_mm512_load_ps(s + (b / blocks_per_group) * 16),
+      const __m512 scale = _mm512_mul_ps(_mm512_load_ps(s.Group(b >> group_shift)),
                                          _mm512_set1_ps(xr.d[i * blocks + b]));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc);
     };
@@ -371,7 +435,12 @@ void RowUnit(const MatmulParams& p, const Int8Rows& xr, int64_t i, int64_t r, in
         }
         __m512i sums[4];
         ReduceSixteenByQuarter(part, sums);
-        for (int64_t q = 0; q < nb; ++q) finish_block(b + q, sums[q]);
+        if (nb == 4) {
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) finish_block(b + q, sums[q]);
+        } else {
+          for (int64_t q = 0; q < nb; ++q) finish_block(b + q, sums[q]);
+        }
       }
     } else {
       for (int64_t b = 0; b < blocks; b += 2) {
@@ -510,15 +579,18 @@ void Unit(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1, int
   alignas(64) float bias[kVnniTileCols];
   for (int64_t c = c0; c < c1; c += kVnniTileCols) {
     const int cols = static_cast<int>(std::min<int64_t>(kVnniTileCols, c1 - c));
-    BuildScales(p, c, cols, scales, column_scales);
     if (!p.bias.empty()) {
       for (int j = 0; j < kVnniTileCols; ++j)
         bias[j] = j < cols ? LoadScalar(p.bias.data, p.bias.dtype, c + j) : 0.0f;
     }
     if (r1 - r0 == 1) {
-      RowUnit<F>(p, xr, 0, r0, c, cols, scales, p.bias.empty() ? nullptr : bias);
+      const bool windowed = RowScales::Windowed(p);
+      if (!windowed) BuildScales(p, c, cols, scales, column_scales);
+      RowUnit<F>(p, xr, 0, r0, c, cols, windowed ? nullptr : scales,
+                 p.bias.empty() ? nullptr : bias);
       continue;
     }
+    BuildScales(p, c, cols, scales, column_scales);
     BuildPanel<F>(p, c, cols, panel);
     for (int64_t r = r0; r < r1; r += kTileRows) {
       TileAny<F != WeightFormat::kInt8>(static_cast<int>(std::min<int64_t>(kTileRows, r1 - r)), p,

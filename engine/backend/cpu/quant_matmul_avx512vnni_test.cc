@@ -138,6 +138,10 @@ TEST_F(Int8ActivationsTest, EveryPathIsBitwiseTheScalarSequence) {
   for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4, WeightFormat::kMxfp4}) {
     for (int g : {32, 64, 128}) {
       for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 29, 256},
+                             // one row over several pieces of scales (8 fp16
+                             // or 16 E8M0 groups: the one-row kernel's window)
+                             {1, 29, 1024},
+                             {1, 35, 768},
                              {2, 7, 128},
                              {3, 16, 384},
                              {4, 33, 256},
@@ -173,7 +177,10 @@ TEST_F(Int8ActivationsTest, ArbitraryCodesAndActivationsAreBitwiseTheScalarSeque
                            {64, 1, 192},
                            {32, 1, 224},
                            {32, 5, 224},
-                           {64, 2, 320}}) {
+                           {64, 2, 320},
+                           // one row over several pieces of scales
+                           {32, 1, 1024},
+                           {64, 1, 1536}}) {
       const Case c{m, 37, k, true, false};
       const Quantized q = ArbitraryCodes(f, g, c.n, c.k, static_cast<uint32_t>(g));
       std::mt19937 rng(7);
