@@ -557,8 +557,8 @@ __attribute__((target("avx512f"))) void FmaChains(int64_t iters, float* out) {
   _mm512_storeu_ps(out, s);
 }
 
-// Runs `chains` (12 independent chains of one instruction, kIters steps) on
-// every thread at once; flops_per_step: the 12 instructions' flops.
+// Runs `chains` (kIters steps of independent chains in registers) on every
+// thread at once; flops_per_step: one step's flops.
 void RunPeak(benchmark::State& state, void (*chains)(int64_t, float*), double flops_per_step) {
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
@@ -634,6 +634,59 @@ void BM_Int8DotPeak(benchmark::State& state) {
   RunPeak(state, Int8DotChains, 8.0 * 16 * 12);
 }
 BENCHMARK(BM_Int8DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The int8 panel tile's arithmetic without its loads (quant_matmul_avx512vnni.cc,
+// Tile<4, 2>): a step is one 32-block of 4 rows x 32 columns, 8 vpdpbusd per
+// 4 x's bytes into 8 integer sums, then per sum the block's epilogue (the
+// sum converted, the column scales times the row's d, one FMA). The
+// epilogue's fp32 work shares the vector units with vpdpbusd, so this rate
+// bounds the int8 GEMM's below BM_Int8DotPeak; flops counted as
+// BM_GemmActivations counts them (the products only). Args: {threads}.
+__attribute__((target("avx512f,avx512vnni"))) void Int8TileChains(int64_t iters, float* out) {
+  alignas(64) static const float kScales[8 * 16] = {0.5f, 0.25f, 0.125f, 1.0f};
+  static const float kD[8] = {1e-3f, 2e-3f, 3e-3f, 4e-3f, 5e-3f, 6e-3f, 7e-3f, 8e-3f};
+  static const int32_t kCorr[8] = {-1, -2, -3, -4, -5, -6, -7, -8};
+  __m512 acc[4][2];
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+    __m512i sum[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {  // distinct starts, or the compiler merges the chains
+      sum[r][0] = _mm512_set1_epi32(kCorr[(i + r) & 7]);
+      sum[r][1] = _mm512_set1_epi32(kCorr[(i + r + 4) & 7]);
+    }
+#pragma GCC unroll 8
+    for (int step = 0; step < 8; ++step) {
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        sum[r][0] = _mm512_dpbusd_epi32(sum[r][0], a, b);
+        sum[r][1] = _mm512_dpbusd_epi32(sum[r][1], a, b);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512 d = _mm512_set1_ps(kD[(i + r) & 7]);
+#pragma GCC unroll 2
+      for (int c = 0; c < 2; ++c) {
+        const __m512 scale = _mm512_mul_ps(_mm512_load_ps(kScales + ((i + c) & 7) * 16), d);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][c]), scale, acc[r][c]);
+      }
+    }
+  }
+  __m512 s = _mm512_setzero_ps();
+  for (auto& row : acc) s = _mm512_add_ps(s, _mm512_add_ps(row[0], row[1]));
+  _mm512_storeu_ps(out, s);
+}
+
+void BM_Int8TilePeak(benchmark::State& state) {
+  if (!cpu::CpuSupportsInt8Dot()) {
+    state.SkipWithError("the CPU lacks AVX-512-VNNI");
+    return;
+  }
+  RunPeak(state, Int8TileChains, 8.0 * 16 * 64);
+}
+BENCHMARK(BM_Int8TilePeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
