@@ -109,7 +109,8 @@ struct Shape {
 TEST(MatmulFp8Test, EveryVariantMatchesTheScalarReference) {
   // Partial edge blocks in both dimensions; k tails under 8 and under 16.
   for (const Shape& s : {Shape{1, 200, 300, 128, 128}, Shape{5, 37, 133, 16, 32},
-                         Shape{9, 64, 128, 128, 128}, Shape{3, 17, 21, 8, 16}}) {
+                         Shape{9, 64, 128, 128, 128}, Shape{3, 17, 21, 8, 16},
+                         Shape{4, 19, 200, 128, 48}}) {  // blocks of 48 codes
     const Fp8Weight w = MakeWeight(s.n, s.k, s.br, s.bc, 7);
     const std::vector<float> x = RandomRows(s.m, s.k, 11);
     const std::vector<double> ref = Reference(x, s.m, w);
@@ -169,8 +170,8 @@ TEST(MatmulFp8Test, RowSliceUsesItsParentsScaleGridAndBiasAccumulates) {
   }
 }
 
-// k = 32: the 16-code steps; k = 256: the AVX-512 tile's 64-code steps (one
-// NaN check per 64 codes and column), NaN codes at either end of a step.
+// k = 32: a few of the tiles' steps (8 codes in AVX2, 16 in AVX-512);
+// k = 256: many, NaN codes at either end of a step.
 TEST(MatmulFp8Test, NanCodesGiveNan) {
   for (int64_t k : {32, 256}) {
     Fp8Weight w = MakeWeight(10, k, 128, 128, 1);
