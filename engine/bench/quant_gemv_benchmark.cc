@@ -287,8 +287,8 @@ void BM_ReadOrder(benchmark::State& state) {
     i = (i + 1) % kMatrices;
   }
   benchmark::DoNotOptimize(sink);
-  state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.value_bytes) * state.iterations(),
-                                              benchmark::Counter::kIsRate);
+  state.counters["GBps"] = benchmark::Counter(
+      static_cast<double>(m.value_bytes) * state.iterations(), benchmark::Counter::kIsRate);
   static const char* const kOrders[] = {"one stream", "one stream, prefetch 64 KiB ahead",
                                         "16 rows at a time", "16 rows, next tile prefetched"};
   state.SetLabel(std::string(kOrders[order]) + (work == 0 ? "" : ", + reduction"));
@@ -558,8 +558,14 @@ __attribute__((target("avx512f"))) void FmaChains(int64_t iters, float* out) {
 }
 
 // Runs `chains` (kIters steps of independent chains in registers) on every
-// thread at once; flops_per_step: one step's flops.
-void RunPeak(benchmark::State& state, void (*chains)(int64_t, float*), double flops_per_step) {
+// thread at once; flops_per_step: one step's flops. Skipped, naming what is
+// missing, when the CPU lacks the instructions (`has` false).
+void RunPeak(benchmark::State& state, bool has, const char* lacks, void (*chains)(int64_t, float*),
+             double flops_per_step) {
+  if (!has) {
+    state.SkipWithError(lacks);
+    return;
+  }
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
   constexpr int64_t kIters = 1 << 16;
@@ -577,11 +583,8 @@ void RunPeak(benchmark::State& state, void (*chains)(int64_t, float*), double fl
 }
 
 void BM_FmaPeak(benchmark::State& state) {
-  if (!cpu::CpuSupports(cpu::CpuIsa::kAvx512)) {
-    state.SkipWithError("the CPU lacks AVX-512");
-    return;
-  }
-  RunPeak(state, FmaChains, 2.0 * 16 * 12);
+  RunPeak(state, cpu::CpuSupports(cpu::CpuIsa::kAvx512), "the CPU lacks AVX-512", FmaChains,
+          2.0 * 16 * 12);
 }
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -602,11 +605,8 @@ __attribute__((target("avx512f,avx512bf16"))) void Bf16DotChains(int64_t iters, 
 }
 
 void BM_Bf16DotPeak(benchmark::State& state) {
-  if (!cpu::CpuSupportsBf16Dot()) {
-    state.SkipWithError("the CPU lacks AVX-512-BF16");
-    return;
-  }
-  RunPeak(state, Bf16DotChains, 4.0 * 16 * 12);
+  RunPeak(state, cpu::CpuSupportsBf16Dot(), "the CPU lacks AVX-512-BF16", Bf16DotChains,
+          4.0 * 16 * 12);
 }
 BENCHMARK(BM_Bf16DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -627,11 +627,8 @@ __attribute__((target("avx512f,avx512vnni"))) void Int8DotChains(int64_t iters, 
 }
 
 void BM_Int8DotPeak(benchmark::State& state) {
-  if (!cpu::CpuSupportsInt8Dot()) {
-    state.SkipWithError("the CPU lacks AVX-512-VNNI");
-    return;
-  }
-  RunPeak(state, Int8DotChains, 8.0 * 16 * 12);
+  RunPeak(state, cpu::CpuSupportsInt8Dot(), "the CPU lacks AVX-512-VNNI", Int8DotChains,
+          8.0 * 16 * 12);
 }
 BENCHMARK(BM_Int8DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -680,11 +677,8 @@ __attribute__((target("avx512f,avx512vnni"))) void Int8TileChains(int64_t iters,
 }
 
 void BM_Int8TilePeak(benchmark::State& state) {
-  if (!cpu::CpuSupportsInt8Dot()) {
-    state.SkipWithError("the CPU lacks AVX-512-VNNI");
-    return;
-  }
-  RunPeak(state, Int8TileChains, 8.0 * 16 * 64);
+  RunPeak(state, cpu::CpuSupportsInt8Dot(), "the CPU lacks AVX-512-VNNI", Int8TileChains,
+          8.0 * 16 * 64);
 }
 BENCHMARK(BM_Int8TilePeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 

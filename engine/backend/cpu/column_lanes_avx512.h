@@ -140,7 +140,8 @@ ATTR inline void TransposeE8m0ScalesOf16(const uint8_t* const scale_col[16], int
 // All `groups` (a multiple of 16) the same way.
 ATTR inline void TransposeE8m0Scales(const uint8_t* const scale_col[16], int64_t groups,
                                      __m512 factor, float* s) {
-  for (int64_t g = 0; g < groups; g += 16) TransposeE8m0ScalesOf16(scale_col, g, factor, s + g * 16);
+  for (int64_t g = 0; g < groups; g += 16)
+    TransposeE8m0ScalesOf16(scale_col, g, factor, s + g * 16);
 }
 
 }  // namespace expertd::engine::cpu

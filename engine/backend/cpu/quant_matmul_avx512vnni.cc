@@ -322,7 +322,8 @@ class RowScales {
   static bool Windowed(const MatmulParams& p) {
     const WeightQuant& q = p.w.quant;
     const int64_t groups = p.w.cols / q.group_size;
-    if (q.scale_dtype == ScaleDType::kF16) return q.format != WeightFormat::kMxfp4 && groups % 8 == 0;
+    if (q.scale_dtype == ScaleDType::kF16)
+      return q.format != WeightFormat::kMxfp4 && groups % 8 == 0;
     return q.scale_dtype == ScaleDType::kE8M0 && q.format == WeightFormat::kMxfp4 &&
            groups % 16 == 0;
   }
