@@ -107,10 +107,11 @@ struct Shape {
 };
 
 TEST(MatmulFp8Test, EveryVariantMatchesTheScalarReference) {
-  // Partial edge blocks in both dimensions; k tails under 8 and under 16.
+  // Partial edge blocks in both dimensions; k tails under 8 and under 16;
+  // blocks of 48 codes (not a multiple of 32).
   for (const Shape& s :
        {Shape{1, 200, 300, 128, 128}, Shape{5, 37, 133, 16, 32}, Shape{9, 64, 128, 128, 128},
-        Shape{3, 17, 21, 8, 16}, Shape{4, 19, 200, 128, 48}}) {  // blocks of 48 codes
+        Shape{3, 17, 21, 8, 16}, Shape{4, 19, 200, 128, 48}}) {
     const Fp8Weight w = MakeWeight(s.n, s.k, s.br, s.bc, 7);
     const std::vector<float> x = RandomRows(s.m, s.k, 11);
     const std::vector<double> ref = Reference(x, s.m, w);
