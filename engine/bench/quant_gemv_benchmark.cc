@@ -1,10 +1,11 @@
 // The quantized GEMV (decode, m = 1) per weight format and per kernel variant
 // (scalar reference, AVX2, AVX-512 blocked, AVX-512 generic loop), on
 // OLMoE-1B-7B's expert gate shape [1024, 2048], against the bf16 dense kernel
-// on the same shape. The weights of 48 experts' gate matrices are cycled
-// through, so every call reads them from DRAM (more than the 32 MiB L3), as a
-// decode step does. Counter GBps = stored bytes (values + scales) read per
-// second; BM_ReadFloor reads the same bytes without decoding them (the floor).
+// on the same shape. The weights of at least 48 experts' gate matrices, and
+// at least 128 MiB of them (4x the 32 MiB L3; 4-bit formats need ~110), are
+// cycled through, so every call reads them from DRAM, as a decode step
+// does. Counter GBps = stored bytes (values + scales) read per second;
+// BM_ReadFloor reads the same bytes without decoding them (the floor).
 // BM_Gemm: the same weights times 16 or 64 token rows (prefill, tokens sorted
 // per expert), GFLOP/s against BM_FmaPeak, the FMA throughput of this machine
 // measured in the same run. Compare variants within one run.
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -38,7 +40,11 @@
 namespace expertd::engine {
 namespace {
 
-constexpr int64_t kN = 1024, kK = 2048, kMatrices = 48;
+constexpr int64_t kN = 1024, kK = 2048;
+// Matrices of random weights; more are copies of these (the bytes differ
+// in address, which is what the caches see).
+constexpr int64_t kDistinctMatrices = 48;
+constexpr uint64_t kCycledBytes = uint64_t{128} << 20;
 
 // The matrices lie one after another in one buffer from the CPU backend's
 // allocator (huge pages), values then scales, as the expert cache's slots
@@ -48,6 +54,7 @@ struct Matrices {
   uint64_t value_bytes = 0, scale_bytes = 0, stride = 0;
   WeightQuant quant;
   uint64_t bytes = 0;  // per matrix, values + scales
+  int64_t count = 0;   // matrices in the slab
   uint8_t* values(int64_t i) const { return slab.get() + i * stride; }
   uint8_t* scales(int64_t i) const {
     return scale_bytes == 0 ? nullptr : values(i) + (value_bytes + 63) / 64 * 64;
@@ -98,8 +105,10 @@ const Matrices& Weights(int format, int group) {
     m.scale_bytes = QuantScaleBytes(m.quant, kN, kK);
   }
   m.stride = (m.value_bytes + 63) / 64 * 64 + (m.scale_bytes + 63) / 64 * 64;
-  m.slab = cpu::MakeHostBuffer(m.stride * kMatrices);
-  for (int64_t i = 0; i < kMatrices; ++i) {
+  m.count = std::max<int64_t>(kDistinctMatrices,
+                              static_cast<int64_t>((kCycledBytes + m.stride - 1) / m.stride));
+  m.slab = cpu::MakeHostBuffer(m.stride * m.count);
+  for (int64_t i = 0; i < kDistinctMatrices; ++i) {
     for (float& v : w) v = d(rng);
     if (format == 4) {
       QuantizeFp8Blocks(w, m.values(i), reinterpret_cast<float*>(m.scales(i)));
@@ -109,6 +118,8 @@ const Matrices& Weights(int format, int group) {
       (void)QuantizeWeights(w.data(), kN, kK, m.quant, m.values(i), m.scales(i));
     }
   }
+  for (int64_t i = kDistinctMatrices; i < m.count; ++i)
+    std::memcpy(m.values(i), m.values(i % kDistinctMatrices), m.stride);
   m.bytes = m.value_bytes + m.scale_bytes;
   return m;
 }
@@ -156,7 +167,7 @@ void BM_Gemv(benchmark::State& state) {
       cpu::QuantMatmul(p, &pool, isa);
     }
     benchmark::DoNotOptimize(y.data());
-    i = (i + 1) % kMatrices;
+    i = (i + 1) % m.count;
   }
   state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
                                               benchmark::Counter::kIsRate);
@@ -165,7 +176,7 @@ void BM_Gemv(benchmark::State& state) {
                  cpu::CpuIsaName(isa) + (generic ? "-generic" : ""));
 }
 
-// The floor: the same stored bytes (values + scales of the same 48 matrices,
+// The floor: the same stored bytes (values + scales of the same matrices,
 // same thread split) only read, with AVX2 loads into an xor, nothing decoded.
 // Args: {format, threads, group}.
 uint64_t XorBytes(const uint8_t* p, uint64_t bytes) {
@@ -198,7 +209,7 @@ void BM_ReadFloor(benchmark::State& state) {
       }
     });
     benchmark::DoNotOptimize(sink.data());
-    i = (i + 1) % kMatrices;
+    i = (i + 1) % m.count;
   }
   state.counters["GBps"] = benchmark::Counter(static_cast<double>(m.bytes) * state.iterations(),
                                               benchmark::Counter::kIsRate);
@@ -284,7 +295,7 @@ void BM_ReadOrder(benchmark::State& state) {
   float sink = 0;
   for (auto _ : state) {
     sink += ReadInOrder(m.values(i), order, work);
-    i = (i + 1) % kMatrices;
+    i = (i + 1) % m.count;
   }
   benchmark::DoNotOptimize(sink);
   state.counters["GBps"] = benchmark::Counter(
@@ -336,7 +347,7 @@ void BM_Gemm(benchmark::State& state) {
       cpu::QuantMatmul(p, &pool, cpu::CpuIsa::kAvx512);
     }
     benchmark::DoNotOptimize(y.data());
-    i = (i + 1) % kMatrices;
+    i = (i + 1) % m.count;
   }
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(), benchmark::Counter::kIsRate);
@@ -471,7 +482,7 @@ void BM_GemmActivations(benchmark::State& state) {
     p.w.quant.scales = m.scales(i);
     cpu::Matmul(p, &pool);
     benchmark::DoNotOptimize(y.data());
-    i = (i + 1) % kMatrices;
+    i = (i + 1) % m.count;
   }
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * tokens * kN * kK * state.iterations(), benchmark::Counter::kIsRate);
@@ -515,7 +526,7 @@ void BM_GroupedDecode(benchmark::State& state) {
   p.activations = mode;
   int64_t i = 0;
   for (auto _ : state) {
-    for (int64_t g = 0; g < kTopK; ++g, i = (i + 1) % kMatrices) {
+    for (int64_t g = 0; g < kTopK; ++g, i = (i + 1) % m.count) {
       w[g].data = m.values(i);
       w[g].quant.scales = m.scales(i);
     }
