@@ -198,11 +198,11 @@ const char* MatmulActivationsName(MatmulActivations activations);
 bool ParseMatmulActivations(const std::string& text, MatmulActivations* out);
 // The flag's help line, shared by every binary that registers it.
 inline constexpr char kMatmulActivationsHelp[] =
-    "fp32 | bf16 | int8: bf16 rounds the activations of bf16-weight matmuls to bf16 and runs the "
-    "CPU's bf16 dot-product instructions (about 2x faster prefill); int8 does the same and "
-    "quantizes the activations of int8 / int4 / mxfp4 experts to int8 per 32 values for the "
-    "CPU's integer dot products (VNNI). CPU backend only: bf16 needs AVX-512-BF16, int8 also "
-    "AVX-512-VNNI";
+    "fp32 | bf16 | int8: bf16 rounds the activations of matmuls with bf16, int8, int4, mxfp4 or "
+    "fp8 weights to bf16 and runs the CPU's bf16 dot-product instructions (about 2x faster "
+    "prefill); int8 does the same, but quantizes the activations of int8 / int4 / mxfp4 experts "
+    "to int8 per 32 values for the CPU's integer dot products (VNNI). CPU backend only: bf16 "
+    "needs AVX-512-BF16, int8 also AVX-512-VNNI";
 
 // CreateBackend(options): engine/backend/backend_factory.h.
 

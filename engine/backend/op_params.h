@@ -76,16 +76,18 @@ struct RmsNormParams {
 
 // How a matmul treats its fp32 activations (BackendOptions::matmul_activations).
 //  kF32: x is used as is; fp32 products and accumulation (the default).
-//  kBF16: for dense bf16 weights only, x is rounded to bf16 (nearest even)
-//    and each pair of products accumulated as the CPU's bf16 dot-product
-//    instruction does (matmul_dense.h): twice the arithmetic rate of fp32
-//    FMA, at bf16 precision for x (what PyTorch's bf16 linear does). Other
-//    weight dtypes and quantized weights ignore it. Still batch-invariant.
-//  kInt8: as kBF16 for dense bf16 weights; int8 / int4 / mxfp4 weights with
-//    groups of 32, 64 or 128 take x quantized to int8 per 32-element block
-//    (scale max|x| / 127, as llama.cpp's Q8_0 quantizes activations) and
-//    exact integer dot products per block (the CPU's VNNI instructions),
-//    each block's sum scaled into an fp32 accumulator
+//  kBF16: for dense bf16 weights, quantized int8 / int4 / mxfp4 weights in
+//    groups of 32, 64 or 128 and FP8 blocks of 32, 64 or 128 columns that
+//    divide k, x is rounded to bf16 (nearest even) and each pair of products
+//    accumulated as the CPU's bf16 dot-product instruction does
+//    (matmul_dense.h): twice the arithmetic rate of fp32 FMA, at bf16
+//    precision for x (what PyTorch's bf16 linear does). Other weights ignore
+//    it. Still batch-invariant.
+//  kInt8: as kBF16 for dense bf16 and FP8 weights; int8 / int4 / mxfp4
+//    weights with groups of 32, 64 or 128 take x quantized to int8 per
+//    32-element block (scale max|x| / 127, as llama.cpp's Q8_0 quantizes
+//    activations) and exact integer dot products per block (the CPU's VNNI
+//    instructions), each block's sum scaled into an fp32 accumulator
 //    (quant_matmul_avx512vnni.cc). Other weights as kBF16. Batch-invariant.
 enum class MatmulActivations { kF32, kBF16, kInt8 };
 

@@ -125,6 +125,11 @@ const Matrices& Weights(int format, int group) {
   return m;
 }
 
+// The dtype a WeightRef of the format's matrices carries.
+models::DType StoredDType(int format) {
+  return format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16;
+}
+
 // The generic AVX-512 loop (QuantMatmulAvx512Generic) on the pool, as
 // QuantMatmul splits columns, to compare with the blocked kernel in one run.
 void GenericAvx512(const MatmulParams& p, ThreadPool* pool) {
@@ -154,8 +159,7 @@ void BM_Gemv(benchmark::State& state) {
   p.y = y.data();
   p.y_stride = kN;
   p.m = 1;
-  p.w = WeightRef{nullptr, format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16, kN, kK,
-                  m.quant};
+  p.w = WeightRef{nullptr, StoredDType(format), kN, kK, m.quant};
   int64_t i = 0;
   for (auto _ : state) {
     p.w.data = m.values(i);
@@ -334,8 +338,7 @@ void BM_Gemm(benchmark::State& state) {
   p.y = y.data();
   p.y_stride = kN;
   p.m = tokens;
-  p.w = WeightRef{nullptr, format == 4 ? models::DType::kF8E4M3 : models::DType::kBF16, kN, kK,
-                  m.quant};
+  p.w = WeightRef{nullptr, StoredDType(format), kN, kK, m.quant};
   int64_t i = 0;
   for (auto _ : state) {
     p.w.data = m.values(i);
@@ -455,7 +458,7 @@ bool SkippedWithoutDot(MatmulActivations mode, benchmark::State& state) {
 
 // Prefill per activations mode: the same weights and rows through Matmul
 // with fp32, bf16 (vdpbf16ps) or int8 (vpdpbusd) activations. Args:
-// {format 0 bf16 (dense) / 1 int8 / 2 int4 / 3 mxfp4, mode 0 fp32 / 1 bf16 / 2 int8,
+// {format 0 bf16 (dense) / 1 int8 / 2 int4 / 3 mxfp4 / 4 fp8, mode 0 fp32 / 1 bf16 / 2 int8,
 // tokens, threads, group}. GFLOP/s = 2 m n k / time: compare with BM_FmaPeak,
 // BM_Bf16DotPeak and BM_Int8DotPeak of the same threads.
 void BM_GemmActivations(benchmark::State& state) {
@@ -475,7 +478,7 @@ void BM_GemmActivations(benchmark::State& state) {
   p.y = y.data();
   p.y_stride = kN;
   p.m = tokens;
-  p.w = WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant};
+  p.w = WeightRef{nullptr, StoredDType(format), kN, kK, m.quant};
   p.activations = mode;
   int64_t i = 0;
   for (auto _ : state) {
@@ -511,7 +514,7 @@ void BM_GroupedDecode(benchmark::State& state) {
   for (int64_t r = 0; r < kTopK; ++r) {  // the same token in every expert's row
     for (int64_t c = 0; c < kK; ++c) x[r * kK + c] = r == 0 ? d(rng) : x[c];
   }
-  std::vector<WeightRef> w(kTopK, WeightRef{nullptr, models::DType::kBF16, kN, kK, m.quant});
+  std::vector<WeightRef> w(kTopK, WeightRef{nullptr, StoredDType(format), kN, kK, m.quant});
   std::vector<int64_t> row_offset(kTopK + 1);
   for (int64_t g = 0; g <= kTopK; ++g) row_offset[g] = g;
   GroupedMatmulParams p;
@@ -544,6 +547,7 @@ void BM_GroupedDecode(benchmark::State& state) {
 BENCHMARK(BM_GroupedDecode)
     ->ArgsProduct({{0}, {1}, {1, 2}, {32}})
     ->ArgsProduct({{1, 2, 3}, {2}, {1, 2}, {32}})
+    ->ArgsProduct({{4}, {0, 1}, {1, 2}, {128}})
     ->UseRealTime();
 
 BENCHMARK(BM_GemmActivations)
@@ -551,6 +555,8 @@ BENCHMARK(BM_GemmActivations)
     ->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {1, 16, 64, 256}, {1}, {32}})
     ->ArgsProduct({{2}, {1, 2}, {64, 256}, {1}, {128}})
     ->ArgsProduct({{2}, {1, 2}, {1, 256}, {2}, {32}})
+    ->ArgsProduct({{4}, {0, 1}, {1, 16, 64, 256}, {1}, {128}})
+    ->ArgsProduct({{4}, {0, 1}, {1, 256}, {2}, {128}})
     ->UseRealTime();
 
 void Args(benchmark::internal::Benchmark* b) {

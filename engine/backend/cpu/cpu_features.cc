@@ -54,8 +54,12 @@ CpuIsa BestCpuIsa() {
 }
 
 bool CpuSupportsBf16Dot() {
-  static const bool ok =
-      BestCpuIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+  static const bool ok = BestCpuIsa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+  return ok;
+}
+
+bool CpuSupportsQuantBf16Dot() {
+  static const bool ok = CpuSupportsBf16Dot() && __builtin_cpu_supports("avx512vbmi");
   return ok;
 }
 

@@ -24,6 +24,10 @@ bool CpuSupports(CpuIsa isa);
 // Whether the bf16-activation matmul (vdpbf16ps) can run: AVX-512 with
 // AVX512_BF16, and EXPERTD_CPU_ISA not capping below avx512. Cached.
 bool CpuSupportsBf16Dot();
+// Whether the quantized bf16-activation matmul can run: the bf16 dot product
+// and AVX512_VBMI (its FP8 decoding looks bytes up in 128-entry tables,
+// vpermi2b; every CPU with AVX512_BF16 has it but Cooper Lake). Cached.
+bool CpuSupportsQuantBf16Dot();
 // Whether the int8-activation matmul can run: the bf16 dot product and
 // AVX512_VNNI (vpdpbusd). Cached.
 bool CpuSupportsInt8Dot();

@@ -363,6 +363,14 @@ bool SmallCodesInGroupsOf32(const WeightQuant& q) {
   return small_codes && q.block_rows == 1 && (g == 32 || g == 64 || g == 128);
 }
 
+// FP8 E4M3 blocks whose columns come in 32-code steps that divide k: what
+// the bf16-activation kernel takes (every E4M3 value is a bf16 value).
+bool Fp8BlocksOf32(const WeightQuant& q, int64_t k) {
+  const int g = q.group_size;
+  return q.format == WeightFormat::kFp8E4m3Block && q.scale_dtype == ScaleDType::kF32 &&
+         (g == 32 || g == 64 || g == 128) && k % g == 0;
+}
+
 }  // namespace
 
 bool UsesInt8Dot(const MatmulParams& p) {
@@ -375,7 +383,8 @@ bool UsesBf16Dot(const MatmulParams& p) {
   if (p.activations == MatmulActivations::kF32 || UsesInt8Dot(p)) return false;
   const WeightQuant& q = p.w.quant;
   if (q.quantized()) {
-    if (!SmallCodesInGroupsOf32(q)) return false;
+    if (!SmallCodesInGroupsOf32(q) && !Fp8BlocksOf32(q, p.w.cols)) return false;
+    if (!CpuSupportsQuantBf16Dot()) return false;  // the fp32-activation kernels
   } else if (p.w.dtype != DType::kBF16) {
     return false;
   }

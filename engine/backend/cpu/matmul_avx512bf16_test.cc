@@ -217,6 +217,7 @@ Quantized Quantize(WeightFormat f, int group, int64_t n, int64_t k, uint32_t see
 // units over odd splits and GroupedMatmul all bitwise the scalar sequence,
 // for decode and prefill row counts.
 TEST_F(Bf16ActivationsTest, QuantizedExpertsAreBitwiseTheScalarSequence) {
+  if (!CpuSupportsQuantBf16Dot()) GTEST_SKIP() << "the CPU lacks AVX-512-VBMI";
   ThreadPool two(2);
   for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4, WeightFormat::kMxfp4}) {
     for (int g : {32, 64, 128}) {
@@ -266,9 +267,9 @@ TEST_F(Bf16ActivationsTest, QuantizedExpertsAreBitwiseTheScalarSequence) {
   }
 }
 
-// Formats whose codes are not all bf16 values, or groups the kernel does not
-// take (FP8 blocks, int8 with groups of 16), keep the fp32-activation kernels:
-// bitwise the kF32 result.
+// Groups the kernel does not take (int8 with groups of 16) keep the
+// fp32-activation kernels: bitwise the kF32 result. (FP8 blocks:
+// matmul_fp8_test.cc.)
 TEST_F(Bf16ActivationsTest, OtherQuantizedFormatsIgnoreTheMode) {
   Quantized q = Quantize(WeightFormat::kInt8, 16, 13, 128, 5);
   std::mt19937 rng(1);

@@ -64,9 +64,10 @@ inline constexpr int64_t kDenseAvx512MinRows = 4;
 inline constexpr int64_t kBf16DotRowGroup = 128;
 
 // Whether p runs a bf16-activation sequence: activations kBF16 or kInt8 and
-// dense bf16 weights, or kBF16 and int8 / int4 / mxfp4 codes with groups of
-// 32, 64 or 128 (quant_matmul_avx512bf16.cc). REQUIRES then:
-// CpuSupportsBf16Dot().
+// dense bf16 weights or FP8 E4M3 blocks of 32, 64 or 128 columns that divide
+// k (fp32 scales), or kBF16 and int8 / int4 / mxfp4 codes with groups of 32,
+// 64 or 128 (quant_matmul_avx512bf16.cc; and CpuSupportsQuantBf16Dot()).
+// REQUIRES then: CpuSupportsBf16Dot().
 bool UsesBf16Dot(const MatmulParams& p);
 // Whether p runs the int8-activation sequence: activations kInt8 and int8 /
 // int4 / mxfp4 codes with groups of 32, 64 or 128

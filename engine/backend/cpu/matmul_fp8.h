@@ -13,6 +13,10 @@
 // Conversion: an E4M3 code's magnitude bits shifted left by 7 are an IEEE
 // half of value E4M3 / 256 (subnormals included), so F16C converts it exactly
 // and the 256 is folded into the block scale (exact: a power of two).
+//
+// These are the fp32-activation kernels. With bf16 or int8 activations,
+// blocks of 32, 64 or 128 columns that divide k run the bf16 dot-product
+// kernel instead (Matmul's dispatch; quant_matmul_avx512bf16.cc).
 #ifndef EXPERTD_ENGINE_BACKEND_CPU_MATMUL_FP8_H_
 #define EXPERTD_ENGINE_BACKEND_CPU_MATMUL_FP8_H_
 

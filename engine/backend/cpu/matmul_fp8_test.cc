@@ -1,13 +1,19 @@
 // The block-scaled FP8 matmul variants against a scalar reference, against
-// the fp32 kernel on the dequantized weights, and for batch invariance.
+// the fp32 kernel on the dequantized weights, and for batch invariance; with
+// bf16 activations, the bf16 dot-product kernel against its scalar sequence.
 #include "engine/backend/cpu/matmul_fp8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "engine/backend/cpu/cpu_features.h"
 #include "engine/backend/cpu/kernels.h"
+#include "engine/backend/cpu/matmul_unit.h"
+#include "engine/backend/cpu/reference_ops.h"
 #include "gtest/gtest.h"
 #include "models/dtype/dtype.h"
 #include "models/dtype/fp8_block.h"
@@ -187,6 +193,151 @@ TEST(MatmulFp8Test, NanCodesGiveNan) {
             << Fp8IsaName(isa) << " k=" << k << " column " << c;
       }
     }
+  }
+}
+
+// With bf16 (or int8) activations, FP8 blocks of 32, 64 or 128 columns that
+// divide k run the bf16 dot-product kernel (quant_matmul_avx512bf16.cc).
+class Fp8Bf16ActivationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CpuSupportsQuantBf16Dot()) GTEST_SKIP() << "the CPU lacks AVX-512-BF16 or VBMI";
+  }
+};
+
+// Every code but the NaNs (0x7f, 0xff) somewhere in the weight, so each
+// entry of the kernel's E4M3 -> bf16 table meets the reference's E4m3ToF32.
+void SpreadEveryCode(Fp8Weight* w) {
+  int code = 0;
+  for (uint8_t& c : w->codes) {
+    c = static_cast<uint8_t>(code);
+    code = (code + 37) % 256;  // 37 is prime to 256: every byte in turn
+    if ((c & 0x7f) == 0x7f) c = 0x3c;
+  }
+}
+
+// Matmul (1 and 2 threads; bf16 and int8 activations) and units over odd
+// splits: bitwise the scalar sequence (reference_ops.h), and within 1e-5 of
+// the double-precision product of the bf16-rounded x. Decode and prefill row
+// counts, 2-D blocks of several shapes, a row slice straddling a block edge.
+TEST_F(Fp8Bf16ActivationsTest, BitwiseTheScalarSequence) {
+  ThreadPool two(2);
+  struct Case {
+    int64_t m, n, k, br, bc, first_row;
+  };
+  for (const Case& s : {Case{1, 29, 256, 16, 32, 0}, Case{2, 7, 128, 128, 64, 0},
+                        Case{3, 13, 384, 128, 128, 0}, Case{4, 6, 256, 16, 128, 0},
+                        Case{9, 31, 512, 128, 128, 110}, Case{70, 17, 192, 8, 64, 3}}) {
+    Fp8Weight w = MakeWeight(s.first_row + s.n, s.k, s.br, s.bc, static_cast<uint32_t>(s.m + s.k));
+    SpreadEveryCode(&w);
+    WeightRef ref = w.ref();  // rows [first_row, first_row + n) of the weight
+    ref.data = w.codes.data() + s.first_row * s.k;
+    ref.rows = s.n;
+    ref.quant.row0 = s.first_row;
+    const std::string what = "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                             " k=" + std::to_string(s.k) + " block " + std::to_string(s.br) + "x" +
+                             std::to_string(s.bc) + " row0=" + std::to_string(s.first_row);
+    const std::vector<float> x = RandomRows(s.m, s.k, 23);
+    std::vector<float> bias(s.n);
+    for (int64_t c = 0; c < s.n; ++c) bias[c] = 0.01f * static_cast<float>(c);
+    const bool with_bias = s.m % 2 == 1;
+    std::vector<float> want(s.m * s.n);
+    for (int64_t r = 0; r < s.m; ++r) {
+      for (int64_t c = 0; c < s.n; ++c) {
+        const float v = reference::QuantDotBf16Activations(
+            x.data() + r * s.k, static_cast<const uint8_t*>(ref.data), ref.quant, s.k, c);
+        want[r * s.n + c] = 0.5f + (with_bias ? v + bias[c] : v);
+        double exact = 0;
+        for (int64_t i = 0; i < s.k; ++i) {
+          const int64_t row = s.first_row + c;
+          const float scale = w.scale[(row / s.br) * w.shape.scale_cols() + i / s.bc];
+          exact += static_cast<double>(reference::RoundToBf16(x[r * s.k + i])) *
+                   models::E4m3ToF32(w.codes[row * s.k + i]) * scale;
+        }
+        EXPECT_NEAR(v, exact, 1e-5 * (1.0 + std::fabs(exact))) << what << " at " << r << "," << c;
+      }
+    }
+    for (MatmulActivations act : {MatmulActivations::kBF16, MatmulActivations::kInt8}) {
+      if (act == MatmulActivations::kInt8 && !CpuSupportsInt8Dot()) continue;
+      const char* act_name = act == MatmulActivations::kInt8 ? "int8" : "bf16";
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+        std::vector<float> got(s.m * s.n, 0.5f);
+        MatmulParams p;
+        p.x = x.data();
+        p.x_stride = s.k;
+        p.w = ref;
+        if (with_bias) p.bias = WeightRef{bias.data(), DType::kF32, 1, s.n};
+        p.y = got.data();
+        p.y_stride = s.n;
+        p.m = s.m;
+        p.accumulate = true;
+        p.activations = act;
+        Matmul(p, pool);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << what << " " << act_name << " threads=" << (pool ? 2 : 1);
+        if (pool != nullptr) continue;
+        std::fill(got.begin(), got.end(), 0.5f);
+        for (int64_t r0 = 0; r0 < s.m; r0 += 3) {
+          for (int64_t c0 = 0; c0 < s.n; c0 += 5)
+            MatmulUnit(p, r0, std::min(s.m, r0 + 3), c0, std::min(s.n, c0 + 5));
+        }
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << what << " " << act_name << " units";
+      }
+    }
+  }
+}
+
+// A NaN code poisons its column in decode and prefill, wherever it lies in
+// its 32-code step.
+TEST_F(Fp8Bf16ActivationsTest, NanCodesGiveNan) {
+  const int64_t k = 256;
+  Fp8Weight w = MakeWeight(10, k, 128, 128, 1);
+  w.codes[1 * k + 5] = 0x7f;
+  w.codes[3 * k + k - 1] = 0xff;
+  w.codes[9 * k + 64 + 31] = 0x7f;
+  for (int64_t m : {1, 5}) {
+    const std::vector<float> x = RandomRows(m, k, 2);
+    std::vector<float> y(m * 10);
+    MatmulParams p;
+    p.x = x.data();
+    p.x_stride = k;
+    p.w = w.ref();
+    p.y = y.data();
+    p.y_stride = 10;
+    p.m = m;
+    p.activations = MatmulActivations::kBF16;
+    Matmul(p, nullptr);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < 10; ++c) {
+        EXPECT_EQ(std::isnan(y[r * 10 + c]), c == 1 || c == 3 || c == 9)
+            << "m=" << m << " row " << r << " column " << c;
+      }
+    }
+  }
+}
+
+// Blocks the bf16 kernel does not take (48 columns; 128 columns not dividing
+// k) keep the fp32-activation FP8 kernel: bitwise the kF32 result.
+TEST_F(Fp8Bf16ActivationsTest, OtherBlocksIgnoreTheMode) {
+  for (auto [k, bc] : {std::pair<int64_t, int64_t>{192, 48}, {300, 128}}) {
+    const Fp8Weight w = MakeWeight(21, k, 128, bc, 4);
+    const std::vector<float> x = RandomRows(3, k, 6);
+    std::vector<float> bf(3 * 21), f32(3 * 21);
+    MatmulParams p;
+    p.x = x.data();
+    p.x_stride = k;
+    p.w = w.ref();
+    p.y = bf.data();
+    p.y_stride = 21;
+    p.m = 3;
+    p.activations = MatmulActivations::kBF16;
+    Matmul(p, nullptr);
+    p.y = f32.data();
+    p.activations = MatmulActivations::kF32;
+    Matmul(p, nullptr);
+    EXPECT_EQ(0, std::memcmp(bf.data(), f32.data(), bf.size() * sizeof(float)))
+        << "k=" << k << " block columns " << bc;
   }
 }
 

@@ -1,8 +1,10 @@
-// Quantized experts (int8, int4, mxfp4; group size a multiple of 32) with
-// bf16 activations (MatmulActivations::kBF16) on AVX-512-BF16. Every code of
-// these formats is exactly a bf16 value (|int8| <= 128, int4, e2m1), so a
-// tile's codes are decoded once into bf16 and the products run on vdpbf16ps
-// like the dense bf16-activation kernel; the scales stay fp32.
+// Quantized experts (int8, int4, mxfp4 in groups of 32, 64 or 128; FP8
+// E4M3 in column blocks of 32, 64 or 128 that divide k) with bf16
+// activations (MatmulActivations::kBF16) on AVX-512-BF16. Every code of
+// these formats is exactly a bf16 value (|int8| <= 128, int4, e2m1, e4m3),
+// so a tile's codes are decoded once into bf16 and the products run on
+// vdpbf16ps like the dense bf16-activation kernel; the scales stay fp32
+// (FP8: its 2-D block grid, row0 included).
 //
 // Element (r, c), x rounded to bf16 (nearest even) as matmul_avx512bf16.cc
 // does: a 16-lane accumulator acc; per group b, a 16-lane part, zero, takes
@@ -50,7 +52,7 @@ float* ScaleScratch(size_t n) {
 }  // namespace expertd::engine::cpu::internal
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,avx2,fma,f16c")
 
 namespace expertd::engine::cpu::internal {
 namespace {
@@ -78,6 +80,65 @@ inline __m512i FourBitTable(WeightFormat f) {
   return _mm512_load_si512(f == WeightFormat::kMxfp4 ? kE2m1Bf16 : kInt4Bf16);
 }
 
+// An E4M3 magnitude (a code's low 7 bits) as a bf16 bit pattern: every E4M3
+// value is exactly a normal bf16 (the smallest, the subnormal 2^-9, too: the
+// dot product's flush to zero never meets one); 0x7f is NaN.
+constexpr uint16_t E4m3MagnitudeBf16(int mag) {
+  if (mag == 0x7f) return 0x7fc0;
+  if (mag == 0) return 0;
+  int e = mag >> 3, m = mag & 7;  // value 2^(e - 7) * 1.m, or 2^-6 * 0.m for e == 0
+  if (e == 0) {
+    for (e = 1; m < 8; m <<= 1) --e;  // normalize the subnormal
+    m &= 7;
+  }
+  return static_cast<uint16_t>(((e + 120) << 7) | (m << 4));
+}
+
+// The FP8 decoding's constants: the bf16 patterns' low and high bytes per
+// magnitude (two vpermi2b tables each), and the byte order that makes the
+// two byte-interleaves (vpunpcklbw / vpunpckhbw, which work within 16-byte
+// lanes) give codes 0-31 and 32-63 in order: byte 16 L + j holds code 8 L + j
+// for j < 8, code 32 + 8 L + (j - 8) after.
+struct Fp8DecodeTables {
+  alignas(64) uint8_t low[128];
+  alignas(64) uint8_t high[128];
+  alignas(64) uint8_t order[64];
+};
+constexpr Fp8DecodeTables MakeFp8DecodeTables() {
+  Fp8DecodeTables t{};
+  for (int i = 0; i < 128; ++i) {
+    t.low[i] = static_cast<uint8_t>(E4m3MagnitudeBf16(i) & 0xff);
+    t.high[i] = static_cast<uint8_t>(E4m3MagnitudeBf16(i) >> 8);
+  }
+  for (int lane = 0; lane < 4; ++lane) {
+    for (int j = 0; j < 8; ++j) {
+      t.order[16 * lane + j] = static_cast<uint8_t>(8 * lane + j);
+      t.order[16 * lane + 8 + j] = static_cast<uint8_t>(32 + 8 * lane + j);
+    }
+  }
+  return t;
+}
+constexpr Fp8DecodeTables kFp8Decode = MakeFp8DecodeTables();
+
+// 64 E4M3 codes (32 if !kPair: the rest of the load is zeros and out[1]
+// is not written) as bf16: the magnitude's two bytes looked up (bits 0-6 of
+// a code index 128 entries), the sign put on the high byte, interleaved.
+template <bool kPair>
+inline void DecodeFp8(const uint8_t* codes, __m512i* out) {
+  const __m512i raw =
+      kPair ? _mm512_loadu_si512(codes)
+            : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+  const __m512i c = _mm512_permutexvar_epi8(_mm512_load_si512(kFp8Decode.order), raw);
+  const __m512i low = _mm512_permutex2var_epi8(_mm512_load_si512(kFp8Decode.low), c,
+                                               _mm512_load_si512(kFp8Decode.low + 64));
+  const __m512i high = _mm512_ternarylogic_epi32(  // high | (c & 0x80)
+      _mm512_permutex2var_epi8(_mm512_load_si512(kFp8Decode.high), c,
+                               _mm512_load_si512(kFp8Decode.high + 64)),
+      c, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  out[0] = _mm512_unpacklo_epi8(low, high);
+  if constexpr (kPair) out[1] = _mm512_unpackhi_epi8(low, high);
+}
+
 // Codes [i, i + 32) of a row as 32 bf16 values.
 template <WeightFormat F>
 inline __m512i DecodeBlock(const uint8_t* row, int64_t i, __m512i table) {
@@ -88,6 +149,10 @@ inline __m512i DecodeBlock(const uint8_t* row, int64_t i, __m512i table) {
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i + 16))));
     const __m512bh h = _mm512_cvtne2ps_pbh(b, a);
     return reinterpret_cast<const __m512i&>(h);
+  } else if constexpr (F == WeightFormat::kFp8E4m3Block) {
+    __m512i w;
+    DecodeFp8<false>(row + i, &w);
+    return w;
   } else {
     // 16 bytes, the low nibble the even code: interleave low and high
     // nibbles into 32 codes in order, then look their values up.
@@ -103,7 +168,16 @@ inline __m512i DecodeBlock(const uint8_t* row, int64_t i, __m512i table) {
 // A column's k codes as bf16 into out.
 template <WeightFormat F>
 void DecodeColumn(const uint8_t* row, int64_t k, __m512i table, uint16_t* out) {
-  for (int64_t i = 0; i < k; i += 32) _mm512_store_si512(out + i, DecodeBlock<F>(row, i, table));
+  int64_t i = 0;
+  if constexpr (F == WeightFormat::kFp8E4m3Block) {
+    for (; i + 64 <= k; i += 64) {
+      __m512i w[2];
+      DecodeFp8<true>(row + i, w);
+      _mm512_store_si512(out + i, w[0]);
+      _mm512_store_si512(out + i + 32, w[1]);
+    }
+  }
+  for (; i < k; i += 32) _mm512_store_si512(out + i, DecodeBlock<F>(row, i, table));
 }
 
 // Rows [r0, r0 + R) x columns [c0, c0 + C). kB: 32-blocks per group.
@@ -146,6 +220,15 @@ void Tile(const MatmulParams& p, const uint16_t* xb, int64_t r0, int64_t c0, con
       __m512 s;
 #pragma GCC unroll 4
       for (int q = 0; q < kB; ++q) {
+        if constexpr (kDirect && F == WeightFormat::kFp8E4m3Block && kB % 2 == 0) {
+          if (q % 2 == 0) {  // two blocks per decoding
+            __m512i pair[2];
+            DecodeFp8<true>(rows[c] + i0 + 32 * q, pair);
+            w[q] = (__m512bh)pair[0];
+            w[q + 1] = (__m512bh)pair[1];
+          }
+          continue;
+        }
         w[q] = kDirect ? (__m512bh)DecodeBlock<F>(rows[c], i0 + 32 * q, table)
                        : (__m512bh)_mm512_load_si512(codes + c * k + i0 + 32 * q);
       }
@@ -217,7 +300,7 @@ void Unit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
   for (int64_t c = c0; c < c1; c += kTileCols) {
     const int cols = static_cast<int>(std::min<int64_t>(kTileCols, c1 - c));
     for (int j = 0; j < cols; ++j)
-      ScalesToF32(q, ((c + j) / q.block_rows) * groups, groups, scales + j * groups);
+      ScalesToF32(q, ((q.row0 + c + j) / q.block_rows) * groups, groups, scales + j * groups);
     if (decode) {
       TileAny<F, true, kB>(static_cast<int>(r1 - r0), cols, p, xb, r0, c, nullptr, scales);
       continue;
@@ -256,6 +339,8 @@ void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, in
       return UnitFor<WeightFormat::kInt4>(p, r0, r1, c0, c1);
     case WeightFormat::kMxfp4:
       return UnitFor<WeightFormat::kMxfp4>(p, r0, r1, c0, c1);
+    case WeightFormat::kFp8E4m3Block:
+      return UnitFor<WeightFormat::kFp8E4m3Block>(p, r0, r1, c0, c1);
     default:  // excluded by UsesBf16Dot
       return;
   }

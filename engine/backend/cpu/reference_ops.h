@@ -187,8 +187,10 @@ inline float DenseDotBf16Activations(const float* x, const TestWeight& w, int64_
   for (int l = 0; l < 8; ++l) s[l] = acc[l] + acc[l + 8];
   return HorizontalSum8(s);
 }
-// Quantized weights (int8 / int4 / mxfp4, groups of 32, 64 or 128) with bf16
-// activations (quant_matmul_avx512bf16.cc): per group a 16-lane part from
+// Quantized weights (int8 / int4 / mxfp4, groups of 32, 64 or 128; FP8
+// blocks of as many columns dividing k, its scale grid's row
+// (row0 + col) / block_rows) with bf16 activations
+// (quant_matmul_avx512bf16.cc): per group a 16-lane part from
 // zero takes each 32-block's pairs (element 2j + 1, then 2j, of the rounded x
 // and the decoded codes, flushed as the dot-product instruction does), then
 // acc[j] = fma(part[j], scale, acc[j]); lanes j and j + 8 added;
@@ -208,7 +210,8 @@ inline float QuantDotBf16Activations(const float* x, const uint8_t* values, cons
         }
       }
     }
-    const float scale = LoadScaleF32(q.scales, q.scale_dtype, col * groups + b);
+    const float scale =
+        LoadScaleF32(q.scales, q.scale_dtype, ((q.row0 + col) / q.block_rows) * groups + b);
     for (int64_t j = 0; j < 16; ++j) acc[j] = std::fma(part[j], scale, acc[j]);
   }
   float s[8];
