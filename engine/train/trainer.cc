@@ -444,6 +444,10 @@ absl::StatusOr<StepReport> Trainer::RunStep(
           }
           updated[i] = 1;
           worker->Push(i);
+          if (trace_ != nullptr) {  // the hand-off, on backward's thread
+            const int64_t now = trace_->NowMicros();
+            trace_->Record("queue AdamW " + w->name, TraceRecorder::kOptimizer, now, now);
+          }
         }
       });
     }
