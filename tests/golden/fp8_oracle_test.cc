@@ -64,6 +64,28 @@ std::unique_ptr<engine::Engine> MakeEngine(
   return e.ok() ? std::move(*e) : nullptr;
 }
 
+// The engine with its routed experts paged from an expert pack under
+// TEST_TMPDIR/pack (3 cached, every prefetch).
+std::unique_ptr<engine::Engine> MakePagedEngine(
+    std::shared_ptr<const models::Checkpoint> ckpt, const std::string& pack,
+    engine::MatmulActivations activations = engine::MatmulActivations::kF32) {
+  engine::ExpertStoreOptions so;
+  so.pack_dir = TempDir(pack);
+  so.device_cache_experts = 3;
+  so.prefetch = engine::PrefetchKind::kAll;
+  return MakeEngine(std::move(ckpt), engine::ExpertStoreFactory(so), activations);
+}
+
+// Writes the case's FP8 checkpoint (and its dequantized twin) under TEST_TMPDIR.
+absl::Status WriteCase(const Case& c, const std::string& fp8_dir, const std::string& deq_dir,
+                       Fp8CheckpointStats* stats = nullptr) {
+  Fp8CheckpointOptions o;
+  o.block_rows = c.block_rows;
+  o.block_cols = c.block_cols;
+  o.scale_dtype = c.scale_dtype;
+  return WriteFp8Checkpoint(golden::FixtureDir(c.arch), fp8_dir, deq_dir, o, stats);
+}
+
 // Logits of every prompt position, [tokens * vocab].
 std::vector<float> AllLogits(engine::Engine* e, const std::vector<int32_t>& prompt) {
   EXPECT_TRUE(e->AddSequence(1).ok());
@@ -81,12 +103,8 @@ TEST_P(Fp8OracleTest, Fp8CheckpointComputesTheDequantizedFunction) {
   const Case& c = GetParam();
   const std::string fp8_dir = TempDir(c.name() + "_fp8");
   const std::string deq_dir = TempDir(c.name() + "_dequant");
-  Fp8CheckpointOptions o;
-  o.block_rows = c.block_rows;
-  o.block_cols = c.block_cols;
-  o.scale_dtype = c.scale_dtype;
   Fp8CheckpointStats stats;
-  ASSERT_TRUE(WriteFp8Checkpoint(golden::FixtureDir(c.arch), fp8_dir, deq_dir, o, &stats).ok());
+  ASSERT_TRUE(WriteCase(c, fp8_dir, deq_dir, &stats).ok());
   ASSERT_GT(stats.quantized_tensors, 0);
   EXPECT_LT(stats.fp8_bytes, stats.dense_bytes * 3 / 4);  // ~half of bf16, scales included
 
@@ -97,11 +115,7 @@ TEST_P(Fp8OracleTest, Fp8CheckpointComputesTheDequantizedFunction) {
   ASSERT_TRUE(fp8_ckpt->config().fp8.enabled);
   auto fp8 = MakeEngine(fp8_ckpt);
   auto deq = MakeEngine(deq_ckpt);
-  engine::ExpertStoreOptions so;
-  so.pack_dir = TempDir(c.name() + "_pack");
-  so.device_cache_experts = 3;
-  so.prefetch = engine::PrefetchKind::kAll;
-  auto paged = MakeEngine(fp8_ckpt, engine::ExpertStoreFactory(so));
+  auto paged = MakePagedEngine(fp8_ckpt, c.name() + "_pack");
   ASSERT_NE(fp8, nullptr);
   ASSERT_NE(deq, nullptr);
   ASSERT_NE(paged, nullptr);
@@ -156,22 +170,12 @@ TEST(Fp8ActivationsTest, Bf16ActivationsStayNearFp32Activations) {
   if (!engine::cpu::CpuSupportsQuantBf16Dot()) GTEST_SKIP() << "the CPU lacks AVX-512-BF16/VBMI";
   const Case c{"deepseek_v3", 32, 32, models::DType::kF32};
   const std::string fp8_dir = TempDir(c.name() + "_bf16act_fp8");
-  Fp8CheckpointOptions o;
-  o.block_rows = c.block_rows;
-  o.block_cols = c.block_cols;
-  o.scale_dtype = c.scale_dtype;
-  ASSERT_TRUE(WriteFp8Checkpoint(golden::FixtureDir(c.arch), fp8_dir,
-                                 TempDir(c.name() + "_bf16act_dequant"), o)
-                  .ok());
+  ASSERT_TRUE(WriteCase(c, fp8_dir, TempDir(c.name() + "_bf16act_dequant")).ok());
   auto ckpt = Open(fp8_dir);
   ASSERT_NE(ckpt, nullptr);
   auto fp32 = MakeEngine(ckpt);
   auto bf16 = MakeEngine(ckpt, nullptr, engine::MatmulActivations::kBF16);
-  engine::ExpertStoreOptions so;
-  so.pack_dir = TempDir(c.name() + "_bf16act_pack");
-  so.device_cache_experts = 3;
-  so.prefetch = engine::PrefetchKind::kAll;
-  auto paged = MakeEngine(ckpt, engine::ExpertStoreFactory(so), engine::MatmulActivations::kBF16);
+  auto paged = MakePagedEngine(ckpt, c.name() + "_bf16act_pack", engine::MatmulActivations::kBF16);
   const bool int8_dot = engine::cpu::CpuSupportsInt8Dot();
   auto int8 = int8_dot ? MakeEngine(ckpt, nullptr, engine::MatmulActivations::kInt8) : nullptr;
   ASSERT_NE(fp32, nullptr);

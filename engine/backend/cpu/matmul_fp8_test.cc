@@ -205,6 +205,20 @@ class Fp8Bf16ActivationsTest : public ::testing::Test {
   }
 };
 
+// y = x . w^T for m rows of x (stride k) into y (stride n), with `activations`.
+MatmulParams Params(const std::vector<float>& x, int64_t m, const WeightRef& w,
+                    std::vector<float>* y, MatmulActivations activations) {
+  MatmulParams p;
+  p.x = x.data();
+  p.x_stride = w.cols;
+  p.w = w;
+  p.y = y->data();
+  p.y_stride = w.rows;
+  p.m = m;
+  p.activations = activations;
+  return p;
+}
+
 // Every code but the NaNs (0x7f, 0xff) somewhere in the weight, so each
 // entry of the kernel's E4M3 -> bf16 table meets the reference's E4m3ToF32.
 void SpreadEveryCode(Fp8Weight* w) {
@@ -262,16 +276,9 @@ TEST_F(Fp8Bf16ActivationsTest, BitwiseTheScalarSequence) {
       const char* act_name = act == MatmulActivations::kInt8 ? "int8" : "bf16";
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
         std::vector<float> got(s.m * s.n, 0.5f);
-        MatmulParams p;
-        p.x = x.data();
-        p.x_stride = s.k;
-        p.w = ref;
+        MatmulParams p = Params(x, s.m, ref, &got, act);
         if (with_bias) p.bias = WeightRef{bias.data(), DType::kF32, 1, s.n};
-        p.y = got.data();
-        p.y_stride = s.n;
-        p.m = s.m;
         p.accumulate = true;
-        p.activations = act;
         Matmul(p, pool);
         ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
             << what << " " << act_name << " threads=" << (pool ? 2 : 1);
@@ -299,15 +306,7 @@ TEST_F(Fp8Bf16ActivationsTest, NanCodesGiveNan) {
   for (int64_t m : {1, 5}) {
     const std::vector<float> x = RandomRows(m, k, 2);
     std::vector<float> y(m * 10);
-    MatmulParams p;
-    p.x = x.data();
-    p.x_stride = k;
-    p.w = w.ref();
-    p.y = y.data();
-    p.y_stride = 10;
-    p.m = m;
-    p.activations = MatmulActivations::kBF16;
-    Matmul(p, nullptr);
+    Matmul(Params(x, m, w.ref(), &y, MatmulActivations::kBF16), nullptr);
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t c = 0; c < 10; ++c) {
         EXPECT_EQ(std::isnan(y[r * 10 + c]), c == 1 || c == 3 || c == 9)
@@ -324,18 +323,8 @@ TEST_F(Fp8Bf16ActivationsTest, OtherBlocksIgnoreTheMode) {
     const Fp8Weight w = MakeWeight(21, k, 128, bc, 4);
     const std::vector<float> x = RandomRows(3, k, 6);
     std::vector<float> bf(3 * 21), f32(3 * 21);
-    MatmulParams p;
-    p.x = x.data();
-    p.x_stride = k;
-    p.w = w.ref();
-    p.y = bf.data();
-    p.y_stride = 21;
-    p.m = 3;
-    p.activations = MatmulActivations::kBF16;
-    Matmul(p, nullptr);
-    p.y = f32.data();
-    p.activations = MatmulActivations::kF32;
-    Matmul(p, nullptr);
+    Matmul(Params(x, 3, w.ref(), &bf, MatmulActivations::kBF16), nullptr);
+    Matmul(Params(x, 3, w.ref(), &f32, MatmulActivations::kF32), nullptr);
     EXPECT_EQ(0, std::memcmp(bf.data(), f32.data(), bf.size() * sizeof(float)))
         << "k=" << k << " block columns " << bc;
   }
