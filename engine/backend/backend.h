@@ -155,6 +155,8 @@ class Backend {
   virtual bool HasMatmulRowMaps() const { return false; }
   // The activations mode this backend's matmuls run (BackendOptions).
   virtual MatmulActivations matmul_activations() const { return MatmulActivations::kF32; }
+  // Whether Attention honours AttentionParams::window and ::sinks.
+  virtual bool HasWindowedAttention() const { return true; }
   virtual void Rope(const RopeParams& p) = 0;
   virtual void KvAppend(const KvAppendParams& p) = 0;
   virtual void Attention(const AttentionParams& p) = 0;

@@ -1,7 +1,8 @@
 // InstrumentedBackend: a Backend that forwards every call to another backend,
 // counts the calls by kind, and can make chosen ones fail. Tests inject it
 // through EngineOptions::backend_factory to check how the engine and the
-// scheduler above it react to device faults, or to count what a step runs.
+// scheduler above it react to device faults, or to count what a step runs;
+// a test may derive from it to change what the backend says it supports.
 //
 // Faults follow the device model of backend.h: ops return nothing and run
 // asynchronously, so a failed op is skipped and its error surfaces at the
@@ -50,7 +51,7 @@ enum class BackendCall {
 };
 inline constexpr int kNumBackendCalls = static_cast<int>(BackendCall::kSynchronize) + 1;
 
-class InstrumentedBackend final : public Backend {
+class InstrumentedBackend : public Backend {
  public:
   explicit InstrumentedBackend(std::unique_ptr<Backend> target);
 
@@ -100,6 +101,8 @@ class InstrumentedBackend final : public Backend {
   void GroupedMatmul(const GroupedMatmulParams& p) override;
   bool HasGroupedMatmulKernel() const override { return target_->HasGroupedMatmulKernel(); }
   bool HasMatmulRowMaps() const override { return target_->HasMatmulRowMaps(); }
+  MatmulActivations matmul_activations() const override { return target_->matmul_activations(); }
+  bool HasWindowedAttention() const override { return target_->HasWindowedAttention(); }
 
  protected:
   // Never called: every buffer handed out belongs to (and is freed by) the

@@ -196,8 +196,9 @@ struct KvAppendParams {
 
 // Causal grouped-query attention over the block KV cache (prefill chunks and
 // decode alike). Query row t belongs to sequence seq[t] at position pos[t] and
-// attends keys 0..pos[t] of that sequence (already appended to the cache):
-//   s_j = (q . k_j) * scale;  p = softmax(s);  out = sum_j p_j v_j
+// attends keys first..pos[t] of that sequence (already appended to the cache;
+// first = 0, or pos[t] - window + 1 with a sliding window):
+//   s_j = (q . k_j) * scale;  p = softmax(s [, sink]);  out = sum_j p_j v_j
 // Query head h uses kv head h / (heads / kv_heads). Keys are visited in
 // position order with a two-pass softmax, so a row's result does not depend
 // on the batch or on how its sequence's prompt was chunked. (Score scratch is
@@ -219,6 +220,14 @@ struct AttentionParams {
   int64_t block_size = 0;          // tokens per block
   const float* k_cache = nullptr;  // [num_slots, kv_heads, head_dim]
   const float* v_cache = nullptr;
+  // Sliding window (Mistral, gpt-oss): the query at position pos sees keys
+  // max(0, pos - window + 1) .. pos, Hugging Face's "pos - j < window";
+  // 0 = every key 0 .. pos.
+  int64_t window = 0;
+  // Attention sinks (gpt-oss): one logit per query head [1, heads] that joins
+  // the softmax's denominator after the keys and carries no value, so the
+  // weights of the keys sum to less than 1. Empty = none.
+  WeightRef sinks;
 };
 
 // Router for softmax-scored MoE (Mixtral, Qwen2/3-MoE, OLMoE):
@@ -235,6 +244,8 @@ struct SoftmaxTopKParams {
 };
 
 // out[r, i] = silu(gate[r, i]) * up[r, i]. out may alias gate or up.
+// With limit > 0 (gpt-oss' clamped SwiGLU), g = min(gate, limit),
+// u = clamp(up, -limit, limit): out = (u + 1) * g * sigmoid(alpha * g).
 struct SwiGluParams {
   const float* gate = nullptr;  // [rows, dim]
   int64_t gate_stride = 0;
@@ -244,6 +255,8 @@ struct SwiGluParams {
   int64_t out_stride = 0;
   int64_t rows = 0;
   int64_t dim = 0;
+  float limit = 0.0f;  // 0: plain SwiGLU
+  float alpha = 1.0f;
 };
 
 // y[r, :] += f(scale[r]) * x[r, :], f = identity or sigmoid; scale == nullptr

@@ -4,6 +4,7 @@
 #ifndef EXPERTD_ENGINE_MODEL_FEED_FORWARD_H_
 #define EXPERTD_ENGINE_MODEL_FEED_FORWARD_H_
 
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,9 +34,13 @@ class FeedForward {
   virtual Router* router() { return nullptr; }
 };
 
-// A SwiGLU MLP's weights: y = down(silu(gate x) * up x).
+// A SwiGLU MLP's weights: y = down(silu(gate x) * up x). gpt-oss' experts
+// add a bias to each projection and clamp their SwiGLU (SwiGluParams::limit).
 struct MlpWeights {
   WeightRef gate, up, down;
+  WeightRef gate_bias, up_bias, down_bias;  // empty: none
+  float swiglu_limit = 0.0f, swiglu_alpha = 1.0f;
+  bool has_bias() const { return !gate_bias.empty() || !up_bias.empty() || !down_bias.empty(); }
 };
 
 // Computes an MLP on `rows` rows of x into y [rows, hidden] (y = or +=).
@@ -71,7 +76,9 @@ void RunRoutedMlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* 
 struct GroupedMlp {
   std::vector<WeightRef> gate, up, down;  // [experts], host
   std::vector<int64_t> row_offset;        // [experts + 1], row_offset[0] == 0
+  // REQUIRES: !w.has_bias() and a plain SwiGLU (the grouped path has neither).
   void Add(const MlpWeights& w, int64_t rows) {
+    assert(!w.has_bias() && w.swiglu_limit == 0.0f);
     if (row_offset.empty()) row_offset.push_back(0);
     gate.push_back(w.gate);
     up.push_back(w.up);

@@ -3,8 +3,10 @@
 //   q/k RMSNorm: per head (Qwen3-MoE) or over the whole projection (OLMoE)
 //   clip_qkv (OLMoE): clamp q, k, v to [-c, c]
 //   RoPE on q, k at each token's position; append k, v to the KV cache
-//   softmax(q k^T / sqrt(head_dim)) v over positions 0..pos (causal)
-//   residual += attn Wo^T
+//   softmax(q k^T / sqrt(head_dim)) v over positions 0..pos (causal), or
+//   the last sliding_window of them on a sliding-window layer
+//   gpt-oss: a sink logit per head joins each softmax (AttentionParams::sinks)
+//   residual += attn Wo^T (+bo)
 #include <cmath>
 
 #include "base/status_macros.h"
@@ -29,6 +31,7 @@ class GqaAttention final : public AttentionLayer {
         rope_(rope) {}
 
   absl::Status Load(ResidentWeights* store, const models::ModelConfig& c, int layer) {
+    window_ = c.AttentionWindow(layer);
     const int64_t qw = heads_ * head_dim_, kw = kv_heads_ * head_dim_;
     auto name = [&](AttnTensor t) { return models::AttentionName(layer, t); };
     ASSIGN_OR_RETURN(wq_, store->Load(name(AttnTensor::kQProj), qw, hidden_));
@@ -39,6 +42,12 @@ class GqaAttention final : public AttentionLayer {
       ASSIGN_OR_RETURN(bq_, store->Load(name(AttnTensor::kQBias), 1, qw));
       ASSIGN_OR_RETURN(bk_, store->Load(name(AttnTensor::kKBias), 1, kw));
       ASSIGN_OR_RETURN(bv_, store->Load(name(AttnTensor::kVBias), 1, kw));
+    }
+    if (c.attention_out_bias) {
+      ASSIGN_OR_RETURN(bo_, store->Load(name(AttnTensor::kOBias), 1, hidden_));
+    }
+    if (c.attention_sinks) {
+      ASSIGN_OR_RETURN(sinks_, store->Load(name(AttnTensor::kSinks), 1, heads_));
     }
     switch (qk_norm_) {
       case models::QkNorm::kNone:
@@ -84,6 +93,7 @@ class GqaAttention final : public AttentionLayer {
     o.y = residual;
     o.y_stride = hidden_;
     o.m = rows;
+    o.bias = bo_;
     o.accumulate = true;  // residual + o_proj(attn), o_proj summed first
     be->Matmul(o);
   }
@@ -168,6 +178,8 @@ class GqaAttention final : public AttentionLayer {
     p.block_size = ctx.kv->block_size();
     p.k_cache = a.k_cache;
     p.v_cache = a.v_cache;
+    p.window = window_;
+    p.sinks = sinks_;
     be->Attention(p);
   }
 
@@ -177,7 +189,8 @@ class GqaAttention final : public AttentionLayer {
   const models::QkNorm qk_norm_;
   const float clip_;
   const DeviceRope rope_;
-  WeightRef wq_, wk_, wv_, wo_, bq_, bk_, bv_, q_norm_, k_norm_;
+  int64_t window_ = 0;  // AttentionParams::window of this layer
+  WeightRef wq_, wk_, wv_, wo_, bq_, bk_, bv_, bo_, sinks_, q_norm_, k_norm_;
 };
 
 }  // namespace

@@ -23,12 +23,15 @@ void Mlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, const 
   p.y_stride = inter;
   if (routed != nullptr) p.x_rows = routed->in_rows;
   p.w = w.gate;
+  p.bias = w.gate_bias;
   p.y = gate;
   be->Matmul(p);
   p.w = w.up;
+  p.bias = w.up_bias;
   p.y = up;
   be->Matmul(p);
-  be->SwiGlu(SwiGluParams{gate, inter, up, inter, gate, inter, rows, inter});
+  be->SwiGlu(SwiGluParams{gate, inter, up, inter, gate, inter, rows, inter, w.swiglu_limit,
+                          w.swiglu_alpha});
   MatmulParams d;
   d.x = gate;
   d.x_stride = inter;
@@ -36,7 +39,11 @@ void Mlp(Backend* be, Workspace* ws, const MlpWeights& w, const float* x, const 
   d.y = y;
   d.y_stride = hidden;
   d.m = rows;
+  d.bias = w.down_bias;
   d.accumulate = accumulate;
+  // A weighted scatter would scale the bias too; the callers with biases
+  // (MoeBlock) scatter unweighted.
+  assert(routed == nullptr || routed->weights == nullptr || w.down_bias.empty());
   if (routed != nullptr) {
     d.y_rows = routed->out_rows;
     d.row_weights = routed->weights;

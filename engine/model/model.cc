@@ -55,6 +55,14 @@ absl::Status CheckSupported(const models::ModelConfig& c) {
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(Backend* backend, const WeightSource* source) {
   RETURN_IF_ERROR(CheckSupported(source->config()));
+  const models::ModelConfig& c = source->config();
+  if ((c.sliding_window > 0 || c.attention_sinks) && !backend->HasWindowedAttention()) {
+    return absl::UnimplementedError(
+        absl::StrCat(models::ArchitectureName(c.architecture), ": sliding_window ",
+                     c.sliding_window, c.attention_sinks ? " and attention sinks need" : " needs",
+                     " sliding-window attention, which the ", backend->name(),
+                     " backend does not have; serve this model with --backend=cpu"));
+  }
   std::unique_ptr<Model> model(new Model(backend, source));
   RETURN_IF_ERROR(model->Load());
   return model;

@@ -14,6 +14,10 @@
 //               grouped GEMMs, scatter once, release all (bitwise the same)
 //   combine:  out[t] = sum_j w[t, j] * slot[t, j]  (ascending expert id)
 //   shared:   out += sigmoid(x Wsg^T) * shared_mlp(x)   (Qwen2-MoE)
+//   gpt-oss: every expert projection has a bias (resident here, beside
+//             whatever provides the matrices) and the SwiGLU is clamped; such
+//             experts run one by one on the device, never grouped nor on the
+//             host (neither path has the biases)
 //   residual += out
 // The slots make the result independent of the compute order (and thus of
 // the expert cache), and the combine order matches Hugging Face's loop.
@@ -65,6 +69,26 @@ class MoeBlock final : public FeedForward {
   MoeBlock(std::unique_ptr<Router> router, int64_t num_experts, int64_t hidden)
       : router_(std::move(router)), num_experts_(num_experts), hidden_(hidden) {}
 
+  // gpt-oss: the routed experts' biases and clamped SwiGLU.
+  absl::Status LoadExpertExtras(ResidentWeights* store, const models::ModelConfig& c, int layer) {
+    using models::ExpertProj;
+    swiglu_limit_ = static_cast<float>(c.swiglu_limit);
+    swiglu_alpha_ = static_cast<float>(c.swiglu_alpha);
+    if (!c.expert_bias) return absl::OkStatus();
+    const int64_t inter = c.moe_intermediate_size;
+    biases_.resize(num_experts_);
+    for (int64_t e = 0; e < num_experts_; ++e) {
+      MlpWeights& b = biases_[e];
+      ASSIGN_OR_RETURN(b.gate_bias,
+                       store->Load(models::ExpertBiasName(layer, e, ExpertProj::kGate), 1, inter));
+      ASSIGN_OR_RETURN(b.up_bias,
+                       store->Load(models::ExpertBiasName(layer, e, ExpertProj::kUp), 1, inter));
+      ASSIGN_OR_RETURN(b.down_bias, store->Load(models::ExpertBiasName(layer, e, ExpertProj::kDown),
+                                                1, hidden_));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status LoadShared(ResidentWeights* store, const models::ModelConfig& c, int layer) {
     using models::ExpertProj;
     const int64_t s = c.shared_expert_intermediate_size;
@@ -106,6 +130,11 @@ class MoeBlock final : public FeedForward {
     float* out = ws->f(Buf::kFfnOut);
     ctx.experts->OnTokenRouting(ctx.layer, host_ids, static_cast<int>(k));
     if (RoutedExperts* routed = ctx.experts->routed_experts()) {
+      if (!plain_experts()) {
+        return absl::UnimplementedError(
+            "experts with biases and a clamped SwiGLU (gpt-oss) do not run over several devices "
+            "yet; serve this model on one device");
+      }
       RETURN_IF_ERROR(routed->Run(
           ctx, RoutedExpertsInput{ctx.layer, rows, k, hidden_, x, weights, host_ids}, out));
     } else {
@@ -143,7 +172,9 @@ class MoeBlock final : public FeedForward {
     std::vector<int64_t> tokens;
     tokens.reserve(d.experts.size());
     for (int32_t e : d.experts) tokens.push_back(d.offset[e + 1] - d.offset[e]);
-    const std::vector<int32_t> host = provider->PlanHostCompute(ctx.layer, d.experts, tokens);
+    const std::vector<int32_t> host = plain_experts()
+                                          ? provider->PlanHostCompute(ctx.layer, d.experts, tokens)
+                                          : std::vector<int32_t>{};
     std::vector<int32_t> device;
     std::set_difference(d.experts.begin(), d.experts.end(), host.begin(), host.end(),
                         std::back_inserter(device));
@@ -152,7 +183,7 @@ class MoeBlock final : public FeedForward {
     // Grouped needs every expert's rows contiguous (no host experts) and
     // every expert acquired at once.
     const bool grouped =
-        host.empty() && provider->HoldsAllExperts() &&
+        host.empty() && plain_experts() && provider->HoldsAllExperts() &&
         UseGroupedExpertGemm(ctx.expert_gemm, *ctx.backend, static_cast<int64_t>(device.size()),
                              static_cast<int64_t>(d.gather_index.size()));
     if (s.ok()) {
@@ -175,7 +206,7 @@ class MoeBlock final : public FeedForward {
     for (int32_t e : order) {
       ASSIGN_OR_RETURN(ExpertWeights w, provider->Acquire(ctx.layer, e));
       const int64_t off = d.offset[e], n = d.offset[e + 1] - d.offset[e];
-      const MlpWeights mlp{w.gate, w.up, w.down};
+      const MlpWeights mlp = Expert(e, w);
       const int32_t* rows = ws->i32(Buf::kGatherIndex) + off;
       const int32_t* slots = ws->i32(Buf::kSlotIndex) + off;
       if (be->HasMatmulRowMaps()) {  // straight from the token rows into the slots
@@ -293,8 +324,24 @@ class MoeBlock final : public FeedForward {
         AddRowsParams{out, hidden_, shared, hidden_, gate, 1, RowScale::kSigmoid, rows, hidden_});
   }
 
+  // Whether the routed experts are plain SwiGLU MLPs without biases.
+  bool plain_experts() const { return biases_.empty() && swiglu_limit_ == 0.0f; }
+
+  // Expert e's MLP: the provider's matrices, this block's biases.
+  MlpWeights Expert(int e, const ExpertWeights& w) const {
+    MlpWeights mlp = biases_.empty() ? MlpWeights{} : biases_[e];
+    mlp.gate = w.gate;
+    mlp.up = w.up;
+    mlp.down = w.down;
+    mlp.swiglu_limit = swiglu_limit_;
+    mlp.swiglu_alpha = swiglu_alpha_;
+    return mlp;
+  }
+
   const std::unique_ptr<Router> router_;
   const int64_t num_experts_, hidden_;
+  std::vector<MlpWeights> biases_;  // [num_experts] (gpt-oss), their bias refs only
+  float swiglu_limit_ = 0.0f, swiglu_alpha_ = 1.0f;
   MlpWeights shared_;
   WeightRef shared_gate_;
 };
@@ -308,6 +355,7 @@ absl::StatusOr<std::unique_ptr<FeedForward>> CreateMoeBlock(ResidentWeights* sto
   auto block =
       std::make_unique<MoeBlock>(std::move(router), config.num_experts, config.hidden_size);
   RETURN_IF_ERROR(block->LoadShared(store, config, layer));
+  RETURN_IF_ERROR(block->LoadExpertExtras(store, config, layer));
   return std::unique_ptr<FeedForward>(std::move(block));
 }
 

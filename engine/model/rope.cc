@@ -44,8 +44,13 @@ float ApplyYarn(const models::RopeScaling& s, double theta, int64_t dim,
   auto correction_dim = [&](double rotations) {
     return (dim * std::log(max_pos / (rotations * 2.0 * kPi))) / (2.0 * std::log(theta));
   };
-  double low = std::max(0.0, std::floor(correction_dim(s.beta_fast)));
-  double high = std::min(static_cast<double>(dim - 1), std::ceil(correction_dim(s.beta_slow)));
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {  // whole dimensions, as transformers did before "truncate" existed
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(0.0, low);
+  high = std::min(static_cast<double>(dim - 1), high);
   if (low == high) high += 0.001;
   std::vector<float> pos = PosFreqs(theta, dim);
   for (size_t i = 0; i < pos.size(); ++i) {

@@ -7,8 +7,8 @@ namespace {
 
 class SoftmaxTopKRouter final : public Router {
  public:
-  SoftmaxTopKRouter(WeightRef gate, int64_t top_k, bool renormalize)
-      : gate_(gate), top_k_(top_k), renormalize_(renormalize) {}
+  SoftmaxTopKRouter(WeightRef gate, WeightRef bias, int64_t top_k, bool renormalize)
+      : gate_(gate), bias_(bias), top_k_(top_k), renormalize_(renormalize) {}
 
   int64_t top_k() const override { return top_k_; }
   WeightRef gate_weight() const override { return gate_; }
@@ -21,6 +21,7 @@ class SoftmaxTopKRouter final : public Router {
     m.x = x;
     m.x_stride = gate_.cols;
     m.w = gate_;
+    m.bias = bias_;
     m.y = logits;
     m.y_stride = gate_.rows;
     m.m = rows;
@@ -39,6 +40,7 @@ class SoftmaxTopKRouter final : public Router {
 
  private:
   const WeightRef gate_;
+  const WeightRef bias_;  // gpt-oss; empty otherwise
   const int64_t top_k_;
   const bool renormalize_;
 };
@@ -50,8 +52,14 @@ absl::StatusOr<std::unique_ptr<Router>> CreateSoftmaxTopKRouter(ResidentWeights*
                                                                 int layer) {
   ASSIGN_OR_RETURN(WeightRef gate,
                    store->Load(models::RouterName(c, layer), c.num_experts, c.hidden_size));
+  WeightRef bias;
+  if (c.router_bias) {
+    ASSIGN_OR_RETURN(bias, store->Load(models::RouterLinearBiasName(layer), 1, c.num_experts));
+  }
+  // gpt-oss takes the softmax of the top-k logits: the renormalised top-k of
+  // the softmax over all of them.
   return std::unique_ptr<Router>(
-      new SoftmaxTopKRouter(gate, c.num_experts_per_tok, c.norm_topk_prob));
+      new SoftmaxTopKRouter(gate, bias, c.num_experts_per_tok, c.norm_topk_prob));
 }
 
 }  // namespace expertd::engine

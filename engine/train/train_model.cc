@@ -60,6 +60,14 @@ absl::StatusOr<std::unique_ptr<TrainModel>> TrainModel::Load(
     return absl::UnimplementedError(absl::StrCat(dir, ": training with topk_method \"",
                                                  c.topk_method, "\" is not supported yet"));
   }
+  if (c.architecture == models::Architecture::kGptOss) {
+    return absl::UnimplementedError(dir + ": training GptOssForCausalLM is not supported yet");
+  }
+  if (c.sliding_window > 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(dir, ": training with sliding_window ", c.sliding_window,
+                     " is not supported yet (the training attention reads every key)"));
+  }
   if (c.uses_mla()) {
     RETURN_IF_ERROR(MakeMlaRopeTables(c, 1).status());
   } else if (c.rope_scaling.type != models::RopeScalingType::kNone) {

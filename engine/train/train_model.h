@@ -57,8 +57,8 @@ struct LayerParams {
 class TrainModel {
  public:
   // Loads DIR (config.json + safetensors, any of fp32/bf16/fp16).
-  // Unimplemented for rope_scaling other than YaRN on MLA models, and for
-  // DeepSeek routing other than noaux_tc.
+  // Unimplemented for rope_scaling other than YaRN on MLA models, for
+  // DeepSeek routing other than noaux_tc, and for sliding-window attention.
   static absl::StatusOr<std::unique_ptr<TrainModel>> Load(const std::string& dir);
   // The same, reading the weights as `options` says (e.g. model.bf16.safetensors).
   static absl::StatusOr<std::unique_ptr<TrainModel>> Load(const std::string& dir,

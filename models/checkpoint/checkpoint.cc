@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "models/checkpoint/expected_tensors.h"
+#include "models/checkpoint/gpt_oss_experts.h"
 #include "models/checkpoint/shard_index.h"
 #include "models/dtype/fp8_block.h"
 #include "models/safetensors/safetensors_reader.h"
@@ -64,7 +65,8 @@ struct Checkpoint::Impl {
   ModelConfig config;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, TensorView, std::less<>> tensors;
-  std::vector<std::unique_ptr<uint64_t[]>> aligned_copies;  // for misaligned tensors
+  // Misaligned tensors' copies, and gpt-oss' per-expert tensors (gpt_oss_experts.h).
+  std::vector<std::unique_ptr<uint64_t[]>> aligned_copies;
   uint64_t total_bytes = 0;
 
   // Registers every tensor of `file`. If `expected` is given (sharded), each
@@ -139,6 +141,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     return absl::NotFoundError(absl::StrCat(dir, ": no model.safetensors or ", kShardIndexFile,
                                             " (is this a Hugging Face model directory?)"));
   }
+  RETURN_IF_ERROR(SplitGptOssExperts(impl->config, &impl->tensors, &impl->aligned_copies));
   return std::unique_ptr<Checkpoint>(new Checkpoint(std::move(impl)));
 }
 

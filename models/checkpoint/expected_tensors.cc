@@ -33,6 +33,10 @@ void AddStandardAttention(const ModelConfig& c, int64_t i, Builder& b) {
     b.Add(AttentionName(i, AttnTensor::kKBias), {kv}, TensorRole::kBias, i);
     b.Add(AttentionName(i, AttnTensor::kVBias), {kv}, TensorRole::kBias, i);
   }
+  if (c.attention_out_bias) b.Add(AttentionName(i, AttnTensor::kOBias), {h}, TensorRole::kBias, i);
+  if (c.attention_sinks) {
+    b.Add(AttentionName(i, AttnTensor::kSinks), {c.num_attention_heads}, TensorRole::kBias, i);
+  }
   switch (c.qk_norm) {
     case QkNorm::kNone:
       break;
@@ -71,10 +75,16 @@ void AddMoe(const ModelConfig& c, int64_t i, Builder& b) {
   if (c.router_scoring == RouterScoring::kSigmoid) {
     b.Add(RouterBiasName(i), {c.num_experts}, TensorRole::kRouterBias, i);
   }
+  if (c.router_bias) b.Add(RouterLinearBiasName(i), {c.num_experts}, TensorRole::kBias, i);
   for (int64_t e = 0; e < c.num_experts; ++e) {
     b.Add(ExpertWeightName(c, i, e, ExpertProj::kGate), {inter, h}, TensorRole::kLinear, i, e);
     b.Add(ExpertWeightName(c, i, e, ExpertProj::kUp), {inter, h}, TensorRole::kLinear, i, e);
     b.Add(ExpertWeightName(c, i, e, ExpertProj::kDown), {h, inter}, TensorRole::kLinear, i, e);
+    if (c.expert_bias) {
+      b.Add(ExpertBiasName(i, e, ExpertProj::kGate), {inter}, TensorRole::kBias, i, e);
+      b.Add(ExpertBiasName(i, e, ExpertProj::kUp), {inter}, TensorRole::kBias, i, e);
+      b.Add(ExpertBiasName(i, e, ExpertProj::kDown), {h}, TensorRole::kBias, i, e);
+    }
   }
   const int64_t s = c.shared_expert_intermediate_size;
   if (s > 0) {

@@ -51,6 +51,10 @@ const char* AttnSuffix(AttnTensor t) {
       return "self_attn.k_proj.bias";
     case AttnTensor::kVBias:
       return "self_attn.v_proj.bias";
+    case AttnTensor::kOBias:
+      return "self_attn.o_proj.bias";
+    case AttnTensor::kSinks:
+      return "self_attn.sinks";
     case AttnTensor::kQNorm:
       return "self_attn.q_norm.weight";
     case AttnTensor::kKNorm:
@@ -88,8 +92,10 @@ std::string AttentionName(int64_t layer, AttnTensor tensor) {
 }
 
 std::string RouterName(const ModelConfig& config, int64_t layer) {
+  if (config.architecture == Architecture::kGptOss) return Layer(layer, "mlp.router.weight");
   return Layer(layer, IsMixtral(config) ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
 }
+std::string RouterLinearBiasName(int64_t layer) { return Layer(layer, "mlp.router.bias"); }
 std::string RouterBiasName(int64_t layer) {
   return Layer(layer, "mlp.gate.e_score_correction_bias");
 }
@@ -102,6 +108,25 @@ std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t e
   }
   return absl::StrCat("model.layers.", layer, ".mlp.experts.", expert, ".", ProjName(proj),
                       ".weight");
+}
+
+std::string ExpertBiasName(int64_t layer, int64_t expert, ExpertProj proj) {
+  return absl::StrCat("model.layers.", layer, ".mlp.experts.", expert, ".", ProjName(proj),
+                      ".bias");
+}
+
+std::string FusedExpertName(int64_t layer, FusedExpertTensor tensor) {
+  switch (tensor) {
+    case FusedExpertTensor::kGateUp:
+      return Layer(layer, "mlp.experts.gate_up_proj");
+    case FusedExpertTensor::kGateUpBias:
+      return Layer(layer, "mlp.experts.gate_up_proj_bias");
+    case FusedExpertTensor::kDown:
+      return Layer(layer, "mlp.experts.down_proj");
+    case FusedExpertTensor::kDownBias:
+      return Layer(layer, "mlp.experts.down_proj_bias");
+  }
+  return "?";
 }
 
 std::string SharedExpertWeightName(const ModelConfig& config, int64_t layer, ExpertProj proj) {

@@ -14,6 +14,11 @@
 //   Shared expert: mlp.shared_expert.* + mlp.shared_expert_gate.weight (Qwen2-MoE),
 //                  mlp.shared_experts.* (DeepSeek-V3)
 //   Dense MLP:     mlp.{gate,up,down}_proj.weight
+//   gpt-oss:       self_attn.o_proj.bias, self_attn.sinks, mlp.router.{weight,bias},
+//                  and in the file mlp.experts.{gate_up_proj, gate_up_proj_bias,
+//                  down_proj, down_proj_bias} for all experts at once, which the
+//                  Checkpoint presents as mlp.experts.{e}.{gate,up,down}_proj.{weight,bias}
+//                  (gpt_oss_experts.h)
 //
 // All functions are pure; layer / expert indices are not range-checked here.
 #ifndef EXPERTD_MODELS_CHECKPOINT_TENSOR_NAMES_H_
@@ -38,6 +43,8 @@ enum class AttnTensor {
   kQBias,
   kKBias,
   kVBias,  // when config.attention_bias
+  kOBias,  // when config.attention_out_bias (gpt-oss)
+  kSinks,  // gpt-oss: [heads]
   kQNorm,
   kKNorm,  // Qwen3-MoE / OLMoE
   // DeepSeek-V3 multi-head latent attention (kOProj is shared with the above).
@@ -62,9 +69,18 @@ std::string AttentionName(int64_t layer, AttnTensor tensor);
 std::string RouterName(const ModelConfig& config, int64_t layer);
 // DeepSeek-V3's router score correction bias: [num_experts] (fp32 in real checkpoints).
 std::string RouterBiasName(int64_t layer);
+// gpt-oss' router Linear bias: [num_experts].
+std::string RouterLinearBiasName(int64_t layer);
 // Routed expert `expert`'s matrices: gate/up [moe_intermediate, H], down [H, moe_intermediate].
 std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t expert,
                              ExpertProj proj);
+// Their biases (config.expert_bias, gpt-oss): gate/up [moe_intermediate], down [H].
+std::string ExpertBiasName(int64_t layer, int64_t expert, ExpertProj proj);
+// gpt-oss' fused expert tensors as stored: gate_up_proj [E, H, 2I] (gate and
+// up interleaved along the last axis: column 2i is gate row i, 2i + 1 up row
+// i), gate_up_proj_bias [E, 2I], down_proj [E, I, H], down_proj_bias [E, H].
+enum class FusedExpertTensor { kGateUp, kGateUpBias, kDown, kDownBias };
+std::string FusedExpertName(int64_t layer, FusedExpertTensor tensor);
 // The shared expert (Qwen2-MoE "shared_expert", DeepSeek-V3 "shared_experts"):
 // gate/up [shared_expert_intermediate_size, H], down [H, shared_expert_intermediate_size].
 std::string SharedExpertWeightName(const ModelConfig& config, int64_t layer, ExpertProj proj);

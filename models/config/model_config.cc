@@ -97,19 +97,23 @@ absl::StatusOr<Architecture> ParseArchitecture(const FieldReader& r) {
   }
   std::string name = obj["architectures"][0].get<std::string>();
   for (Architecture a : {Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe,
-                         Architecture::kOlmoe, Architecture::kDeepseekV3}) {
+                         Architecture::kOlmoe, Architecture::kDeepseekV3, Architecture::kGptOss}) {
     if (name == ArchitectureName(a)) return a;
   }
   return r.Error("architectures",
                  absl::StrCat("names unsupported architecture '", name,
                               "' (supported: MixtralForCausalLM, Qwen2MoeForCausalLM, "
-                              "Qwen3MoeForCausalLM, OlmoeForCausalLM, DeepseekV3ForCausalLM)"));
+                              "Qwen3MoeForCausalLM, OlmoeForCausalLM, DeepseekV3ForCausalLM, "
+                              "GptOssForCausalLM)"));
 }
 
 absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
-  if (!r.Has("rope_scaling")) return absl::OkStatus();
-  const json& rs = r.obj()["rope_scaling"];
-  if (!rs.is_object()) return r.Error("rope_scaling", "must be an object or null");
+  // Newer transformers releases write "rope_parameters" (with rope_theta
+  // inside) where older ones wrote "rope_scaling".
+  const char* key = r.Has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+  if (!r.Has(key)) return absl::OkStatus();
+  const json& rs = r.obj()[key];
+  if (!rs.is_object()) return r.Error(key, "must be an object or null");
   FieldReader s(rs, "config.json rope_scaling");
   std::string type;
   if (rs.contains("rope_type") && rs["rope_type"].is_string())
@@ -117,6 +121,9 @@ absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
   else if (rs.contains("type") && rs["type"].is_string())
     type = rs["type"].get<std::string>();
   RopeScaling& out = c->rope_scaling;
+  if (rs.contains("rope_theta")) {
+    ASSIGN_OR_RETURN(c->rope_theta, s.Double("rope_theta", 1e4, 1.0, 1e12));
+  }
   if (type == "default") return absl::OkStatus();
   if (type == "linear")
     out.type = RopeScalingType::kLinear;
@@ -125,8 +132,8 @@ absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
   else if (type == "yarn")
     out.type = RopeScalingType::kYarn;
   else
-    return r.Error("rope_scaling", absl::StrCat("has unsupported type '", type,
-                                                "' (supported: linear, llama3, yarn)"));
+    return r.Error(
+        key, absl::StrCat("has unsupported type '", type, "' (supported: linear, llama3, yarn)"));
   ASSIGN_OR_RETURN(out.factor, s.Double("factor", 1.0, 1e-3, 1e6));
   ASSIGN_OR_RETURN(
       out.original_max_position_embeddings,
@@ -137,6 +144,7 @@ absl::Status ParseRopeScaling(const FieldReader& r, ModelConfig* c) {
   ASSIGN_OR_RETURN(out.beta_slow, s.Double("beta_slow", 1.0, 0, 1e6));
   ASSIGN_OR_RETURN(out.mscale, s.Double("mscale", 1.0, 0, 1e6));
   ASSIGN_OR_RETURN(out.mscale_all_dim, s.Double("mscale_all_dim", 0.0, 0, 1e6));
+  ASSIGN_OR_RETURN(out.truncate, s.Bool("truncate", true));
   return absl::OkStatus();
 }
 
@@ -148,6 +156,13 @@ absl::Status ParseQuantization(const FieldReader& r, ModelConfig* c) {
   if (!q.is_object()) return r.Error("quantization_config", "must be an object or null");
   FieldReader s(q, "config.json quantization_config");
   ASSIGN_OR_RETURN(std::string method, s.String("quant_method", ""));
+  if (method == "mxfp4") {
+    // gpt-oss as OpenAI publishes it: experts as *_blocks / *_scales.
+    return r.Error("quantization_config",
+                   "has quant_method 'mxfp4': MXFP4-packed checkpoints are not read yet; a bf16 "
+                   "copy of the checkpoint loads, and --expert_dtype=mxfp4 stores its experts in "
+                   "MXFP4");
+  }
   if (method != "fp8") {
     return r.Error("quantization_config",
                    absl::StrCat("has unsupported quant_method '", method, "' (supported: fp8)"));
@@ -172,12 +187,37 @@ absl::Status ParseQuantization(const FieldReader& r, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// gpt-oss' attention layers: "layer_types" (default: sliding_attention on
+// even layers, full_attention on odd ones, as transformers fills it in) and
+// the window of the sliding ones, "sliding_window" (default 128).
+absl::Status ParseGptOssLayers(const FieldReader& r, ModelConfig* c) {
+  ASSIGN_OR_RETURN(c->sliding_window, r.IntOr("sliding_window", 128, 1, kMaxDim * 16));
+  for (int64_t i = 0; i < c->num_hidden_layers; ++i) c->sliding_layers[i] = i % 2 == 0;
+  if (!r.Has("layer_types")) return absl::OkStatus();
+  const json& v = r.obj()["layer_types"];
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != c->num_hidden_layers) {
+    return r.Error("layer_types",
+                   absl::StrCat("must list one type per layer (", c->num_hidden_layers, ")"));
+  }
+  for (int64_t i = 0; i < c->num_hidden_layers; ++i) {
+    const std::string type = v[i].is_string() ? v[i].get<std::string>() : v[i].dump();
+    if (type != "sliding_attention" && type != "full_attention") {
+      return r.Error("layer_types",
+                     absl::StrCat("holds '", type, "' at layer ", i,
+                                  " (supported: sliding_attention, full_attention)"));
+    }
+    c->sliding_layers[i] = type == "sliding_attention";
+  }
+  return absl::OkStatus();
+}
+
 // Which decoder layers carry routed experts, as each architecture decides it.
 absl::Status ParseMoeLayers(const FieldReader& r, ModelConfig* c) {
   c->is_moe_layer.assign(c->num_hidden_layers, true);
   switch (c->architecture) {
     case Architecture::kMixtral:
     case Architecture::kOlmoe:
+    case Architecture::kGptOss:
       return absl::OkStatus();
     case Architecture::kQwen2Moe:
     case Architecture::kQwen3Moe: {
@@ -216,18 +256,21 @@ absl::Status ParseMoeLayers(const FieldReader& r, ModelConfig* c) {
 
 absl::Status ParseMoe(const FieldReader& r, ModelConfig* c) {
   const bool deepseek = c->architecture == Architecture::kDeepseekV3;
-  const char* experts_key = c->architecture == Architecture::kMixtral ? "num_local_experts"
-                            : deepseek                                ? "n_routed_experts"
-                                                                      : "num_experts";
+  const bool local =
+      c->architecture == Architecture::kMixtral || c->architecture == Architecture::kGptOss;
+  const char* experts_key = local      ? "num_local_experts"
+                            : deepseek ? "n_routed_experts"
+                                       : "num_experts";
   ASSIGN_OR_RETURN(c->num_experts, r.Int(experts_key, 1, 1 << 16));
   ASSIGN_OR_RETURN(c->num_experts_per_tok, r.Int("num_experts_per_tok", 1, c->num_experts));
-  if (c->architecture == Architecture::kMixtral || c->architecture == Architecture::kOlmoe) {
+  if (local || c->architecture == Architecture::kOlmoe) {
     c->moe_intermediate_size = c->intermediate_size;  // experts use intermediate_size
   } else {
     ASSIGN_OR_RETURN(c->moe_intermediate_size, r.Int("moe_intermediate_size", 1, kMaxDim));
   }
-  // Mixtral always renormalises; the others say so in norm_topk_prob.
-  if (c->architecture == Architecture::kMixtral) {
+  // Mixtral always renormalises, and gpt-oss' softmax over the top-k logits
+  // is the same; the others say so in norm_topk_prob.
+  if (local) {
     c->norm_topk_prob = true;
   } else {
     ASSIGN_OR_RETURN(c->norm_topk_prob, r.Bool("norm_topk_prob", false));
@@ -281,6 +324,8 @@ const char* ArchitectureName(Architecture arch) {
       return "OlmoeForCausalLM";
     case Architecture::kDeepseekV3:
       return "DeepseekV3ForCausalLM";
+    case Architecture::kGptOss:
+      return "GptOssForCausalLM";
   }
   return "?";
 }
@@ -388,13 +433,19 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   RETURN_IF_ERROR(ParseQuantization(r, &c));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
 
-  // Sliding-window attention changes results; refuse rather than ignore it.
+  // Qwen's sliding window (use_sliding_window with max_window_layers) has
+  // meant different layers in different transformers releases: refuse it
+  // rather than guess. Mixtral's "sliding_window" applies to every layer.
   ASSIGN_OR_RETURN(bool use_sliding, r.Bool("use_sliding_window", false));
   if (use_sliding)
-    return r.Error("use_sliding_window", "is true; sliding-window attention is not supported");
+    return r.Error("use_sliding_window",
+                   "is true; Qwen's sliding-window attention is not supported");
+  c.sliding_layers.assign(c.num_hidden_layers, false);
   if (c.architecture == Architecture::kMixtral && r.Has("sliding_window")) {
-    return r.Error("sliding_window", "is set; sliding-window attention is not supported");
+    ASSIGN_OR_RETURN(c.sliding_window, r.Int("sliding_window", 1, kMaxDim * 16));
+    c.sliding_layers.assign(c.num_hidden_layers, true);
   }
+  if (c.architecture == Architecture::kGptOss) RETURN_IF_ERROR(ParseGptOssLayers(r, &c));
 
   switch (c.architecture) {
     case Architecture::kQwen2Moe:
@@ -417,6 +468,16 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
     }
     case Architecture::kMixtral:
       break;
+    case Architecture::kGptOss: {
+      ASSIGN_OR_RETURN(c.attention_bias, r.Bool("attention_bias", true));
+      c.attention_out_bias = c.attention_bias;
+      c.attention_sinks = true;
+      c.router_bias = true;
+      c.expert_bias = true;
+      ASSIGN_OR_RETURN(c.swiglu_limit, r.Double("swiglu_limit", 7.0, 1e-6, 1e6));
+      ASSIGN_OR_RETURN(c.swiglu_alpha, r.Double("swiglu_alpha", 1.702, 1e-6, 1e6));
+      break;
+    }
   }
   RETURN_IF_ERROR(ParseMoe(r, &c));
 

@@ -3,9 +3,9 @@
 //
 // Supported architectures (config.json "architectures"[0]):
 //   MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM,
-//   OlmoeForCausalLM, DeepseekV3ForCausalLM (parsed here; the engine decides
+//   OlmoeForCausalLM, DeepseekV3ForCausalLM, GptOssForCausalLM (parsed here; the engine decides
 //   whether it can run it). Anything else, or a field value the engine cannot
-//   honour (hidden_act other than silu, sliding-window attention, an unknown
+//   honour (hidden_act other than silu, Qwen's use_sliding_window, an unknown
 //   rope_scaling type, ...), is an InvalidArgument error naming the field.
 #ifndef EXPERTD_MODELS_CONFIG_MODEL_CONFIG_H_
 #define EXPERTD_MODELS_CONFIG_MODEL_CONFIG_H_
@@ -20,7 +20,7 @@
 
 namespace expertd::models {
 
-enum class Architecture { kMixtral, kQwen2Moe, kQwen3Moe, kOlmoe, kDeepseekV3 };
+enum class Architecture { kMixtral, kQwen2Moe, kQwen3Moe, kOlmoe, kDeepseekV3, kGptOss };
 
 // The HF class name, e.g. "MixtralForCausalLM".
 const char* ArchitectureName(Architecture arch);
@@ -47,6 +47,9 @@ struct RopeScaling {
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double beta_fast = 32.0, beta_slow = 1.0;              // yarn
   double mscale = 1.0, mscale_all_dim = 0.0;             // yarn (DeepSeek)
+  // yarn: round the correction range outward to whole dimensions (false in
+  // gpt-oss' config, "truncate": false).
+  bool truncate = true;
 };
 
 // config.json "quantization_config" of an FP8 checkpoint (DeepSeek-V3/R1):
@@ -81,9 +84,18 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2-MoE: always)
+  bool attention_bias = false;      // q/k/v projections carry a bias (Qwen2-MoE: always)
+  bool attention_out_bias = false;  // so does o_proj (gpt-oss)
+  // gpt-oss: one learned logit per query head (self_attn.sinks [heads]) in
+  // every softmax's denominator (AttentionParams::sinks).
+  bool attention_sinks = false;
   QkNorm qk_norm = QkNorm::kNone;
   double clip_qkv = 0.0;  // OLMoE: clamp q/k/v to [-c, c]; 0 = off
+  // Sliding-window attention (Mixtral's "sliding_window"): a query sees the
+  // last sliding_window keys, itself included; 0 = every key. Per layer:
+  // sliding_layers[i] (every layer for Mixtral).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
 
   // Mixture of experts.
   int64_t num_experts = 0;            // routed experts per MoE layer
@@ -95,6 +107,14 @@ struct ModelConfig {
   bool shared_expert_gated = false;  // Qwen2-MoE: sigmoid(shared_expert_gate(x)) scales it
   std::vector<bool> is_moe_layer;    // per layer: routed experts (true) or dense MLP
   double router_aux_loss_coef = 0.0;
+  // gpt-oss: the router Linear has a bias, and the routed experts' gate, up
+  // and down projections too; their activation is the clamped SwiGLU
+  //   (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit)
+  // (swiglu_limit 0: the plain silu(gate) * up of every other architecture).
+  bool router_bias = false;
+  bool expert_bias = false;
+  double swiglu_limit = 0.0;
+  double swiglu_alpha = 1.0;
   // DeepSeek-V3 routing (router_scoring == kSigmoid).
   int64_t n_group = 1, topk_group = 1;
   double routed_scaling_factor = 1.0;
@@ -115,6 +135,10 @@ struct ModelConfig {
   Fp8BlockQuantization fp8;
 
   bool uses_mla() const { return kv_lora_rank > 0; }
+  // Layer i's attention window (AttentionParams::window): 0 = every key.
+  int64_t AttentionWindow(int64_t layer) const {
+    return sliding_window > 0 && sliding_layers[layer] ? sliding_window : 0;
+  }
   int64_t num_moe_layers() const;
   // Parameter counts (elements), from the shapes above.
   int64_t ExpertParamsPerExpert() const;  // gate+up+down of one routed expert

@@ -38,6 +38,83 @@ TEST(ModelConfigTest, Mixtral) {
   EXPECT_EQ(c->num_moe_layers(), 3);
 }
 
+TEST(ModelConfigTest, MixtralSlidingWindow) {
+  nlohmann::json j = nlohmann::json::parse(ReadFile(FixturePath("mixtral")));
+  auto none = ParseModelConfig(j.dump());  // the fixture: "sliding_window": null
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->sliding_window, 0);
+  EXPECT_EQ(none->AttentionWindow(2), 0);
+  j["sliding_window"] = 4096;
+  auto c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->sliding_window, 4096);
+  for (int64_t layer = 0; layer < c->num_hidden_layers; ++layer)
+    EXPECT_EQ(c->AttentionWindow(layer), 4096);
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(-3), nlohmann::json("4k")}) {
+    j["sliding_window"] = bad;
+    auto r = ParseModelConfig(j.dump());
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.status().message().find("sliding_window"), std::string::npos) << r.status();
+  }
+}
+
+TEST(ModelConfigTest, GptOss) {
+  nlohmann::json j = nlohmann::json::parse(ReadFile(FixturePath("gpt_oss")));
+  auto c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, Architecture::kGptOss);
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->num_experts_per_tok, 4);
+  EXPECT_EQ(c->moe_intermediate_size, 32);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_TRUE(c->attention_bias && c->attention_out_bias && c->attention_sinks);
+  EXPECT_TRUE(c->router_bias && c->expert_bias);
+  EXPECT_DOUBLE_EQ(c->swiglu_limit, 7.0);
+  EXPECT_DOUBLE_EQ(c->swiglu_alpha, 1.702);
+  EXPECT_EQ(c->rope_scaling.type, RopeScalingType::kYarn);
+  EXPECT_FALSE(c->rope_scaling.truncate);
+  EXPECT_EQ(c->sliding_window, 4);
+  EXPECT_EQ(c->sliding_layers, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(c->AttentionWindow(0), 4);
+  EXPECT_EQ(c->AttentionWindow(1), 0);
+  EXPECT_EQ(c->num_moe_layers(), 4);
+
+  // transformers' defaults: even layers slide, over 128 keys; newer releases'
+  // rope_parameters carries rope_theta.
+  nlohmann::json d = j;
+  d.erase("layer_types");
+  d.erase("sliding_window");
+  d["rope_parameters"] = d["rope_scaling"];
+  d["rope_parameters"]["rope_theta"] = 5000.0;
+  d.erase("rope_scaling");
+  auto dc = ParseModelConfig(d.dump());
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  EXPECT_EQ(dc->sliding_window, 128);
+  EXPECT_EQ(dc->sliding_layers, (std::vector<bool>{true, false, true, false}));
+  EXPECT_DOUBLE_EQ(dc->rope_theta, 5000.0);
+  EXPECT_EQ(dc->rope_scaling.type, RopeScalingType::kYarn);
+
+  struct Bad {
+    const char* field;
+    nlohmann::json value;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"layer_types", nlohmann::json::array({"full_attention"}), "one type"},
+                       Bad{"layer_types",
+                           nlohmann::json::array({"sliding_attention", "chunked_attention",
+                                                  "full_attention", "full_attention"}),
+                           "chunked_attention"},
+                       Bad{"quantization_config", {{"quant_method", "mxfp4"}}, "mxfp4"}}) {
+    nlohmann::json x = j;
+    x[b.field] = b.value;
+    auto r = ParseModelConfig(x.dump());
+    ASSERT_FALSE(r.ok()) << b.field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(b.field), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status();
+  }
+}
+
 TEST(ModelConfigTest, Qwen2MoeSharedExpertAndMixedLayers) {
   auto c = LoadModelConfig(FixturePath("qwen2_moe"));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -177,6 +177,8 @@ const char* ZooArchName(Architecture arch) {
       return "olmoe";
     case Architecture::kDeepseekV3:
       return "deepseek_v3";
+    case Architecture::kGptOss:  // not in the zoo (ParseZooArch refuses it)
+      return "gpt_oss";
   }
   return "?";
 }
@@ -306,6 +308,8 @@ std::string ConfigJson(const ZooSpec& s) {
       break;
     case Architecture::kDeepseekV3:
       AddDeepseekV3Fields(s, &c);
+      break;
+    case Architecture::kGptOss:  // not in the zoo (ParseZooArch refuses it)
       break;
   }
   if (s.dtype == DType::kF8E4M3) {

@@ -217,7 +217,7 @@ TEST_P(GoldenTest, Fp16WeightsMatchFp32ComputeOnTheSameRoundedWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
                          ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe",
-                                           "olmoe", "deepseek_v3"),
+                                           "olmoe", "deepseek_v3", "gpt_oss"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

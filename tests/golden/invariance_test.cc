@@ -126,7 +126,7 @@ TEST_P(InvarianceTest, ThreadCountDoesNotChangeResults) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InvarianceTest,
                          ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "qwen3_moe",
-                                           "olmoe", "deepseek_v3"),
+                                           "olmoe", "deepseek_v3", "gpt_oss"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -1,8 +1,10 @@
 // KV-cache append and causal GQA attention over the block (paged) KV cache.
 //
-// Attention, for one query row t and head h (kv head g = h / group):
-//   for j in 0..pos[t]:  s_j = dot(q, k_j) * scale      (DotF32, fixed order)
+// Attention, for one query row t and head h (kv head g = h / group), over
+// the keys j = first..pos[t] (first = 0, or pos[t] - window + 1):
+//   s_j = dot(q, k_j) * scale                            (DotF32, fixed order)
 //   m = max_j s_j;  e_j = exp(s_j - m);  sum = sum_j e_j  (j order)
+//   with a sink logit z: m = max(m, z), sum += exp(z - m) after the keys
 //   out = sum_j (e_j / sum) * v_j                        (j order, FMA)
 // Keys are found through the sequence's block table: position j lives in
 // block block_tables[seq][j / block_size], slot offset j % block_size. The
@@ -36,11 +38,11 @@ namespace {
 
 using internal::CacheRow;
 
-// s[j] = DotF32(q, k_j) * scale for j < n. Eight keys at a time, each its own
+// s[j] = DotF32(q, k_{first + j}) * scale for j < n. Eight keys at a time, each its own
 // FMA chain (one chain alone waits on the FMA latency); every key's sequence
 // is DotF32's, so the bits are one DotF32 per key's.
-void Scores(const AttentionParams& p, const int32_t* table, int64_t g, const float* q, int64_t n,
-            float* s) {
+void Scores(const AttentionParams& p, const int32_t* table, int64_t g, const float* q,
+            int64_t first, int64_t n, float* s) {
   constexpr int kKeys = 8;
   const int64_t d = p.head_dim, full = d / 8 * 8;
   int64_t j = 0;
@@ -48,7 +50,7 @@ void Scores(const AttentionParams& p, const int32_t* table, int64_t g, const flo
     const float* k[kKeys];
     __m256 acc[kKeys];
     for (int c = 0; c < kKeys; ++c) {
-      k[c] = CacheRow(p, table, p.k_cache, g, j + c);
+      k[c] = CacheRow(p, table, p.k_cache, g, first + j + c);
       acc[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < full; i += 8) {
@@ -63,15 +65,15 @@ void Scores(const AttentionParams& p, const int32_t* table, int64_t g, const flo
     }
     for (int c = 0; c < kKeys; ++c) s[j + c] = HorizontalSum(acc[c]) * p.scale;
   }
-  for (; j < n; ++j) s[j] = DotF32(q, CacheRow(p, table, p.k_cache, g, j), d) * p.scale;
+  for (; j < n; ++j) s[j] = DotF32(q, CacheRow(p, table, p.k_cache, g, first + j), d) * p.scale;
 }
 
-// out = sum_j w[j] * v_j in j order, one FMA per element and key (AxpyF32's
+// out = sum_j w[j] * v_{first + j} in j order, one FMA per element and key (AxpyF32's
 // sequence from out = 0). 64 outputs at a time live in registers across all
 // keys instead of being loaded and stored once per key; the bits are the
 // same.
 void WeightedValues(const AttentionParams& p, const int32_t* table, int64_t g, const float* w,
-                    int64_t n, float* out) {
+                    int64_t first, int64_t n, float* out) {
   constexpr int kRegs = 8;
   const int64_t d = p.head_dim;
   int64_t i0 = 0;
@@ -80,7 +82,7 @@ void WeightedValues(const AttentionParams& p, const int32_t* table, int64_t g, c
     for (int c = 0; c < kRegs; ++c) acc[c] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n; ++j) {
       const __m256 a = _mm256_set1_ps(w[j]);
-      const float* v = CacheRow(p, table, p.v_cache, g, j) + i0;
+      const float* v = CacheRow(p, table, p.v_cache, g, first + j) + i0;
 #pragma GCC unroll 8
       for (int c = 0; c < kRegs; ++c) acc[c] = _mm256_fmadd_ps(a, LoadF32x8(v + 8 * c), acc[c]);
     }
@@ -89,21 +91,22 @@ void WeightedValues(const AttentionParams& p, const int32_t* table, int64_t g, c
   if (i0 < d) {
     std::fill(out + i0, out + d, 0.0f);
     for (int64_t j = 0; j < n; ++j)
-      AxpyF32(w[j], CacheRow(p, table, p.v_cache, g, j) + i0, out + i0, d - i0);
+      AxpyF32(w[j], CacheRow(p, table, p.v_cache, g, first + j) + i0, out + i0, d - i0);
   }
 }
 
 void AttendOne(const AttentionParams& p, int64_t t, int64_t h, std::vector<float>* scores) {
   const int64_t group = p.heads / p.kv_heads;
   const int64_t g = h / group;
-  const int64_t n = static_cast<int64_t>(p.pos[t]) + 1;
+  const int64_t first = internal::FirstKey(p, p.pos[t]);
+  const int64_t n = static_cast<int64_t>(p.pos[t]) + 1 - first;
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.seq[t]) * p.max_blocks_per_seq;
   const float* q = p.q + t * p.q_stride + h * p.head_dim;
   scores->resize(n);
   float* s = scores->data();
-  Scores(p, table, g, q, n, s);
-  internal::SoftmaxInPlace(s, n);
-  WeightedValues(p, table, g, s, n, p.out + t * p.out_stride + h * p.head_dim);
+  Scores(p, table, g, q, first, n, s);
+  internal::SoftmaxInPlace(s, n, !p.sinks.empty(), internal::SinkLogit(p, h));
+  WeightedValues(p, table, g, s, first, n, p.out + t * p.out_stride + h * p.head_dim);
 }
 
 // Rows [t0, t0 + n): one sequence at consecutive positions, n <= 4.

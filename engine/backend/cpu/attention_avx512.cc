@@ -10,7 +10,11 @@
 //    AxpyF32 does), 64 outputs of each of the four queries in registers, one
 //    load of v_j's 64 values for the four.
 // Keys every query of the block sees are done together; a later query's
-// extra keys (at most three) continue its own chains in order.
+// extra keys (at most three) continue its own chains in order. With a
+// sliding window a later query also sees fewer early keys (up to three):
+// they share the block's chains with weight 0, which leaves its outputs at
+// +0 until its own first key (the values are finite), so the bits stay the
+// per-query path's.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -74,7 +78,7 @@ void EightKeys(const AttentionParams& p, const int32_t* table, int64_t g, const 
 // out[r] = sum over keys of w[r][j] * v_j, 64 values at i0, for the block.
 template <int NQ>
 void SixtyFour(const AttentionParams& p, const int32_t* table, int64_t g, const float* const* w,
-               const int64_t* n, int64_t i0, float* const* out) {
+               const int64_t* first, const int64_t* n, int64_t i0, float* const* out) {
   __m512 acc[NQ][4];
 #pragma GCC unroll 4
   for (int r = 0; r < NQ; ++r) {
@@ -82,7 +86,7 @@ void SixtyFour(const AttentionParams& p, const int32_t* table, int64_t g, const 
     for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_ps();
   }
   const int64_t shared = n[0];
-  for (int64_t j = 0; j < shared; ++j) {
+  for (int64_t j = first[0]; j < shared; ++j) {
     const float* v = CacheRow(p, table, p.v_cache, g, j) + i0;
     __m512 vv[4];
 #pragma GCC unroll 4
@@ -115,12 +119,12 @@ void SixtyFour(const AttentionParams& p, const int32_t* table, int64_t g, const 
 // The same for 16 values at i0 (head_dim % 64 tails).
 template <int NQ>
 void Sixteen(const AttentionParams& p, const int32_t* table, int64_t g, const float* const* w,
-             const int64_t* n, int64_t i0, float* const* out) {
+             const int64_t* first, const int64_t* n, int64_t i0, float* const* out) {
   __m512 acc[NQ];
 #pragma GCC unroll 4
   for (int r = 0; r < NQ; ++r) acc[r] = _mm512_setzero_ps();
   for (int r = 0; r < NQ; ++r) {
-    for (int64_t j = 0; j < n[r]; ++j) {
+    for (int64_t j = first[r]; j < n[r]; ++j) {
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(w[r][j]),
                                _mm512_loadu_ps(CacheRow(p, table, p.v_cache, g, j) + i0), acc[r]);
     }
@@ -136,26 +140,32 @@ void Block(const AttentionParams& p, int64_t t0, int64_t h, float* scores) {
   const float* q[NQ];
   float* s[NQ];
   float* out[NQ];
-  int64_t n[NQ];
+  int64_t first[NQ], n[NQ];
   const int64_t stride = static_cast<int64_t>(p.pos[t0 + NQ - 1]) + 1;
   for (int r = 0; r < NQ; ++r) {
     q[r] = p.q + (t0 + r) * p.q_stride + h * p.head_dim;
     out[r] = p.out + (t0 + r) * p.out_stride + h * p.head_dim;
     s[r] = scores + r * stride;
+    first[r] = FirstKey(p, p.pos[t0 + r]);
     n[r] = static_cast<int64_t>(p.pos[t0 + r]) + 1;
   }
   // Scores: keys all queries see, 8 at a time, then the rest one query and
   // one key at a time (DotF32).
-  int64_t j = 0;
+  int64_t j = first[0];
   for (; j + 2 * kPairs <= n[0]; j += 2 * kPairs) EightKeys<NQ>(p, table, g, q, j, s);
   for (int r = 0; r < NQ; ++r) {
     for (int64_t i = j; i < n[r]; ++i)
       s[r][i] = DotF32(q[r], CacheRow(p, table, p.k_cache, g, i), p.head_dim) * p.scale;
   }
-  for (int r = 0; r < NQ; ++r) SoftmaxInPlace(s[r], n[r]);
+  const bool has_sink = !p.sinks.empty();
+  const float sink = SinkLogit(p, h);
+  for (int r = 0; r < NQ; ++r) {
+    SoftmaxInPlace(s[r] + first[r], n[r] - first[r], has_sink, sink);
+    std::fill(s[r] + first[0], s[r] + first[r], 0.0f);
+  }
   int64_t i0 = 0;
-  for (; i0 + 64 <= p.head_dim; i0 += 64) SixtyFour<NQ>(p, table, g, s, n, i0, out);
-  for (; i0 < p.head_dim; i0 += 16) Sixteen<NQ>(p, table, g, s, n, i0, out);
+  for (; i0 + 64 <= p.head_dim; i0 += 64) SixtyFour<NQ>(p, table, g, s, first, n, i0, out);
+  for (; i0 < p.head_dim; i0 += 16) Sixteen<NQ>(p, table, g, s, first, n, i0, out);
 }
 
 }  // namespace

@@ -50,9 +50,11 @@ struct PagedCache {
   }
 };
 
+// window: AttentionParams::window; sinks: one logit per head, or empty.
 std::vector<float> RunAttention(const PagedCache& c, const std::vector<float>& q,
                                 const std::vector<int32_t>& seq, const std::vector<int32_t>& pos,
-                                int64_t heads, ThreadPool* pool) {
+                                int64_t heads, ThreadPool* pool, int64_t window = 0,
+                                const std::vector<float>& sinks = {}) {
   const int64_t rows = seq.size();
   std::vector<float> out(rows * heads * c.head_dim);
   AttentionParams p;
@@ -72,8 +74,46 @@ std::vector<float> RunAttention(const PagedCache& c, const std::vector<float>& q
   p.block_size = PagedCache::kBlock;
   p.k_cache = c.k.data();
   p.v_cache = c.v.data();
+  p.window = window;
+  if (!sinks.empty()) p.sinks = WeightRef{sinks.data(), DType::kF32, 1, heads};
   Attention(p, pool);
   return out;
+}
+
+// Hugging Face's eager attention in doubles: keys j with pos - j < window
+// (all when window is 0), and gpt-oss' sinks: a last logit per head in the
+// softmax whose probability is dropped.
+std::vector<double> NaiveAttention(const PagedCache& c, const std::vector<float>& q,
+                                   const std::vector<int32_t>& seq, const std::vector<int32_t>& pos,
+                                   int64_t heads, int64_t window, const std::vector<float>& sinks) {
+  const int64_t hd = c.head_dim, kv_heads = c.kv_heads;
+  std::vector<double> ref(seq.size() * heads * hd);
+  for (size_t t = 0; t < seq.size(); ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / (heads / kv_heads);
+      const float* qh = q.data() + (t * heads + h) * hd;
+      const auto& K = c.keys[seq[t]];
+      const auto& V = c.values[seq[t]];
+      std::vector<double> s(pos[t] + 1, -INFINITY);
+      double mx = sinks.empty() ? -1e300 : sinks[h];
+      for (int j = 0; j <= pos[t]; ++j) {
+        if (window > 0 && pos[t] - j >= window) continue;
+        double d = 0;
+        for (int i = 0; i < hd; ++i)
+          d += static_cast<double>(qh[i]) * K[(j * kv_heads + g) * hd + i];
+        s[j] = d / std::sqrt(static_cast<double>(hd));
+        mx = std::max(mx, s[j]);
+      }
+      double sum = sinks.empty() ? 0.0 : std::exp(sinks[h] - mx);
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < hd; ++i) {
+        double o = 0;
+        for (int j = 0; j <= pos[t]; ++j) o += s[j] / sum * V[(j * kv_heads + g) * hd + i];
+        ref[(t * heads + h) * hd + i] = o;
+      }
+    }
+  }
+  return ref;
 }
 
 TEST(AttentionTest, MatchesNaiveCausalGqa) {
@@ -84,31 +124,38 @@ TEST(AttentionTest, MatchesNaiveCausalGqa) {
   std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
   ThreadPool pool(3);
   std::vector<float> out = RunAttention(cache, q, seq, pos, heads, &pool);
-  std::vector<double> ref(out.size());
-  for (size_t t = 0; t < seq.size(); ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t g = h / (heads / kv_heads);
-      const float* qh = q.data() + (t * heads + h) * hd;
-      const auto& K = cache.keys[seq[t]];
-      const auto& V = cache.values[seq[t]];
-      std::vector<double> s(pos[t] + 1);
-      double mx = -1e300, sum = 0;
-      for (int j = 0; j <= pos[t]; ++j) {
-        double d = 0;
-        for (int i = 0; i < hd; ++i)
-          d += static_cast<double>(qh[i]) * K[(j * kv_heads + g) * hd + i];
-        s[j] = d / std::sqrt(static_cast<double>(hd));
-        mx = std::max(mx, s[j]);
-      }
-      for (double& x : s) sum += (x = std::exp(x - mx));
-      for (int i = 0; i < hd; ++i) {
-        double o = 0;
-        for (int j = 0; j <= pos[t]; ++j) o += s[j] / sum * V[(j * kv_heads + g) * hd + i];
-        ref[(t * heads + h) * hd + i] = o;
+  EXPECT_LT(reference::RelError(out, NaiveAttention(cache, q, seq, pos, heads, 0, {})), 1e-5);
+}
+
+// Sliding windows (narrower and wider than the 4-query blocks, and wider
+// than every position: the same as none) and sinks, on decode rows and on a
+// prefill chunk, for head dims that take the AVX-512 block path and not.
+TEST(AttentionTest, SlidingWindowAndSinksMatchNaive) {
+  const std::vector<float> sinks = {0.7f, -1.3f, 2.5f, 0.0f};
+  for (int64_t hd : {12, 64}) {
+    for (int64_t window : {0, 1, 2, 5, 64}) {
+      for (bool with_sinks : {false, true}) {
+        std::mt19937 rng(static_cast<uint32_t>(hd + window));
+        const int64_t heads = 4, kv_heads = 2;
+        PagedCache cache(kv_heads, hd, {9, 21}, &rng);
+        std::vector<int32_t> seq = {0, 0, 1, 1, 1, 1, 1, 1}, pos = {0, 8, 3, 14, 15, 16, 17, 20};
+        std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
+        ThreadPool pool(2);
+        const std::vector<float>& s = with_sinks ? sinks : std::vector<float>{};
+        std::vector<float> out = RunAttention(cache, q, seq, pos, heads, &pool, window, s);
+        EXPECT_LT(reference::RelError(out, NaiveAttention(cache, q, seq, pos, heads, window, s)),
+                  1e-5)
+            << "hd=" << hd << " window=" << window << " sinks=" << with_sinks;
       }
     }
   }
-  EXPECT_LT(reference::RelError(out, ref), 1e-5);
+  // A sink far above every score takes nearly all the weight: the output
+  // shrinks toward zero instead of being renormalised over the keys.
+  std::mt19937 rng(3);
+  PagedCache cache(1, 16, {5, 5}, &rng);
+  std::vector<float> q = RandomVector(16, &rng);
+  std::vector<float> out = RunAttention(cache, q, {0}, {4}, 1, nullptr, 0, {30.0f});
+  for (float x : out) EXPECT_LT(std::fabs(x), 1e-6f);
 }
 
 // The kernel is bitwise the sequence the file header states, spelled out
@@ -123,39 +170,53 @@ TEST(AttentionTest, BitwiseTheStatedSequence) {
   const Rows decode{{0, 0, 0, 1, 1, 0}, {0, 7, 8, 15, 16, 23}};
   const Rows prefill{{0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 1},
                      {10, 11, 12, 13, 14, 15, 0, 1, 2, 23, 8, 9}};
-  for (int64_t hd : {8, 12, 16, 64, 72, 80, 128, 136}) {
-    for (const Rows& rows : {decode, prefill}) {
-      std::mt19937 rng(static_cast<uint32_t>(hd));
-      const int64_t heads = 4, kv_heads = 2;
-      PagedCache cache(kv_heads, hd, {24, 17}, &rng);
-      const std::vector<int32_t>& seq = rows.seq;
-      const std::vector<int32_t>& pos = rows.pos;
-      std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
-      ThreadPool pool(2);
-      std::vector<float> out = RunAttention(cache, q, seq, pos, heads, &pool);
-      std::vector<float> want(out.size());
-      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      for (size_t t = 0; t < seq.size(); ++t) {
-        for (int64_t h = 0; h < heads; ++h) {
-          const int64_t g = h / (heads / kv_heads);
-          const float* qh = q.data() + (t * heads + h) * hd;
-          const auto& K = cache.keys[seq[t]];
-          const auto& V = cache.values[seq[t]];
-          std::vector<float> s(pos[t] + 1);
-          for (int j = 0; j <= pos[t]; ++j)
-            s[j] = DotF32(qh, K.data() + (j * kv_heads + g) * hd, hd) * scale;
-          float mx = s[0];
-          for (float x : s) mx = std::max(mx, x);
-          float sum = 0.0f;
-          for (float& x : s) sum += (x = std::exp(x - mx));
-          float* o = want.data() + (t * heads + h) * hd;
-          std::fill(o, o + hd, 0.0f);
-          for (int j = 0; j <= pos[t]; ++j)
-            AxpyF32(s[j] / sum, V.data() + (j * kv_heads + g) * hd, o, hd);
+  const std::vector<float> sinks = {0.25f, -0.5f, 1.5f, -2.0f};
+  struct Variant {
+    int64_t window;
+    bool sinks;
+  };
+  for (const Variant variant : {Variant{0, false}, Variant{3, false}, Variant{6, true}}) {
+    for (int64_t hd : {8, 12, 16, 64, 72, 80, 128, 136}) {
+      for (const Rows& rows : {decode, prefill}) {
+        std::mt19937 rng(static_cast<uint32_t>(hd));
+        const int64_t heads = 4, kv_heads = 2;
+        PagedCache cache(kv_heads, hd, {24, 17}, &rng);
+        const std::vector<int32_t>& seq = rows.seq;
+        const std::vector<int32_t>& pos = rows.pos;
+        std::vector<float> q = RandomVector(seq.size() * heads * hd, &rng);
+        ThreadPool pool(2);
+        const std::vector<float>& sink = variant.sinks ? sinks : std::vector<float>{};
+        std::vector<float> out =
+            RunAttention(cache, q, seq, pos, heads, &pool, variant.window, sink);
+        std::vector<float> want(out.size());
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (size_t t = 0; t < seq.size(); ++t) {
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t g = h / (heads / kv_heads);
+            const float* qh = q.data() + (t * heads + h) * hd;
+            const auto& K = cache.keys[seq[t]];
+            const auto& V = cache.values[seq[t]];
+            const int first =
+                variant.window > 0 ? std::max(0, pos[t] - int(variant.window) + 1) : 0;
+            std::vector<float> s(pos[t] + 1 - first);
+            for (int j = first; j <= pos[t]; ++j)
+              s[j - first] = DotF32(qh, K.data() + (j * kv_heads + g) * hd, hd) * scale;
+            float mx = s[0];
+            for (float x : s) mx = std::max(mx, x);
+            if (!sink.empty()) mx = std::max(mx, sink[h]);
+            float sum = 0.0f;
+            for (float& x : s) sum += (x = std::exp(x - mx));
+            if (!sink.empty()) sum += std::exp(sink[h] - mx);
+            float* o = want.data() + (t * heads + h) * hd;
+            std::fill(o, o + hd, 0.0f);
+            for (int j = first; j <= pos[t]; ++j)
+              AxpyF32(s[j - first] / sum, V.data() + (j * kv_heads + g) * hd, o, hd);
+          }
         }
+        ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
+            << "hd=" << hd << " rows=" << seq.size() << " window=" << variant.window
+            << " sinks=" << variant.sinks;
       }
-      ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
-          << "hd=" << hd << " rows=" << seq.size();
     }
   }
 }

@@ -29,6 +29,15 @@ void SwiGlu(const SwiGluParams& p, ThreadPool* pool) {
       const float* g = p.gate + r * p.gate_stride;
       const float* u = p.up + r * p.up_stride;
       float* out = p.out + r * p.out_stride;
+      if (p.limit > 0.0f) {
+        // As gpt-oss' reference: gate * sigmoid(gate * alpha) * (up + 1).
+        for (int64_t i = 0; i < p.dim; ++i) {
+          const float x = std::min(g[i], p.limit);
+          const float y = std::clamp(u[i], -p.limit, p.limit);
+          out[i] = x * (1.0f / (1.0f + std::exp(-(x * p.alpha)))) * (y + 1.0f);
+        }
+        continue;
+      }
       for (int64_t i = 0; i < p.dim; ++i) {
         const float x = g[i];
         out[i] = (x / (1.0f + std::exp(-x))) * u[i];

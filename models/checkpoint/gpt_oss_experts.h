@@ -1,0 +1,42 @@
+// gpt-oss stores a layer's experts as four fused tensors (every expert at
+// once, gate and up interleaved, the matrices transposed against
+// nn.Linear's [out, in]); the rest of expertd reads one expert's gate, up and
+// down by name, [out, in], as every other architecture stores them. So the
+// Checkpoint presents each fused layer as those per-expert tensors:
+//
+//   mlp.experts.gate_up_proj       [E, H, 2I]  -> experts.{e}.gate_proj.weight [I, H]
+//                                                 (column 2i), experts.{e}.up_proj.weight
+//                                                 [I, H] (column 2i + 1)
+//   mlp.experts.gate_up_proj_bias  [E, 2I]     -> experts.{e}.{gate,up}_proj.bias [I]
+//   mlp.experts.down_proj          [E, I, H]   -> experts.{e}.down_proj.weight [H, I]
+//   mlp.experts.down_proj_bias     [E, H]      -> experts.{e}.down_proj.bias [H]
+//
+// The per-expert tensors are copies (the fused ones are dropped from the
+// name map); their `file` and `file_offset` are the fused tensor's.
+#ifndef EXPERTD_MODELS_CHECKPOINT_GPT_OSS_EXPERTS_H_
+#define EXPERTD_MODELS_CHECKPOINT_GPT_OSS_EXPERTS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "models/checkpoint/checkpoint.h"
+#include "models/config/model_config.h"
+
+namespace expertd::models {
+
+// For each MoE layer of a gpt-oss config whose fused gate_up_proj is in
+// `tensors`: checks the four fused tensors (InvalidArgument naming a missing
+// one or a wrong shape), adds the per-expert views (their bytes appended to
+// `storage`) and removes the fused ones. Layers stored per expert already
+// are left alone.
+absl::Status SplitGptOssExperts(const ModelConfig& config,
+                                std::map<std::string, TensorView, std::less<>>* tensors,
+                                std::vector<std::unique_ptr<uint64_t[]>>* storage);
+
+}  // namespace expertd::models
+
+#endif  // EXPERTD_MODELS_CHECKPOINT_GPT_OSS_EXPERTS_H_
