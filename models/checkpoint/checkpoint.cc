@@ -142,6 +142,14 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
                                             " (is this a Hugging Face model directory?)"));
   }
   RETURN_IF_ERROR(SplitGptOssExperts(impl->config, &impl->tensors, &impl->aligned_copies));
+  for (const auto& [name, view] : impl->tensors) {
+    if (view.dtype == DType::kU8) {  // dtype.h: no uint8 tensor gets past here
+      return absl::InvalidArgumentError(
+          absl::StrCat(view.file, ": tensor '", name,
+                       "' is uint8; uint8 tensors are read only as gpt-oss' MXFP4 experts "
+                       "(mlp.experts.*_blocks / *_scales)"));
+    }
+  }
   return std::unique_ptr<Checkpoint>(new Checkpoint(std::move(impl)));
 }
 

@@ -1,9 +1,11 @@
 #include "models/checkpoint/gpt_oss_experts.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "models/checkpoint/tensor_names.h"
 
 namespace expertd::models {
@@ -17,9 +19,8 @@ absl::StatusOr<const TensorView*> Fused(const Tensors& tensors, int64_t layer,
   const std::string name = FusedExpertName(layer, which);
   auto it = tensors.find(name);
   if (it == tensors.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("gpt-oss checkpoint: layer ", layer,
-                                                   " stores mlp.experts.gate_up_proj but lacks '",
-                                                   name, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpt-oss checkpoint: layer ", layer, " stores its experts fused but lacks '", name, "'"));
   }
   if (it->second.shape != shape) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -51,49 +52,158 @@ void Derive(const TensorView& src, std::string name, std::vector<int64_t> shape,
   out->push_back(std::move(v));
 }
 
+// e2m1 codes by nibble (bit 3 the sign).
+constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// One expert's MXFP4 matrix as a bf16 [rows, cols] tensor `name`: row i is
+// row row_of(i) of expert e in blocks [E, R, cols / 32, 16] / scales
+// [E, R, cols / 32].
+template <typename RowOf>
+void DecodeMxfp4(const TensorView& blocks, const TensorView& scales, int64_t e, int64_t rows,
+                 int64_t cols, RowOf row_of, std::string name,
+                 std::vector<std::unique_ptr<uint64_t[]>>* storage, std::vector<TensorView>* out) {
+  const int64_t R = blocks.shape[1], groups = cols / 32;
+  TensorView v;
+  v.name = std::move(name);
+  v.dtype = DType::kBF16;
+  v.shape = {rows, cols};
+  v.nbytes = static_cast<uint64_t>(rows * cols) * 2;
+  storage->emplace_back(new uint64_t[(v.nbytes + 7) / 8]);
+  auto* dst = reinterpret_cast<uint16_t*>(storage->back().get());
+  const auto* code = static_cast<const uint8_t*>(blocks.data);
+  const auto* scale = static_cast<const uint8_t*>(scales.data);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = e * R + row_of(i);
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t s = scale[row * groups + g];
+      for (int64_t j = 0; j < 16; ++j) {
+        const uint8_t b = code[(row * groups + g) * 16 + j];
+        for (int half = 0; half < 2; ++half) {
+          const float value =
+              s == 255 ? std::nanf("") : std::ldexp(kE2m1[half == 0 ? b & 15 : b >> 4], s - 127);
+          dst[i * cols + 32 * g + 2 * j + half] = F32ToBf16(value);
+        }
+      }
+    }
+  }
+  v.data = dst;
+  v.file = blocks.file;
+  v.file_offset = blocks.file_offset;
+  out->push_back(std::move(v));
+}
+
+absl::StatusOr<const TensorView*> Packed(const Tensors& tensors, const std::string& name,
+                                         const std::vector<int64_t>& shape) {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpt-oss MXFP4 checkpoint: no tensor '", name, "'"));
+  }
+  if (it->second.shape != shape || it->second.dtype != DType::kU8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(it->second.file, ": tensor '", name, "' is ", DTypeName(it->second.dtype),
+                     " [", absl::StrJoin(it->second.shape, ", "), "], expected uint8 [",
+                     absl::StrJoin(shape, ", "), "]"));
+  }
+  return &it->second;
+}
+
+// Layer `layer`'s MXFP4 matrices, decoded per expert into `split`; the
+// packed tensors' names into `consumed`.
+absl::Status DecodeLayer(const ModelConfig& c, const Tensors& tensors, int64_t layer,
+                         std::vector<std::unique_ptr<uint64_t[]>>* storage,
+                         std::vector<TensorView>* split, std::vector<std::string>* consumed) {
+  const int64_t E = c.num_experts, H = c.hidden_size, I = c.moe_intermediate_size;
+  if (H % 32 != 0 || I % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gpt-oss MXFP4 checkpoint: hidden_size ", H,
+                                                   " and intermediate_size ", I,
+                                                   " must be multiples of 32 (the MXFP4 block)"));
+  }
+  const std::string gate_up = FusedExpertName(layer, FusedExpertTensor::kGateUp);
+  const std::string down = FusedExpertName(layer, FusedExpertTensor::kDown);
+  absl::StatusOr<const TensorView*> gu_blocks =
+      Packed(tensors, gate_up + "_blocks", {E, 2 * I, H / 32, 16});
+  absl::StatusOr<const TensorView*> gu_scales =
+      Packed(tensors, gate_up + "_scales", {E, 2 * I, H / 32});
+  absl::StatusOr<const TensorView*> d_blocks =
+      Packed(tensors, down + "_blocks", {E, H, I / 32, 16});
+  absl::StatusOr<const TensorView*> d_scales = Packed(tensors, down + "_scales", {E, H, I / 32});
+  for (const auto* s : {&gu_blocks, &gu_scales, &d_blocks, &d_scales}) {
+    if (!s->ok()) return s->status();
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t half : {0, 1}) {  // gate: even rows, up: odd ones
+      DecodeMxfp4(
+          **gu_blocks, **gu_scales, e, I, H, [&](int64_t i) { return 2 * i + half; },
+          ExpertWeightName(c, layer, e, half == 0 ? ExpertProj::kGate : ExpertProj::kUp), storage,
+          split);
+    }
+    DecodeMxfp4(
+        **d_blocks, **d_scales, e, H, I, [](int64_t i) { return i; },
+        ExpertWeightName(c, layer, e, ExpertProj::kDown), storage, split);
+  }
+  for (const std::string& base : {gate_up, down}) {
+    consumed->push_back(base + "_blocks");
+    consumed->push_back(base + "_scales");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SplitGptOssExperts(const ModelConfig& c, Tensors* tensors,
                                 std::vector<std::unique_ptr<uint64_t[]>>* storage) {
   if (c.architecture != Architecture::kGptOss) return absl::OkStatus();
   const int64_t E = c.num_experts, H = c.hidden_size, I = c.moe_intermediate_size;
+  using F = FusedExpertTensor;
+  using P = ExpertProj;
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (!c.is_moe_layer[layer] ||
-        tensors->count(FusedExpertName(layer, FusedExpertTensor::kGateUp)) == 0)
-      continue;
-    using F = FusedExpertTensor;
-    absl::StatusOr<const TensorView*> gate_up = Fused(*tensors, layer, F::kGateUp, {E, H, 2 * I});
+    const std::string gate_up_name = FusedExpertName(layer, F::kGateUp);
+    const bool mxfp4 = tensors->count(gate_up_name + "_blocks") > 0;
+    if (!c.is_moe_layer[layer] || (!mxfp4 && tensors->count(gate_up_name) == 0)) continue;
+    std::vector<TensorView> split;
+    std::vector<std::string> consumed = {FusedExpertName(layer, F::kGateUpBias),
+                                         FusedExpertName(layer, F::kDownBias)};
+    if (mxfp4) {
+      RETURN_IF_ERROR(DecodeLayer(c, *tensors, layer, storage, &split, &consumed));
+    } else {
+      absl::StatusOr<const TensorView*> gate_up = Fused(*tensors, layer, F::kGateUp, {E, H, 2 * I});
+      absl::StatusOr<const TensorView*> down = Fused(*tensors, layer, F::kDown, {E, I, H});
+      if (!gate_up.ok()) return gate_up.status();
+      if (!down.ok()) return down.status();
+      for (int64_t e = 0; e < E; ++e) {
+        for (int64_t half : {0, 1}) {  // gate: even columns, up: odd ones
+          // [I, H] element (i, h) = gate_up[e, h, 2i + half].
+          Derive(
+              **gate_up, ExpertWeightName(c, layer, e, half == 0 ? P::kGate : P::kUp), {I, H},
+              [&](int64_t k) { return (e * H + k % H) * 2 * I + 2 * (k / H) + half; }, storage,
+              &split);
+        }
+        // [H, I] element (h, i) = down[e, i, h].
+        Derive(
+            **down, ExpertWeightName(c, layer, e, P::kDown), {H, I},
+            [&](int64_t k) { return (e * I + k % I) * H + k / I; }, storage, &split);
+      }
+      consumed.push_back(gate_up_name);
+      consumed.push_back(FusedExpertName(layer, F::kDown));
+    }
     absl::StatusOr<const TensorView*> gate_up_bias =
         Fused(*tensors, layer, F::kGateUpBias, {E, 2 * I});
-    absl::StatusOr<const TensorView*> down = Fused(*tensors, layer, F::kDown, {E, I, H});
     absl::StatusOr<const TensorView*> down_bias = Fused(*tensors, layer, F::kDownBias, {E, H});
-    for (const auto* s : {&gate_up, &gate_up_bias, &down, &down_bias}) {
-      if (!s->ok()) return s->status();
-    }
-    std::vector<TensorView> split;
+    if (!gate_up_bias.ok()) return gate_up_bias.status();
+    if (!down_bias.ok()) return down_bias.status();
     for (int64_t e = 0; e < E; ++e) {
-      using P = ExpertProj;
-      for (int64_t half : {0, 1}) {  // gate: even columns, up: odd ones
-        const P proj = half == 0 ? P::kGate : P::kUp;
-        // [I, H] element (i, h) = gate_up[e, h, 2i + half].
+      for (int64_t half : {0, 1}) {
         Derive(
-            **gate_up, ExpertWeightName(c, layer, e, proj), {I, H},
-            [&](int64_t k) { return (e * H + k % H) * 2 * I + 2 * (k / H) + half; }, storage,
-            &split);
-        Derive(
-            **gate_up_bias, ExpertBiasName(layer, e, proj), {I},
+            **gate_up_bias, ExpertBiasName(layer, e, half == 0 ? P::kGate : P::kUp), {I},
             [&](int64_t i) { return e * 2 * I + 2 * i + half; }, storage, &split);
       }
-      // [H, I] element (h, i) = down[e, i, h].
       Derive(
-          **down, ExpertWeightName(c, layer, e, ExpertProj::kDown), {H, I},
-          [&](int64_t k) { return (e * I + k % I) * H + k / I; }, storage, &split);
-      Derive(
-          **down_bias, ExpertBiasName(layer, e, ExpertProj::kDown), {H},
+          **down_bias, ExpertBiasName(layer, e, P::kDown), {H},
           [&](int64_t h) { return e * H + h; }, storage, &split);
     }
-    for (F f : {F::kGateUp, F::kGateUpBias, F::kDown, F::kDownBias})
-      tensors->erase(FusedExpertName(layer, f));
+    for (const std::string& name : consumed) tensors->erase(name);
     for (TensorView& v : split) {
       if (tensors->count(v.name)) {
         return absl::InvalidArgumentError(absl::StrCat("gpt-oss checkpoint: '", v.name,

@@ -11,6 +11,19 @@
 //   mlp.experts.down_proj          [E, I, H]   -> experts.{e}.down_proj.weight [H, I]
 //   mlp.experts.down_proj_bias     [E, H]      -> experts.{e}.down_proj.bias [H]
 //
+// OpenAI's published files (quantization_config quant_method "mxfp4") store
+// the two matrices as MXFP4 instead, rows = output features:
+//
+//   mlp.experts.gate_up_proj_blocks [E, 2I, H / 32, 16] uint8, two e2m1 codes
+//     a byte (low nibble first), gate_up_proj_scales [E, 2I, H / 32] uint8
+//     (e8m0: 2^(s - 127)); row 2i is gate row i, row 2i + 1 up row i
+//   mlp.experts.down_proj_blocks [E, H, I / 32, 16], down_proj_scales [E, H, I / 32]
+//
+// which are decoded to bf16 (exactly: every e2m1 value times a power of two
+// from 2^-127 up is a bf16, an e8m0 of 255 is NaN). Requantizing them with
+// --expert_dtype=mxfp4 gives back the same values (the OCP scale rule picks
+// a scale under which every decoded value is a code again).
+//
 // The per-expert tensors are copies (the fused ones are dropped from the
 // name map); their `file` and `file_offset` are the fused tensor's.
 #ifndef EXPERTD_MODELS_CHECKPOINT_GPT_OSS_EXPERTS_H_

@@ -74,14 +74,16 @@ TEST(GptOssExpertsTest, FusedTensorsAppearPerExpertWithGateAndUpDeinterleaved) {
   }
 }
 
-// A copy of the fixture whose model.safetensors drops `drop` and gives
-// `reshape` a wrong shape (flattened).
-std::string BrokenCopy(const std::string& drop, const std::string& reshape) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("gpt_oss_" + drop + reshape);
+// A copy of fixture `src` whose model.safetensors drops `drop`, gives
+// `reshape` a wrong shape (flattened) and adds a uint8 tensor `extra_u8`.
+std::string BrokenCopy(const std::string& drop, const std::string& reshape,
+                       const std::string& src = kFixture, const std::string& extra_u8 = "") {
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       (fs::path(src).filename().string() + drop + reshape + extra_u8);
   fs::create_directories(dir);
-  fs::copy_file(fs::path(kFixture) / "config.json", dir / "config.json",
+  fs::copy_file(fs::path(src) / "config.json", dir / "config.json",
                 fs::copy_options::overwrite_existing);
-  auto file = SafetensorsFile::Open(std::string(kFixture) + "/model.safetensors");
+  auto file = SafetensorsFile::Open(src + "/model.safetensors");
   EXPECT_TRUE(file.ok()) << file.status();
   std::vector<TensorToWrite> tensors;
   for (const SafetensorsEntry& e : (*file)->tensors()) {
@@ -94,6 +96,8 @@ std::string BrokenCopy(const std::string& drop, const std::string& reshape) {
     t.data = (*file)->Data(e);
     tensors.push_back(t);
   }
+  static const uint8_t bytes[4] = {1, 2, 3, 4};
+  if (!extra_u8.empty()) tensors.push_back({{extra_u8, DType::kU8, {4}}, bytes});
   EXPECT_TRUE(WriteSafetensors((dir / "model.safetensors").string(), tensors).ok());
   return dir.string();
 }
@@ -112,6 +116,29 @@ TEST(GptOssExpertsTest, MissingOrMisshapenFusedTensorsAreNamed) {
   EXPECT_NE(misshapen.status().message().find(down), std::string::npos) << misshapen.status();
   EXPECT_NE(misshapen.status().message().find("expected [8, 32, 64]"), std::string::npos)
       << misshapen.status();
+}
+
+// OpenAI's MXFP4 layout: a missing scale tensor or a blocks tensor of
+// another dtype is named; uint8 tensors anywhere else are refused at open.
+TEST(GptOssExpertsTest, PackedTensorsAreCheckedAndUint8GoesNoFurther) {
+  const std::string packed = "tests/data/fixtures/gpt_oss_mxfp4";
+  const std::string scales = FusedExpertName(1, FusedExpertTensor::kDown) + "_scales";
+  auto missing = Checkpoint::Open(BrokenCopy(scales, "", packed));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(scales), std::string::npos) << missing.status();
+
+  const std::string blocks = FusedExpertName(0, FusedExpertTensor::kGateUp) + "_blocks";
+  auto flat = Checkpoint::Open(BrokenCopy("", blocks, packed));
+  ASSERT_FALSE(flat.ok());
+  EXPECT_NE(flat.status().message().find("expected uint8 [8, 64, 2, 16]"), std::string::npos)
+      << flat.status();
+
+  auto stray =
+      Checkpoint::Open(BrokenCopy("", "", "tests/data/fixtures/mixtral", "model.layers.0.stray"));
+  ASSERT_FALSE(stray.ok());
+  EXPECT_EQ(stray.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stray.status().message().find("'model.layers.0.stray' is uint8"), std::string::npos)
+      << stray.status();
 }
 
 }  // namespace

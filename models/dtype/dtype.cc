@@ -1,5 +1,8 @@
 #include "models/dtype/dtype.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace expertd::models {
 
 const char* DTypeName(DType dtype) {
@@ -12,6 +15,8 @@ const char* DTypeName(DType dtype) {
       return "bfloat16";
     case DType::kF8E4M3:
       return "float8_e4m3fn";
+    case DType::kU8:
+      return "uint8";
   }
   return "?";
 }
@@ -25,6 +30,7 @@ size_t DTypeSize(DType dtype) {
     case DType::kBF16:
       return 2;
     case DType::kF8E4M3:
+    case DType::kU8:
       return 1;
   }
   return 0;
@@ -123,6 +129,9 @@ void ConvertToF32(DType from, const void* src, float* dst, size_t n) {
     case DType::kF8E4M3:
       for (size_t i = 0; i < n; ++i) dst[i] = E4m3ToF32(bytes[i]);
       return;
+    case DType::kU8:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(bytes[i]);
+      return;
   }
 }
 
@@ -146,6 +155,10 @@ void ConvertFromF32(DType to, const float* src, void* dst, size_t n) {
       return;
     case DType::kF8E4M3:
       for (size_t i = 0; i < n; ++i) bytes[i] = F32ToE4m3(src[i]);
+      return;
+    case DType::kU8:  // the nearest byte value
+      for (size_t i = 0; i < n; ++i)
+        bytes[i] = static_cast<unsigned char>(std::nearbyint(std::clamp(src[i], 0.0f, 255.0f)));
       return;
   }
 }

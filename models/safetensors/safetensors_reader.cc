@@ -56,9 +56,10 @@ absl::StatusOr<DType> ParseDType(const json& v, absl::string_view source, absl::
   if (s == "F16") return DType::kF16;
   if (s == "BF16") return DType::kBF16;
   if (s == "F8_E4M3") return DType::kF8E4M3;
+  if (s == "U8") return DType::kU8;
   return TensorError(
       source, name,
-      absl::StrCat("unsupported dtype '", s, "' (supported: F32, F16, BF16, F8_E4M3)"));
+      absl::StrCat("unsupported dtype '", s, "' (supported: F32, F16, BF16, F8_E4M3, U8)"));
 }
 
 absl::StatusOr<uint64_t> ParseUnsigned(const json& v) {
@@ -202,6 +203,8 @@ const char* SafetensorsDTypeName(DType dtype) {
       return "BF16";
     case DType::kF8E4M3:
       return "F8_E4M3";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }

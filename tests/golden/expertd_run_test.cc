@@ -117,6 +117,16 @@ void CheckBf16AgainstGolden(const std::string& arch, size_t case_index) {
 
 TEST(ExpertdRunTest, MixtralJsonMatchesTransformers) { CheckAgainstGolden("mixtral", 1); }
 
+// gpt-oss as OpenAI publishes it (MXFP4 experts), resident and paged from
+// an MXFP4 pack: requantizing the decoded experts is lossless, so both
+// match the reference, and the bf16-biased experts page like any other.
+TEST(ExpertdRunTest, GptOssMxfp4ResidentAndPagedInMxfp4) {
+  CheckAgainstGolden("gpt_oss_mxfp4", 2);
+  CheckAgainstGolden("gpt_oss_mxfp4", 2,
+                     " --expert_dtype=mxfp4 --expert_cache_bytes=60000 --expert_pack_dir=" +
+                         ::testing::TempDir() + "/gpt_oss_mxfp4_pack");
+}
+
 TEST(ExpertdRunTest, DenseLayerGetsAnEmptyRoutingEntry) {
   CheckAgainstGolden("qwen2_moe_mixed", 1);
 }

@@ -345,6 +345,7 @@ void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t 
     case DType::kF16:
       return Unit<F16W>(p, k, r0, r1, c0, c1);
     case DType::kF8E4M3:  // always quantized (kFp8E4m3Block): not dense
+    case DType::kU8:      // a file dtype only (dtype.h)
       assert(false);
       return;
   }
@@ -468,6 +469,7 @@ void MatmulThroughCopies(const MatmulParams& p, ThreadPool* pool) {
     q.y = y_copy.data();
     q.y_stride = n;
     q.accumulate = false;
+    q.bias = WeightRef{};  // StoreElement adds it, as the native kernels do
   }
   Matmul(q, pool);
   if (p.y_rows == nullptr) return;
@@ -517,6 +519,9 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
       return DenseMatmul(p, pool, BestCpuIsa());
     case DType::kF8E4M3:  // always with quant kFp8E4m3Block (asserted there)
       return MatmulFp8(p, pool, BestFp8Isa());
+    case DType::kU8:  // a file dtype only (dtype.h)
+      assert(false);
+      return;
   }
 }
 

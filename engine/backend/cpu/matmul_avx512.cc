@@ -119,6 +119,7 @@ void PackPanel(const WeightRef& w, int64_t c0, int64_t cols, int pairs, float* o
     case DType::kF16:
       return PackPanelAs<DType::kF16>(w, c0, cols, pairs, out);
     case DType::kF8E4M3:  // quantized: never reaches the dense kernels
+    case DType::kU8:      // a file dtype only (dtype.h)
       return;
   }
 }

@@ -145,6 +145,43 @@ TEST_P(MatmulRowMapsTest, BitwiseGatherMatmulScatterAdd) {
   }
 }
 
+// An expert with biases (gpt-oss) scattering its rows unweighted, as the MoE
+// block does: the bias is added once, by every kernel, native maps or copies.
+TEST_P(MatmulRowMapsTest, BiasWithUnweightedScatterEqualsGatherMatmulScatter) {
+  const Kind kind = GetParam();
+  std::mt19937 rng(17);
+  const int64_t n = 37, k = test_weights::IsQuantized(kind) ? 128 : 67;
+  const auto w = test_weights::MakeWeight(kind, n, k, &rng);
+  const reference::TestWeight b = reference::RandomWeight(DType::kBF16, 1, n, &rng);
+  const std::vector<float> x = reference::RandomVector(kTokens * k, &rng);
+  for (MatmulActivations act : ActivationModes()) {
+    for (int64_t m : {1, 5, 67}) {
+      const Routed r = Route(m, &rng);
+      std::vector<float> gathered(m * k), product(m * n), want(kTokens * n, -3.0f);
+      std::vector<float> got = want;
+      GatherRows(GatherRowsParams{x.data(), k, r.rows.data(), gathered.data(), m, k}, nullptr);
+      MatmulParams p;
+      p.x = gathered.data();
+      p.x_stride = k;
+      p.w = w->ref;
+      p.bias = b.ref();
+      p.y = product.data();
+      p.y_stride = n;
+      p.m = m;
+      p.activations = act;
+      Matmul(p, nullptr);
+      ScatterRows(ScatterRowsParams{product.data(), r.rows.data(), want.data(), m, n}, nullptr);
+      p.x = x.data();
+      p.x_rows = r.rows.data();
+      p.y = got.data();
+      p.y_rows = r.rows.data();
+      Matmul(p, nullptr);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << KindName(kind) << " activations=" << MatmulActivationsName(act) << " m=" << m;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, MatmulRowMapsTest,
                          ::testing::Values(Kind::kF32, Kind::kBf16, Kind::kF16, Kind::kInt8,
                                            Kind::kInt4, Kind::kMxfp4, Kind::kFp8),

@@ -81,6 +81,7 @@ inline TestWeight RandomWeight(DType dtype, int64_t rows, int64_t cols, std::mt1
         w.exact.push_back(F16ToDouble(w.u16.back()));
         break;
       case DType::kF8E4M3:  // block-scaled: built by the FP8 tests themselves
+      case DType::kU8:      // a file dtype only (dtype.h)
         std::abort();
     }
   }

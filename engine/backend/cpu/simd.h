@@ -30,6 +30,8 @@ inline float LoadScalar(const void* data, DType dtype, int64_t i) {
       return F16ToF32(static_cast<const uint16_t*>(data)[i]);
     case DType::kF8E4M3:  // the raw code's value: block scales are the caller's
       return models::E4m3ToF32(static_cast<const uint8_t*>(data)[i]);
+    case DType::kU8:  // a file dtype only (dtype.h)
+      return static_cast<float>(static_cast<const uint8_t*>(data)[i]);
   }
   return 0.0f;
 }

@@ -45,6 +45,8 @@ __device__ __forceinline__ float LoadWeight(const void* data, DType dtype, int64
       return F16BitsToFloat(static_cast<const uint16_t*>(data)[i]);
     case DType::kF8E4M3:
       return E4m3BitsOver256(static_cast<const uint8_t*>(data)[i]) * 256.0f;
+    case DType::kU8:
+      return static_cast<float>(static_cast<const uint8_t*>(data)[i]);
   }
   return 0.0f;
 }

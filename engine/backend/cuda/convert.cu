@@ -59,6 +59,7 @@ cudaError_t LaunchConvertRows(const float* x, int64_t x_stride, int64_t rows, in
       break;
     case DType::kF32:
     case DType::kF8E4M3:
+    case DType::kU8:
       return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -33,6 +33,8 @@ cudaDataType_t CudaType(DType d) {
       return CUDA_R_16F;
     case DType::kF8E4M3:  // never planned: Run refuses FP8 weights first
       return CUDA_R_8F_E4M3;
+    case DType::kU8:  // a file dtype only (dtype.h)
+      return CUDA_R_8U;
   }
   return CUDA_R_32F;
 }

@@ -178,6 +178,8 @@ cudaError_t LaunchSkinnyGemm(const MatmulParams& p, cudaStream_t stream) {
       return LaunchForRows<Half16W<false>>(p, stream);
     case DType::kF8E4M3:
       return LaunchFp8Gemm(p, stream);  // fp8_gemm.cu
+    case DType::kU8:  // a file dtype only (dtype.h)
+      return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
 }

@@ -43,6 +43,8 @@ uint32_t DTypeCode(models::DType d) {
       return 2;
     case models::DType::kF8E4M3:
       return 3;
+    case models::DType::kU8:  // a file dtype only (dtype.h): never packed
+      return 0;
   }
   return 0;
 }
@@ -238,6 +240,7 @@ std::string ExpertStorage::Name() const {
       case models::DType::kBF16:
         return "bf16";
       case models::DType::kF8E4M3:  // FP8 is only stored as fp8-block records
+      case models::DType::kU8:      // a file dtype only (dtype.h)
         break;
     }
   }

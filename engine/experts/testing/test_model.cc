@@ -26,6 +26,7 @@ std::vector<uint8_t> RandomTensor(int64_t numel, models::DType dtype, std::mt199
         break;
       }
       case models::DType::kF8E4M3:  // byte tests only: the code's bits
+      case models::DType::kU8:
         out[i] = static_cast<uint8_t>(bits >> 24);
         break;
     }
