@@ -376,6 +376,14 @@ ExpertProviderFactory MultiDeviceExpertsFactory(const MultiDeviceOptions& option
           absl::StrCat("node ", options.nodes->node_rank,
                        " follows node 0 (RunMultiDeviceFollower); only node 0 runs the engine"));
     }
+    if (ctx.config->expert_bias || ctx.config->swiglu_limit > 0.0) {
+      // The MoE block's biases and clamped SwiGLU are not in the sharded or
+      // expert-parallel expert paths.
+      return absl::UnimplementedError(absl::StrCat(
+          models::ArchitectureName(ctx.config->architecture),
+          ": experts with biases and a clamped SwiGLU do not run over several devices yet; "
+          "serve this model on one device"));
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<MultiDeviceExperts> p, MultiDeviceExperts::Create(ctx, options));
     return std::unique_ptr<ExpertProvider>(std::move(p));
   };

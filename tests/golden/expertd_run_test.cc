@@ -127,6 +127,17 @@ TEST(ExpertdRunTest, GptOssMxfp4ResidentAndPagedInMxfp4) {
                          ::testing::TempDir() + "/gpt_oss_mxfp4_pack");
 }
 
+// Over several devices gpt-oss' experts (biases, clamped SwiGLU) are refused
+// when the engine is built, saying what to do.
+TEST(ExpertdRunTest, GptOssOverSeveralDevicesIsRefusedUpFront) {
+  std::string err;
+  Output o = RunTool("--model=" + FixtureDir("gpt_oss") + " --tokens=1 --devices=2", &err);
+  EXPECT_NE(o.status, 0);
+  EXPECT_TRUE(o.out.empty()) << o.out;
+  EXPECT_NE(err.find("UNIMPLEMENTED"), std::string::npos) << err;
+  EXPECT_NE(err.find("serve this model on one device"), std::string::npos) << err;
+}
+
 TEST(ExpertdRunTest, DenseLayerGetsAnEmptyRoutingEntry) {
   CheckAgainstGolden("qwen2_moe_mixed", 1);
 }
