@@ -85,7 +85,8 @@ class ExpertStore final : public ExpertProvider {
   // Missed experts computed on the host (--expert_compute; expert_store_compute.cc).
   std::vector<int32_t> PlanHostCompute(int layer, absl::Span<const int32_t> experts,
                                        absl::Span<const int64_t> tokens) override;
-  void StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y) override;
+  void StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y,
+                        const ExpertExtras& extras) override;
   absl::Status FinishHostCompute(int layer) override;
 
   // A consistent snapshot of every counter. Thread-safe.
@@ -204,7 +205,8 @@ class ExpertStore final : public ExpertProvider {
   absl::StatusOr<ComputeRates> Calibrate();
   // One host job (on the host worker): the expert's host copy (host tier, or
   // read from the pack), then its MLP on the host.
-  absl::Status HostComputeJob(ExpertKey key, const float* x, int64_t rows, float* y);
+  absl::Status HostComputeJob(ExpertKey key, const float* x, int64_t rows, float* y,
+                              const ExpertExtras& extras);
   // The expert's bytes in host memory: a ready host-tier slot (a user is
   // added), else read from the pack into a new host-tier slot or the host
   // worker's scratch. `filled` / `host_slot` say what to release.

@@ -92,7 +92,7 @@ absl::StatusOr<ComputeRates> ExpertStore::Calibrate() {
       RETURN_IF_ERROR(backend_->Synchronize());
       d = std::min(d, clock_->NowNanos() - start);
       start = clock_->NowNanos();
-      host_compute_->Run(on_host, x.data(), tokens[k], y.data());
+      host_compute_->Run(on_host, ExpertExtras{}, x.data(), tokens[k], y.data());
       h = std::min(h, clock_->NowNanos() - start);
     }
     device_s[k] = Seconds(d);
@@ -128,11 +128,13 @@ std::vector<int32_t> ExpertStore::PlanHostCompute(int layer, absl::Span<const in
   return plan.host;
 }
 
-void ExpertStore::StartHostCompute(int layer, int expert, const float* x, int64_t rows,
-                                   float* y) {
+void ExpertStore::StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y,
+                                   const ExpertExtras& extras) {
   const ExpertKey key{layer, expert};
-  host_jobs_pending_.push_back(host_jobs_->Submit(
-      TransferPool::kDemand, [this, key, x, rows, y] { return HostComputeJob(key, x, rows, y); }));
+  host_jobs_pending_.push_back(
+      host_jobs_->Submit(TransferPool::kDemand, [this, key, x, rows, y, extras] {
+        return HostComputeJob(key, x, rows, y, extras);
+      }));
 }
 
 absl::Status ExpertStore::FinishHostCompute(int layer) {
@@ -150,11 +152,12 @@ absl::Status ExpertStore::FinishHostCompute(int layer) {
   return first;
 }
 
-absl::Status ExpertStore::HostComputeJob(ExpertKey key, const float* x, int64_t rows, float* y) {
+absl::Status ExpertStore::HostComputeJob(ExpertKey key, const float* x, int64_t rows, float* y,
+                                         const ExpertExtras& extras) {
   const int64_t start = clock_->NowNanos();
   ASSIGN_OR_RETURN(const HostCopy copy, AcquireHostCopy(key));
   const int64_t computing = clock_->NowNanos();
-  host_compute_->Run(WeightsIn(copy.ptr), x, rows, y);
+  host_compute_->Run(WeightsIn(copy.ptr), extras, x, rows, y);
   const int64_t end = clock_->NowNanos();
   ReleaseHostCopy(key, copy, absl::OkStatus());
   cost_model_->ObserveHost(rows, Seconds(end - computing));

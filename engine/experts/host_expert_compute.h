@@ -21,22 +21,23 @@ namespace expertd::engine {
 
 // y [rows, hidden] = down(silu(gate x) * up x) for x [rows, hidden] with
 // `backend`'s ops, in the order the engine's MLP uses (so the host and the
-// CPU device compute the same numbers). gate and up: scratch of
-// [rows, intermediate] floats in the backend's memory.
+// CPU device compute the same numbers); with `extras`' biases and clamped
+// SwiGLU when set. gate and up: scratch of [rows, intermediate] floats in
+// the backend's memory.
 void ExpertMlp(Backend* backend, const ExpertWeights& w, const float* x, int64_t rows, float* gate,
-               float* up, float* y);
+               float* up, float* y, const ExpertExtras& extras = {});
 
 class HostExpertCompute {
  public:
   // threads: the pool's size, the calling thread included (0 = every
   // hardware thread). activations: the device backend's mode, so that an
   // expert computed here gives what it would give there.
-  explicit HostExpertCompute(int threads,
-                             MatmulActivations activations = MatmulActivations::kF32);
+  explicit HostExpertCompute(int threads, MatmulActivations activations = MatmulActivations::kF32);
 
   int threads() const { return cpu_->num_threads(); }
   // y = expert(x) with weights in host memory; blocks until done.
-  void Run(const ExpertWeights& w, const float* x, int64_t rows, float* y);
+  void Run(const ExpertWeights& w, const ExpertExtras& extras, const float* x, int64_t rows,
+           float* y);
 
  private:
   std::unique_ptr<CpuBackend> cpu_;

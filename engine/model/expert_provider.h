@@ -58,6 +58,15 @@ struct ExpertWeights {
   WeightRef down;  // [hidden_size, moe_intermediate_size]  (Mixtral w2)
 };
 
+// What an expert's MLP has beyond its matrices (gpt-oss): a bias on each
+// projection and the clamped SwiGLU (SwiGluParams::limit / alpha). The
+// biases are the MoE block's resident weights: host memory when the
+// backend's memory is the host's.
+struct ExpertExtras {
+  WeightRef gate_bias, up_bias, down_bias;  // empty: none
+  float swiglu_limit = 0.0f, swiglu_alpha = 1.0f;
+};
+
 // What a prefetcher may look at after layer `layer`'s attention: the
 // post-attention RMS-normalised hidden states, i.e. exactly the input of
 // layer `layer`'s router / MLP. For speculative prefetch ("apply layer N+1's
@@ -134,8 +143,8 @@ class ExpertProvider {
   //
   //   host = PlanHostCompute(L, experts, tokens)   // ascending subset
   //   OnRouting(L, experts - host) ... Acquire/Release as above, device only
-  //   StartHostCompute(L, e, x_e, n_e, y_e) for e in host (before the device
-  //                                          experts, so both sides overlap)
+  //   StartHostCompute(L, e, x_e, n_e, y_e, extras_e) for e in host (before
+  //                                          the device experts: both overlap)
   //   FinishHostCompute(L)                   // waits for them all
   //
   // x_e [n_e, hidden] and y_e [n_e, hidden] are host memory, valid until
@@ -151,12 +160,14 @@ class ExpertProvider {
     (void)tokens;
     return {};
   }
-  virtual void StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y) {
+  virtual void StartHostCompute(int layer, int expert, const float* x, int64_t rows, float* y,
+                                const ExpertExtras& extras) {
     (void)layer;
     (void)expert;
     (void)x;
     (void)rows;
     (void)y;
+    (void)extras;
   }
   virtual absl::Status FinishHostCompute(int layer) {
     (void)layer;

@@ -16,8 +16,9 @@
 //   shared:   out += sigmoid(x Wsg^T) * shared_mlp(x)   (Qwen2-MoE)
 //   gpt-oss: every expert projection has a bias (resident here, beside
 //             whatever provides the matrices) and the SwiGLU is clamped; such
-//             experts run one by one on the device, never grouped nor on the
-//             host (neither path has the biases)
+//             experts run one by one (never grouped), and on the host only
+//             where the backend's memory is the host's (the biases are read
+//             there)
 //   residual += out
 // The slots make the result independent of the compute order (and thus of
 // the expert cache), and the combine order matches Hugging Face's loop.
@@ -172,7 +173,8 @@ class MoeBlock final : public FeedForward {
     std::vector<int64_t> tokens;
     tokens.reserve(d.experts.size());
     for (int32_t e : d.experts) tokens.push_back(d.offset[e + 1] - d.offset[e]);
-    const std::vector<int32_t> host = plain_experts()
+    const bool host_reads_extras = plain_experts() || ctx.backend->host_memory_is_device_memory();
+    const std::vector<int32_t> host = host_reads_extras
                                           ? provider->PlanHostCompute(ctx.layer, d.experts, tokens)
                                           : std::vector<int32_t>{};
     std::vector<int32_t> device;
@@ -280,7 +282,7 @@ class MoeBlock final : public FeedForward {
           GatherRowsParams{x, hidden_, ws->i32(Buf::kGatherIndex) + off, in, n, hidden_});
       RETURN_IF_ERROR(be->CopyToHost(rows->in.data() + at * hidden_, in, n * hidden_ * 4));
       ctx.experts->StartHostCompute(ctx.layer, e, rows->in.data() + at * hidden_, n,
-                                    rows->out.data() + at * hidden_);
+                                    rows->out.data() + at * hidden_, Extras(e));
       at += n;
     }
     return absl::OkStatus();
@@ -326,6 +328,18 @@ class MoeBlock final : public FeedForward {
 
   // Whether the routed experts are plain SwiGLU MLPs without biases.
   bool plain_experts() const { return biases_.empty() && swiglu_limit_ == 0.0f; }
+
+  ExpertExtras Extras(int e) const {
+    ExpertExtras x;
+    if (!biases_.empty()) {
+      x.gate_bias = biases_[e].gate_bias;
+      x.up_bias = biases_[e].up_bias;
+      x.down_bias = biases_[e].down_bias;
+    }
+    x.swiglu_limit = swiglu_limit_;
+    x.swiglu_alpha = swiglu_alpha_;
+    return x;
+  }
 
   // Expert e's MLP: the provider's matrices, this block's biases.
   MlpWeights Expert(int e, const ExpertWeights& w) const {
