@@ -73,13 +73,16 @@ class MoeBlock final : public FeedForward {
   // gpt-oss: the routed experts' biases and clamped SwiGLU.
   absl::Status LoadExpertExtras(ResidentWeights* store, const models::ModelConfig& c, int layer) {
     using models::ExpertProj;
-    swiglu_limit_ = static_cast<float>(c.swiglu_limit);
-    swiglu_alpha_ = static_cast<float>(c.swiglu_alpha);
+    extras_.assign(num_experts_, ExpertExtras{});
+    for (ExpertExtras& x : extras_) {
+      x.swiglu_limit = static_cast<float>(c.swiglu_limit);
+      x.swiglu_alpha = static_cast<float>(c.swiglu_alpha);
+    }
+    plain_ = !c.expert_bias && c.swiglu_limit == 0.0;
     if (!c.expert_bias) return absl::OkStatus();
     const int64_t inter = c.moe_intermediate_size;
-    biases_.resize(num_experts_);
     for (int64_t e = 0; e < num_experts_; ++e) {
-      MlpWeights& b = biases_[e];
+      ExpertExtras& b = extras_[e];
       ASSIGN_OR_RETURN(b.gate_bias,
                        store->Load(models::ExpertBiasName(layer, e, ExpertProj::kGate), 1, inter));
       ASSIGN_OR_RETURN(b.up_bias,
@@ -327,35 +330,21 @@ class MoeBlock final : public FeedForward {
   }
 
   // Whether the routed experts are plain SwiGLU MLPs without biases.
-  bool plain_experts() const { return biases_.empty() && swiglu_limit_ == 0.0f; }
+  bool plain_experts() const { return plain_; }
 
-  ExpertExtras Extras(int e) const {
-    ExpertExtras x;
-    if (!biases_.empty()) {
-      x.gate_bias = biases_[e].gate_bias;
-      x.up_bias = biases_[e].up_bias;
-      x.down_bias = biases_[e].down_bias;
-    }
-    x.swiglu_limit = swiglu_limit_;
-    x.swiglu_alpha = swiglu_alpha_;
-    return x;
-  }
+  const ExpertExtras& Extras(int e) const { return extras_[e]; }
 
-  // Expert e's MLP: the provider's matrices, this block's biases.
+  // Expert e's MLP: the provider's matrices, this block's extras.
   MlpWeights Expert(int e, const ExpertWeights& w) const {
-    MlpWeights mlp = biases_.empty() ? MlpWeights{} : biases_[e];
-    mlp.gate = w.gate;
-    mlp.up = w.up;
-    mlp.down = w.down;
-    mlp.swiglu_limit = swiglu_limit_;
-    mlp.swiglu_alpha = swiglu_alpha_;
-    return mlp;
+    const ExpertExtras& x = extras_[e];
+    return MlpWeights{w.gate,    w.up,        w.down,         x.gate_bias,
+                      x.up_bias, x.down_bias, x.swiglu_limit, x.swiglu_alpha};
   }
 
   const std::unique_ptr<Router> router_;
   const int64_t num_experts_, hidden_;
-  std::vector<MlpWeights> biases_;  // [num_experts] (gpt-oss), their bias refs only
-  float swiglu_limit_ = 0.0f, swiglu_alpha_ = 1.0f;
+  std::vector<ExpertExtras> extras_;  // [num_experts]; biases empty but for gpt-oss
+  bool plain_ = true;
   MlpWeights shared_;
   WeightRef shared_gate_;
 };
