@@ -264,7 +264,7 @@ TEST(HostComputeRepairTest, CorruptPackSlotsAreRepairedOnTheHostPath) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HostComputeEngineTest,
                          ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe",
-                                           "qwen3_moe", "deepseek_v3", "gpt_oss"));
+                                           "qwen3_moe", "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4"));
 
 }  // namespace
 }  // namespace expertd::engine

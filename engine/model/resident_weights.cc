@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "models/checkpoint/tensor_names.h"
 
 namespace expertd::engine {
 
@@ -43,9 +44,43 @@ absl::Status ResidentWeights::AttachFp8Scales(const std::string& name, WeightRef
   return absl::OkStatus();
 }
 
+absl::StatusOr<WeightRef> ResidentWeights::LoadMxfp4(const models::TensorView& codes,
+                                                     int64_t rows, int64_t cols) {
+  const std::string scales_name = models::Mxfp4ScalesName(codes.name);
+  ASSIGN_OR_RETURN(models::TensorView scales, source_->Get(scales_name));
+  if (cols % 32 != 0 || codes.shape != std::vector<int64_t>{rows, cols / 2} ||
+      scales.dtype != models::DType::kU8 ||
+      scales.shape != std::vector<int64_t>{rows, cols / 32}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MXFP4 tensor '", codes.name, "' has codes [", absl::StrJoin(codes.shape, ","),
+        "] and scales ", models::DTypeName(scales.dtype), " [", absl::StrJoin(scales.shape, ","),
+        "], expected [", rows, ",", cols / 2, "] and uint8 [", rows, ",", cols / 32,
+        "] for a [", rows, ",", cols, "] matrix"));
+  }
+  WeightRef ref;
+  ref.dtype = models::DType::kBF16;  // every MXFP4 value is a bf16; the kernels read `quant`
+  ref.rows = rows;
+  ref.cols = cols;
+  ref.quant.format = WeightFormat::kMxfp4;
+  ref.quant.scale_dtype = ScaleDType::kE8M0;
+  ref.quant.group_size = 32;
+  if (backend_->host_memory_is_device_memory()) {
+    ref.data = codes.data;
+    ref.quant.scales = scales.data;
+    return ref;
+  }
+  ASSIGN_OR_RETURN(WeightRef up_codes, Upload(models::DType::kU8, rows, cols / 2, codes.data));
+  ASSIGN_OR_RETURN(WeightRef up_scales,
+                   Upload(models::DType::kU8, rows, cols / 32, scales.data));
+  ref.data = up_codes.data;
+  ref.quant.scales = up_scales.data;
+  return ref;
+}
+
 absl::StatusOr<WeightRef> ResidentWeights::Load(const std::string& name, int64_t rows,
                                                 int64_t cols) {
   ASSIGN_OR_RETURN(models::TensorView view, source_->Get(name));
+  if (view.dtype == models::DType::kU8) return LoadMxfp4(view, rows, cols);
   const bool ok_2d = view.shape.size() == 2 && view.shape[0] == rows && view.shape[1] == cols;
   const bool ok_1d = view.shape.size() == 1 && rows == 1 && view.shape[0] == cols;
   if (!ok_2d && !ok_1d) {

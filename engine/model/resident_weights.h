@@ -32,7 +32,9 @@ class ResidentWeights {
   // rows must be 1). NotFound / InvalidArgument naming the tensor.
   // An FP8 E4M3 matrix stays FP8 with its block scales attached
   // (WeightRef::quant kFp8E4m3Block, from `<name>_scale_inv`, converted to fp32 when stored
-  // as bf16); only Matmul reads such a weight.
+  // as bf16); only Matmul reads such a weight. An MXFP4 matrix (uint8 codes
+  // [rows, cols / 2] and `<name>_scales`, models/checkpoint/gpt_oss_experts.h)
+  // stays MXFP4 (WeightRef::quant kMxfp4), in place on a host-memory backend.
   absl::StatusOr<WeightRef> Load(const std::string& name, int64_t rows, int64_t cols);
   // Like Load but returns an empty WeightRef when the tensor is absent.
   absl::StatusOr<WeightRef> LoadOptional(const std::string& name, int64_t rows, int64_t cols);
@@ -47,6 +49,8 @@ class ResidentWeights {
 
  private:
   absl::Status AttachFp8Scales(const std::string& name, WeightRef* ref);
+  absl::StatusOr<WeightRef> LoadMxfp4(const models::TensorView& codes, int64_t rows,
+                                      int64_t cols);
 
   Backend* backend_;
   const WeightSource* source_;

@@ -5,12 +5,14 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "models/checkpoint/expected_tensors.h"
 #include "models/checkpoint/gpt_oss_experts.h"
 #include "models/checkpoint/shard_index.h"
+#include "models/checkpoint/tensor_names.h"
 #include "models/dtype/fp8_block.h"
 #include "models/safetensors/safetensors_reader.h"
 
@@ -117,6 +119,23 @@ absl::Status Checkpoint::Impl::AddFile(std::unique_ptr<SafetensorsFile> file,
   return absl::OkStatus();
 }
 
+namespace {
+
+// An MXFP4 expert matrix's codes (its scales tensor exists) or its scales.
+bool IsMxfp4ExpertPart(const std::map<std::string, TensorView, std::less<>>& tensors,
+                       const std::string& name) {
+  auto is_u8 = [&tensors](const std::string& n) {
+    auto it = tensors.find(n);
+    return it != tensors.end() && it->second.dtype == DType::kU8;
+  };
+  const std::string suffix = Mxfp4ScalesName("");
+  if (is_u8(Mxfp4ScalesName(name))) return true;
+  return absl::EndsWith(name, suffix) && is_u8(name.substr(0, name.size() - suffix.size())) &&
+         is_u8(name);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
   return Open(dir, CheckpointOptions{});
 }
@@ -143,7 +162,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
   RETURN_IF_ERROR(SplitGptOssExperts(impl->config, &impl->tensors, &impl->aligned_copies));
   for (const auto& [name, view] : impl->tensors) {
-    if (view.dtype == DType::kU8) {  // dtype.h: no uint8 tensor gets past here
+    // dtype.h: no uint8 tensor but gpt-oss' MXFP4 experts gets past here.
+    if (view.dtype == DType::kU8 && !IsMxfp4ExpertPart(impl->tensors, name)) {
       return absl::InvalidArgumentError(
           absl::StrCat(view.file, ": tensor '", name,
                        "' is uint8; uint8 tensors are read only as gpt-oss' MXFP4 experts "
@@ -256,11 +276,30 @@ absl::Status Checkpoint::ValidateAgainstConfig() const {
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   std::map<std::string, const ExpectedTensor*> wanted;
   std::vector<std::string> missing;
+  std::set<std::string> mxfp4_scales;
   for (const ExpectedTensor& t : expected) {
     wanted[t.name] = &t;
     auto it = impl_->tensors.find(t.name);
     if (it == impl_->tensors.end()) {
       missing.push_back(t.name);
+      continue;
+    }
+    if (it->second.dtype == DType::kU8 && t.shape.size() == 2) {
+      // MXFP4 (gpt_oss_experts.h): codes [rows, cols / 2], scales [rows, cols / 32].
+      const std::string scales = Mxfp4ScalesName(t.name);
+      auto sc = impl_->tensors.find(scales);
+      const std::vector<int64_t> codes_shape = {t.shape[0], t.shape[1] / 2};
+      const std::vector<int64_t> scales_shape = {t.shape[0], t.shape[1] / 32};
+      if (t.shape[1] % 32 != 0 || it->second.shape != codes_shape || sc == impl_->tensors.end() ||
+          sc->second.shape != scales_shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            it->second.file, ": MXFP4 tensor '", t.name, "' is ", ShapeString(it->second.shape),
+            " with scales ",
+            sc == impl_->tensors.end() ? "missing" : ShapeString(sc->second.shape), "; ",
+            ArchitectureName(c.architecture), " config.json implies ",
+            ShapeString(codes_shape), " codes and ", ShapeString(scales_shape), " scales"));
+      }
+      mxfp4_scales.insert(scales);
     } else if (it->second.shape != t.shape) {
       return absl::InvalidArgumentError(
           absl::StrCat(it->second.file, ": tensor '", t.name, "' has shape ",
@@ -276,7 +315,8 @@ absl::Status Checkpoint::ValidateAgainstConfig() const {
   ASSIGN_OR_RETURN(std::set<std::string> scales, CheckFp8Scales(c, impl_->dir, impl_->tensors));
   std::vector<std::string> unknown;
   for (const auto& [name, v] : impl_->tensors) {
-    if (wanted.count(name) == 0 && scales.count(name) == 0 && !IsOptionalTensor(c, name))
+    if (wanted.count(name) == 0 && scales.count(name) == 0 && mxfp4_scales.count(name) == 0 &&
+        !IsOptionalTensor(c, name))
       unknown.push_back(name);
   }
   if (!unknown.empty()) {

@@ -1,6 +1,5 @@
 #include "models/checkpoint/gpt_oss_experts.h"
 
-#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -52,45 +51,47 @@ void Derive(const TensorView& src, std::string name, std::vector<int64_t> shape,
   out->push_back(std::move(v));
 }
 
-// e2m1 codes by nibble (bit 3 the sign).
-constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-// One expert's MXFP4 matrix as a bf16 [rows, cols] tensor `name`: row i is
-// row row_of(i) of expert e in blocks [E, R, cols / 32, 16] / scales
-// [E, R, cols / 32].
+// A uint8 tensor `name` [rows, row_bytes] whose row i is row row_of(i) of
+// `src` (rows of row_bytes bytes): a view into src when those rows are
+// consecutive, else a copy appended to `storage`.
 template <typename RowOf>
-void DecodeMxfp4(const TensorView& blocks, const TensorView& scales, int64_t e, int64_t rows,
-                 int64_t cols, RowOf row_of, std::string name,
-                 std::vector<std::unique_ptr<uint64_t[]>>* storage, std::vector<TensorView>* out) {
-  const int64_t R = blocks.shape[1], groups = cols / 32;
+void ByteRows(const TensorView& src, std::string name, int64_t rows, int64_t row_bytes,
+              RowOf row_of, std::vector<std::unique_ptr<uint64_t[]>>* storage,
+              std::vector<TensorView>* out) {
   TensorView v;
   v.name = std::move(name);
-  v.dtype = DType::kBF16;
-  v.shape = {rows, cols};
-  v.nbytes = static_cast<uint64_t>(rows * cols) * 2;
-  storage->emplace_back(new uint64_t[(v.nbytes + 7) / 8]);
-  auto* dst = reinterpret_cast<uint16_t*>(storage->back().get());
-  const auto* code = static_cast<const uint8_t*>(blocks.data);
-  const auto* scale = static_cast<const uint8_t*>(scales.data);
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t row = e * R + row_of(i);
-    for (int64_t g = 0; g < groups; ++g) {
-      const uint8_t s = scale[row * groups + g];
-      for (int64_t j = 0; j < 16; ++j) {
-        const uint8_t b = code[(row * groups + g) * 16 + j];
-        for (int half = 0; half < 2; ++half) {
-          const float value =
-              s == 255 ? std::nanf("") : std::ldexp(kE2m1[half == 0 ? b & 15 : b >> 4], s - 127);
-          dst[i * cols + 32 * g + 2 * j + half] = F32ToBf16(value);
-        }
-      }
-    }
+  v.dtype = DType::kU8;
+  v.shape = {rows, row_bytes};
+  v.nbytes = static_cast<uint64_t>(rows * row_bytes);
+  v.file = src.file;
+  const auto* from = static_cast<const uint8_t*>(src.data);
+  bool consecutive = true;
+  for (int64_t i = 1; i < rows && consecutive; ++i) consecutive = row_of(i) == row_of(0) + i;
+  if (consecutive) {
+    v.data = from + row_of(0) * row_bytes;
+    v.file_offset = src.file_offset + row_of(0) * row_bytes;
+  } else {
+    storage->emplace_back(new uint64_t[(v.nbytes + 7) / 8]);
+    auto* dst = reinterpret_cast<uint8_t*>(storage->back().get());
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(dst + i * row_bytes, from + row_of(i) * row_bytes, row_bytes);
+    v.data = dst;
+    v.file_offset = src.file_offset;
   }
-  v.data = dst;
-  v.file = blocks.file;
-  v.file_offset = blocks.file_offset;
   out->push_back(std::move(v));
+}
+
+// One expert's MXFP4 matrix [rows, cols] as its codes (under `name`) and
+// scales (Mxfp4ScalesName): row i is row row_of(i) of expert e in blocks
+// [E, R, cols / 32, 16] / scales [E, R, cols / 32].
+template <typename RowOf>
+void Mxfp4Expert(const TensorView& blocks, const TensorView& scales, int64_t e, int64_t rows,
+                 int64_t cols, RowOf row_of, const std::string& name,
+                 std::vector<std::unique_ptr<uint64_t[]>>* storage, std::vector<TensorView>* out) {
+  const int64_t R = blocks.shape[1];
+  auto row = [&](int64_t i) { return e * R + row_of(i); };
+  ByteRows(blocks, name, rows, cols / 2, row, storage, out);
+  ByteRows(scales, Mxfp4ScalesName(name), rows, cols / 32, row, storage, out);
 }
 
 absl::StatusOr<const TensorView*> Packed(const Tensors& tensors, const std::string& name,
@@ -109,9 +110,10 @@ absl::StatusOr<const TensorView*> Packed(const Tensors& tensors, const std::stri
   return &it->second;
 }
 
-// Layer `layer`'s MXFP4 matrices, decoded per expert into `split`; the
-// packed tensors' names into `consumed`.
-absl::Status DecodeLayer(const ModelConfig& c, const Tensors& tensors, int64_t layer,
+// Layer `layer`'s MXFP4 matrices per expert into `split` (gate and up rows
+// copied apart, down viewed in place); the packed tensors' names into
+// `consumed`.
+absl::Status SplitMxfp4Layer(const ModelConfig& c, const Tensors& tensors, int64_t layer,
                          std::vector<std::unique_ptr<uint64_t[]>>* storage,
                          std::vector<TensorView>* split, std::vector<std::string>* consumed) {
   const int64_t E = c.num_experts, H = c.hidden_size, I = c.moe_intermediate_size;
@@ -134,12 +136,12 @@ absl::Status DecodeLayer(const ModelConfig& c, const Tensors& tensors, int64_t l
   }
   for (int64_t e = 0; e < E; ++e) {
     for (int64_t half : {0, 1}) {  // gate: even rows, up: odd ones
-      DecodeMxfp4(
+      Mxfp4Expert(
           **gu_blocks, **gu_scales, e, I, H, [&](int64_t i) { return 2 * i + half; },
           ExpertWeightName(c, layer, e, half == 0 ? ExpertProj::kGate : ExpertProj::kUp), storage,
           split);
     }
-    DecodeMxfp4(
+    Mxfp4Expert(
         **d_blocks, **d_scales, e, H, I, [](int64_t i) { return i; },
         ExpertWeightName(c, layer, e, ExpertProj::kDown), storage, split);
   }
@@ -166,7 +168,7 @@ absl::Status SplitGptOssExperts(const ModelConfig& c, Tensors* tensors,
     std::vector<std::string> consumed = {FusedExpertName(layer, F::kGateUpBias),
                                          FusedExpertName(layer, F::kDownBias)};
     if (mxfp4) {
-      RETURN_IF_ERROR(DecodeLayer(c, *tensors, layer, storage, &split, &consumed));
+      RETURN_IF_ERROR(SplitMxfp4Layer(c, *tensors, layer, storage, &split, &consumed));
     } else {
       absl::StatusOr<const TensorView*> gate_up = Fused(*tensors, layer, F::kGateUp, {E, H, 2 * I});
       absl::StatusOr<const TensorView*> down = Fused(*tensors, layer, F::kDown, {E, I, H});

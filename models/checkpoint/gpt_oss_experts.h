@@ -19,13 +19,16 @@
 //     (e8m0: 2^(s - 127)); row 2i is gate row i, row 2i + 1 up row i
 //   mlp.experts.down_proj_blocks [E, H, I / 32, 16], down_proj_scales [E, H, I / 32]
 //
-// which are decoded to bf16 (exactly: every e2m1 value times a power of two
-// from 2^-127 up is a bf16, an e8m0 of 255 is NaN). Requantizing them with
-// --expert_dtype=mxfp4 gives back the same values (the OCP scale rule picks
-// a scale under which every decoded value is a code again).
+// which stay MXFP4: each expert matrix [rows, cols] is presented as its
+// codes, uint8 [rows, cols / 2] under the matrix's name, and its scales,
+// uint8 [rows, cols / 32] under Mxfp4ScalesName (tensor_names.h), which is
+// exactly the engine's MXFP4 weight layout (engine/backend/weight_format.h):
+// the experts stay 4.25 bits a weight in memory, the pack and the kernels.
+// Down's rows are consecutive in the file, so its views point into the
+// mapping; gate's and up's rows alternate there, so theirs are copies.
 //
-// The per-expert tensors are copies (the fused ones are dropped from the
-// name map); their `file` and `file_offset` are the fused tensor's.
+// The dense per-expert tensors are copies (the fused ones are dropped from
+// the name map); their `file` and `file_offset` are the fused tensor's.
 #ifndef EXPERTD_MODELS_CHECKPOINT_GPT_OSS_EXPERTS_H_
 #define EXPERTD_MODELS_CHECKPOINT_GPT_OSS_EXPERTS_H_
 

@@ -74,6 +74,65 @@ TEST(GptOssExpertsTest, FusedTensorsAppearPerExpertWithGateAndUpDeinterleaved) {
   }
 }
 
+// OpenAI's MXFP4 layout stays MXFP4: each expert matrix is its rows of codes
+// and scales (gate: the fused tensor's even rows, up: its odd ones, down: its
+// rows in order), and down's views point into the file mapping itself.
+TEST(GptOssExpertsTest, Mxfp4ExpertsArePresentedAsTheirPublishedRows) {
+  const std::string packed = "tests/data/fixtures/gpt_oss_mxfp4";
+  auto ckpt = Checkpoint::Open(packed);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ASSERT_TRUE((*ckpt)->ValidateAgainstConfig().ok()) << (*ckpt)->ValidateAgainstConfig();
+  const ModelConfig& c = (*ckpt)->config();
+  auto file = SafetensorsFile::Open(packed + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  Fused fused{std::move(*file)};
+  const int64_t E = c.num_experts, H = c.hidden_size, I = c.moe_intermediate_size;
+  for (int64_t layer : {0, 3}) {
+    const std::string gu = FusedExpertName(layer, FusedExpertTensor::kGateUp);
+    const std::string dn = FusedExpertName(layer, FusedExpertTensor::kDown);
+    EXPECT_FALSE((*ckpt)->Has(gu + "_blocks"));
+    const auto* gu_blocks = static_cast<const uint8_t*>(fused.Data(gu + "_blocks"));
+    const auto* gu_scales = static_cast<const uint8_t*>(fused.Data(gu + "_scales"));
+    const auto* dn_blocks = static_cast<const uint8_t*>(fused.Data(dn + "_blocks"));
+    const auto* dn_scales = static_cast<const uint8_t*>(fused.Data(dn + "_scales"));
+    ASSERT_NE(gu_blocks, nullptr);
+    ASSERT_NE(dn_scales, nullptr);
+    for (int64_t e : {int64_t{0}, E - 1}) {
+      for (int half : {0, 1}) {
+        const std::string name =
+            ExpertWeightName(c, layer, e, half == 0 ? ExpertProj::kGate : ExpertProj::kUp);
+        auto codes = (*ckpt)->GetWithShape(name, {I, H / 2});
+        auto scales = (*ckpt)->GetWithShape(Mxfp4ScalesName(name), {I, H / 32});
+        ASSERT_TRUE(codes.ok()) << codes.status();
+        ASSERT_TRUE(scales.ok()) << scales.status();
+        ASSERT_EQ(codes->dtype, DType::kU8);
+        for (int64_t i = 0; i < I; ++i) {
+          const int64_t row = e * 2 * I + 2 * i + half;
+          const auto* got = static_cast<const uint8_t*>(codes->data) + i * H / 2;
+          ASSERT_EQ(0, std::memcmp(got, gu_blocks + row * H / 2, H / 2)) << name << " row " << i;
+          const auto* got_s = static_cast<const uint8_t*>(scales->data) + i * H / 32;
+          ASSERT_EQ(0, std::memcmp(got_s, gu_scales + row * H / 32, H / 32));
+        }
+      }
+      const std::string down = ExpertWeightName(c, layer, e, ExpertProj::kDown);
+      auto codes = (*ckpt)->GetWithShape(down, {H, I / 2});
+      auto scales = (*ckpt)->GetWithShape(Mxfp4ScalesName(down), {H, I / 32});
+      ASSERT_TRUE(codes.ok()) << codes.status();
+      ASSERT_TRUE(scales.ok()) << scales.status();
+      ASSERT_EQ(0, std::memcmp(codes->data, dn_blocks + e * H * I / 2, H * I / 2)) << down;
+      ASSERT_EQ(0, std::memcmp(scales->data, dn_scales + e * H * I / 32, H * I / 32)) << down;
+    }
+    // In place, not copies: each expert's down view sits at its own place in
+    // the file (copies carry the fused tensor's offset).
+    auto first = (*ckpt)->Get(ExpertWeightName(c, layer, 0, ExpertProj::kDown));
+    auto last = (*ckpt)->Get(ExpertWeightName(c, layer, E - 1, ExpertProj::kDown));
+    ASSERT_TRUE(first.ok() && last.ok());
+    EXPECT_EQ(last->file_offset - first->file_offset, static_cast<uint64_t>((E - 1) * H * I / 2));
+    EXPECT_EQ(static_cast<const uint8_t*>(last->data) - static_cast<const uint8_t*>(first->data),
+              (E - 1) * H * I / 2);
+  }
+}
+
 // A copy of fixture `src` whose model.safetensors drops `drop`, gives
 // `reshape` a wrong shape (flattened) and adds a uint8 tensor `extra_u8`.
 std::string BrokenCopy(const std::string& drop, const std::string& reshape,

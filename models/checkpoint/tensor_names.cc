@@ -115,6 +115,8 @@ std::string ExpertBiasName(int64_t layer, int64_t expert, ExpertProj proj) {
                       ".bias");
 }
 
+std::string Mxfp4ScalesName(const std::string& weight_name) { return weight_name + "_scales"; }
+
 std::string FusedExpertName(int64_t layer, FusedExpertTensor tensor) {
   switch (tensor) {
     case FusedExpertTensor::kGateUp:

@@ -76,6 +76,11 @@ std::string ExpertWeightName(const ModelConfig& config, int64_t layer, int64_t e
                              ExpertProj proj);
 // Their biases (config.expert_bias, gpt-oss): gate/up [moe_intermediate], down [H].
 std::string ExpertBiasName(int64_t layer, int64_t expert, ExpertProj proj);
+// An expert matrix kept in MXFP4 (gpt-oss as OpenAI publishes it) is a uint8
+// tensor [rows, cols / 2] of e2m1 codes under the matrix's own name, and its
+// e8m0 block scales, uint8 [rows, cols / 32], under this name:
+// "<weight name>_scales".
+std::string Mxfp4ScalesName(const std::string& weight_name);
 // gpt-oss' fused expert tensors as stored: gate_up_proj [E, H, 2I] (gate and
 // up interleaved along the last axis: column 2i is gate row i, 2i + 1 up row
 // i), gate_up_proj_bias [E, 2I], down_proj [E, I, H], down_proj_bias [E, H].

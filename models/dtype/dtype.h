@@ -19,9 +19,10 @@ namespace expertd::models {
 
 // kF8E4M3 tensors are block-scaled in checkpoints (a `*_scale_inv` tensor
 // beside each weight); the dtype alone is the raw code, not the value.
-// kU8 is a file dtype only: gpt-oss' MXFP4 experts (`*_blocks`, `*_scales`),
-// which the Checkpoint decodes when it opens the file; no other uint8 tensor
-// gets past Checkpoint::Open, so no weight the engine sees has this dtype.
+// kU8 holds gpt-oss' MXFP4 experts only: the Checkpoint presents each expert
+// matrix as uint8 e2m1 codes [rows, cols / 2] plus uint8 e8m0 scales
+// (tensor_names.h, Mxfp4ScalesName); no other uint8 tensor gets past
+// Checkpoint::Open, and the engine never computes on a kU8 tensor as such.
 enum class DType { kF32, kF16, kBF16, kF8E4M3, kU8 };
 // "float32", "float16", "bfloat16", "float8_e4m3fn", "uint8"
 const char* DTypeName(DType dtype);

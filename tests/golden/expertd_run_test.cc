@@ -117,13 +117,20 @@ void CheckBf16AgainstGolden(const std::string& arch, size_t case_index) {
 
 TEST(ExpertdRunTest, MixtralJsonMatchesTransformers) { CheckAgainstGolden("mixtral", 1); }
 
-// gpt-oss as OpenAI publishes it (MXFP4 experts), resident and paged from
-// an MXFP4 pack: requantizing the decoded experts is lossless, so both
-// match the reference, and the bf16-biased experts page like any other.
+// gpt-oss as OpenAI publishes it (MXFP4 experts): resident in MXFP4, paged
+// from a pack that keeps them as loaded, and paged decoded to bf16 (every
+// MXFP4 value is a bf16): all match the reference, and the experts' biases
+// page like any other.
 TEST(ExpertdRunTest, GptOssMxfp4ResidentAndPagedInMxfp4) {
   CheckAgainstGolden("gpt_oss_mxfp4", 2);
   CheckAgainstGolden("gpt_oss_mxfp4", 2,
+                     " --expert_offload --expert_cache_bytes=60000 --expert_pack_dir=" +
+                         ::testing::TempDir() + "/gpt_oss_mxfp4_pack");
+  CheckAgainstGolden("gpt_oss_mxfp4", 2,
                      " --expert_dtype=mxfp4 --expert_cache_bytes=60000 --expert_pack_dir=" +
+                         ::testing::TempDir() + "/gpt_oss_mxfp4_pack");
+  CheckAgainstGolden("gpt_oss_mxfp4", 2,
+                     " --expert_dtype=bf16 --expert_cache_bytes=120000 --expert_pack_dir=" +
                          ::testing::TempDir() + "/gpt_oss_mxfp4_pack");
 }
 

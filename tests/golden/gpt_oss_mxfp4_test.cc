@@ -72,10 +72,11 @@ TEST(GptOssMxfp4Test, LogitsRoutingAndGreedyMatchTheReference) {
   }
 }
 
-// The decoded experts are exactly MXFP4 values, and quantizing them again
-// (--expert_dtype=mxfp4) gives back the same values: paging them in MXFP4
-// loses nothing of the published weights.
-TEST(GptOssMxfp4Test, RequantizingTheDecodedExpertsIsLossless) {
+// The Checkpoint keeps the experts as published (codes + e8m0 scales), and
+// quantizing their decoded values again (what --expert_dtype=mxfp4 of a bf16
+// copy would do) gives back the same codes and scales, bit for bit: the OCP
+// scale rule and the nearest-e2m1 rounding invert the decoding.
+TEST(GptOssMxfp4Test, ExpertsStayPublishedMxfp4AndRequantizeToTheSameBits) {
   auto ckpt = models::Checkpoint::Open(FixtureDir("gpt_oss_mxfp4"));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   const models::ModelConfig& c = (*ckpt)->config();
@@ -88,21 +89,26 @@ TEST(GptOssMxfp4Test, RequantizingTheDecodedExpertsIsLossless) {
     for (int64_t e = 0; e < c.num_experts; ++e) {
       for (models::ExpertProj proj :
            {models::ExpertProj::kGate, models::ExpertProj::kUp, models::ExpertProj::kDown}) {
-        auto view = (*ckpt)->Get(models::ExpertWeightName(c, layer, e, proj));
-        ASSERT_TRUE(view.ok()) << view.status();
-        ASSERT_EQ(view->dtype, models::DType::kBF16);
-        const int64_t rows = view->shape[0], cols = view->shape[1];
-        std::vector<float> w(rows * cols), back(rows * cols);
-        models::ConvertToF32(view->dtype, view->data, w.data(), w.size());
+        const std::string name = models::ExpertWeightName(c, layer, e, proj);
+        auto codes = (*ckpt)->Get(name);
+        auto scales = (*ckpt)->Get(models::Mxfp4ScalesName(name));
+        ASSERT_TRUE(codes.ok()) << codes.status();
+        ASSERT_TRUE(scales.ok()) << scales.status();
+        ASSERT_EQ(codes->dtype, models::DType::kU8);
+        const int64_t rows = codes->shape[0], cols = 2 * codes->shape[1];
+        ASSERT_EQ(scales->shape, (std::vector<int64_t>{rows, cols / 32}));
+        std::vector<float> w(rows * cols);
+        engine::WeightQuant published = q;
+        published.scales = scales->data;
+        engine::DequantizeWeights(codes->data, published, rows, cols, w.data());
         std::vector<uint8_t> values(engine::QuantValueBytes(q.format, rows, cols));
-        std::vector<uint8_t> scales(engine::QuantScaleBytes(q, rows, cols));
+        std::vector<uint8_t> again(engine::QuantScaleBytes(q, rows, cols));
+        ASSERT_EQ(values.size(), codes->nbytes);
+        ASSERT_EQ(again.size(), scales->nbytes);
         ASSERT_TRUE(
-            engine::QuantizeWeights(w.data(), rows, cols, q, values.data(), scales.data()).ok());
-        engine::WeightQuant with_scales = q;
-        with_scales.scales = scales.data();
-        engine::DequantizeWeights(values.data(), with_scales, rows, cols, back.data());
-        ASSERT_EQ(0, std::memcmp(w.data(), back.data(), w.size() * sizeof(float)))
-            << models::ExpertWeightName(c, layer, e, proj);
+            engine::QuantizeWeights(w.data(), rows, cols, q, values.data(), again.data()).ok());
+        ASSERT_EQ(0, std::memcmp(values.data(), codes->data, values.size())) << name;
+        ASSERT_EQ(0, std::memcmp(again.data(), scales->data, again.size())) << name;
         ++checked;
       }
     }

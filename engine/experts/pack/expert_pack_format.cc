@@ -189,6 +189,10 @@ absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
       shape.dtype == models::DType::kF8E4M3) {
     return Fp8TensorLayout(shape, which, offset);
   }
+  if (st.format == WeightFormat::kDense && st.keep_dtype && shape.mxfp4) {
+    ASSIGN_OR_RETURN(ExpertStorage as_loaded, ParseExpertStorage("mxfp4", 0));
+    return TensorLayoutFor(shape, as_loaded, which, offset);
+  }
   if (st.format == WeightFormat::kFp8E4m3Block) {  // --expert_dtype=fp8: the storage's blocks
     PackTensorShape blocks = shape;
     blocks.fp8_block_rows = st.block_rows;
@@ -206,9 +210,10 @@ absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
         which, " tensor's ", shape.cols, " columns (into an even count); choose another "
         "--expert_group_size"));
   }
-  // The source's dtype, for the record; FP8 codes are dequantized to fp32 first
-  // (dtype kF8E4M3 marks fp8-block records only).
-  t.dtype = shape.dtype == models::DType::kF8E4M3 ? models::DType::kF32 : shape.dtype;
+  // The source's dtype, for the record; FP8 and MXFP4 codes are dequantized to
+  // fp32 first (dtype kF8E4M3 marks fp8-block records only).
+  t.dtype = shape.dtype == models::DType::kF8E4M3 || shape.mxfp4 ? models::DType::kF32
+                                                                  : shape.dtype;
   t.group_size = st.group_size;
   t.block_rows = std::max(1, st.block_rows);
   t.scale_dtype = st.scale_dtype;

@@ -128,13 +128,18 @@ struct PackTensorShape {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t fp8_block_rows = 0, fp8_block_cols = 0;  // kF8E4M3: the scale block
+  // The source is MXFP4 (gpt-oss as published: codes and e8m0 scales,
+  // models/checkpoint/gpt_oss_experts.h); dtype is then kU8, rows x cols the
+  // matrix's.
+  bool mxfp4 = false;
 };
 
 // Computes offsets: gate at 0, up and down each at the next 64-byte boundary
 // (a quantized tensor's scales at the 64-byte boundary after its values).
 // `gate`, `up`, `down` are the source's shapes and dtypes; an FP8 source kept
 // as loaded becomes an fp8-block record with the source's blocks, any source
-// stored as fp8 one with the storage's blocks. InvalidArgument for
+// stored as fp8 one with the storage's blocks; an MXFP4 source kept as loaded
+// becomes an mxfp4 record. InvalidArgument for
 // empty shapes, no MoE layer, or a group size that does not divide a
 // tensor's columns (naming the tensor).
 absl::StatusOr<PackLayout> MakePackLayout(int32_t num_layers, std::vector<int32_t> moe_layers,

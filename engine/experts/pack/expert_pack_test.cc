@@ -578,6 +578,68 @@ TEST(ExpertStorageTest, WriterQuantizesEachExpertAsTheLayoutSays) {
   }
 }
 
+// An MXFP4 source expert (gpt-oss as published): kept as loaded or stored as
+// mxfp4, the slot holds its codes and scales byte for byte; stored as bf16
+// it holds the exact decoded values; as int8, the decoded values quantized
+// like any other source. Without its scales it is refused.
+TEST(ExpertStorageTest, WriterKeepsMxfp4ExpertsOrDecodesThemFirst) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0, 0.1f);
+  std::vector<float> w(16 * 64), exact(16 * 64);
+  for (float& x : w) x = d(rng);
+  const ExpertStorage mx = *ParseExpertStorage("mxfp4", 0);
+  WeightQuant q;
+  q.format = WeightFormat::kMxfp4;
+  q.scale_dtype = ScaleDType::kE8M0;
+  q.group_size = 32;
+  std::vector<uint8_t> codes(QuantValueBytes(q.format, 16, 64)), scales(QuantScaleBytes(q, 16, 64));
+  ASSERT_TRUE(QuantizeWeights(w.data(), 16, 64, q, codes.data(), scales.data()).ok());
+  q.scales = scales.data();
+  DequantizeWeights(codes.data(), q, 16, 64, exact.data());
+  PackTensorShape shape{DType::kU8, 16, 64};
+  shape.mxfp4 = true;
+  PackSourceTensor t{DType::kU8, 16, 64, codes.data()};
+  t.mxfp4_scales = scales.data();
+  const PackSourceExpert e{t, t, t};
+  for (const char* dtype : {"", "mxfp4", "bf16", "int8"}) {
+    SCOPED_TRACE(dtype);
+    auto l = MakePackLayout(2, {1}, 2, shape, shape, shape, *ParseExpertStorage(dtype, 0));
+    ASSERT_TRUE(l.ok()) << l.status();
+    AlignedBuffer slot(l->slot_bytes);
+    ASSERT_TRUE(FillExpertSlot(*l, {1, 0}, e, slot.data()).ok());
+    const PackTensorLayout& up = l->up;
+    std::vector<float> back(16 * 64);
+    if (up.format == WeightFormat::kDense) {
+      EXPECT_EQ(up.dtype, DType::kBF16);
+      models::ConvertToF32(up.dtype, slot.data() + up.offset, back.data(), back.size());
+      EXPECT_EQ(0, std::memcmp(back.data(), exact.data(), back.size() * sizeof(float)));
+      continue;
+    }
+    DequantizeWeights(slot.data() + up.offset, up.QuantAt(slot.data()), 16, 64, back.data());
+    if (up.format == WeightFormat::kMxfp4) {
+      EXPECT_EQ(up.group_size, mx.group_size);
+      EXPECT_EQ(0, std::memcmp(slot.data() + up.offset, codes.data(), codes.size()));
+      EXPECT_EQ(0, std::memcmp(slot.data() + up.scales_offset, scales.data(), scales.size()));
+      EXPECT_EQ(0, std::memcmp(back.data(), exact.data(), back.size() * sizeof(float)));
+    } else {  // int8 of the decoded values
+      WeightQuant q8 = up.QuantAt(slot.data());
+      std::vector<uint8_t> want(QuantValueBytes(q8.format, 16, 64));
+      std::vector<uint8_t> want_scales(QuantScaleBytes(q8, 16, 64));
+      ASSERT_TRUE(
+          QuantizeWeights(exact.data(), 16, 64, q8, want.data(), want_scales.data()).ok());
+      EXPECT_EQ(0, std::memcmp(slot.data() + up.offset, want.data(), want.size()));
+    }
+  }
+  PackSourceTensor bare = t;
+  bare.mxfp4_scales = nullptr;
+  auto l = MakePackLayout(2, {1}, 2, shape, shape, shape, mx);
+  ASSERT_TRUE(l.ok()) << l.status();
+  AlignedBuffer slot(l->slot_bytes);
+  absl::Status s = FillExpertSlot(*l, {1, 0}, {bare, t, t}, slot.data());
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("MXFP4 without scales"), std::string::npos) << s;
+}
+
 // An FP8 source expert: kept as loaded, the slot holds its codes and scales
 // as they were (DequantizeWeights of the record equals the checkpoint's
 // dequantization bitwise); converted to int8, the FP8 blocks are dequantized

@@ -34,6 +34,10 @@ absl::Status CheckTensor(const PackSourceTensor& t, const PackTensorLayout& want
     return absl::InvalidArgumentError(
         absl::StrCat("expert ", key.DebugString(), " ", which, ": FP8 without block scales"));
   }
+  if (t.dtype == models::DType::kU8 && (t.mxfp4_scales == nullptr || t.cols % 32 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("expert ", key.DebugString(), " ", which,
+                                                   ": MXFP4 without scales or 32-wide blocks"));
+  }
   return absl::OkStatus();
 }
 
@@ -70,7 +74,8 @@ absl::Status WriteIndexAndHeader(WritableFile* out, PackHeader* h,
 
 // Writes one source tensor into the slot as `want` stores it: a copy, a
 // dtype conversion, or a quantization (engine/backend/weight_quantize.h; FP8
-// sources are dequantized to fp32 first unless their blocks are the pack's).
+// and MXFP4 sources are dequantized to fp32 first unless stored in their own
+// format).
 absl::Status StoreTensor(const PackSourceTensor& t, const PackTensorLayout& want, uint8_t* slot) {
   if (want.format == WeightFormat::kDense && t.dtype == want.dtype) {
     std::memcpy(slot + want.offset, t.data, want.nbytes);
@@ -85,11 +90,26 @@ absl::Status StoreTensor(const PackSourceTensor& t, const PackTensorLayout& want
     std::memcpy(slot + want.scales_offset, t.fp8_scale, want.scales_nbytes);
     return absl::OkStatus();
   }
+  const bool mxfp4_source = t.dtype == models::DType::kU8;
+  if (mxfp4_source && want.format == WeightFormat::kMxfp4) {
+    // MXFP4 as published, kept (or --expert_dtype=mxfp4): codes and scales
+    // copied; both are already in the pack's layout.
+    std::memcpy(slot + want.offset, t.data, want.nbytes);
+    std::memcpy(slot + want.scales_offset, t.mxfp4_scales, want.scales_nbytes);
+    return absl::OkStatus();
+  }
   const size_t n = static_cast<size_t>(t.rows * t.cols);
   std::vector<float> f32(n);
   if (fp8_source) {
     const models::Fp8BlockShape b{t.rows, t.cols, t.fp8_block_rows, t.fp8_block_cols};
     models::DequantizeFp8Block(b, static_cast<const uint8_t*>(t.data), t.fp8_scale, f32.data());
+  } else if (mxfp4_source) {
+    WeightQuant q;
+    q.format = WeightFormat::kMxfp4;
+    q.scale_dtype = ScaleDType::kE8M0;
+    q.group_size = 32;
+    q.scales = t.mxfp4_scales;
+    DequantizeWeights(t.data, q, t.rows, t.cols, f32.data());
   } else {
     models::ConvertToF32(t.dtype, t.data, f32.data(), n);
   }

@@ -23,11 +23,14 @@ struct PackSourceTensor {
   models::DType dtype = models::DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
-  const void* data = nullptr;  // rows * cols * DTypeSize(dtype) bytes
+  const void* data = nullptr;  // rows * cols * DTypeSize(dtype) bytes (kU8: rows * cols / 2)
   // kF8E4M3: the fp32 block scales, [ceil(rows / fp8_block_rows),
   // ceil(cols / fp8_block_cols)] (models/dtype/fp8_block.h).
   const float* fp8_scale = nullptr;
   int64_t fp8_block_rows = 0, fp8_block_cols = 0;
+  // kU8: the tensor is MXFP4, `data` its codes, these its e8m0 scales
+  // [rows, cols / 32] (engine/backend/weight_format.h's layout).
+  const uint8_t* mxfp4_scales = nullptr;
 };
 
 struct PackSourceExpert {

@@ -32,6 +32,10 @@ absl::StatusOr<PackTensorShape> ShapeOf(const WeightSource& w, const std::string
     return absl::InvalidArgumentError(absl::StrCat("expert tensor '", name, "' is not 2-D"));
   }
   PackTensorShape s{v.dtype, v.shape[0], v.shape[1]};
+  if (v.dtype == models::DType::kU8) {  // MXFP4 codes: [rows, cols / 2]
+    s.cols = 2 * v.shape[1];
+    s.mxfp4 = true;
+  }
   if (v.dtype == models::DType::kF8E4M3) {
     s.fp8_block_rows = w.config().fp8.block_rows;
     s.fp8_block_cols = w.config().fp8.block_cols;
@@ -49,6 +53,17 @@ absl::StatusOr<PackSourceTensor> TensorOf(const WeightSource& w, const std::stri
   t.rows = v.shape.size() == 2 ? v.shape[0] : 0;
   t.cols = v.shape.size() == 2 ? v.shape[1] : 0;
   t.data = v.data;
+  if (v.dtype == models::DType::kU8) {  // MXFP4: codes [rows, cols / 2] and e8m0 scales
+    t.cols *= 2;
+    const std::string scales_name = models::Mxfp4ScalesName(name);
+    ASSIGN_OR_RETURN(models::TensorView sv, w.Get(scales_name));
+    if (sv.dtype != models::DType::kU8 ||
+        sv.shape != std::vector<int64_t>{t.rows, t.cols / 32}) {
+      return absl::InvalidArgumentError(absl::StrCat("expert tensor '", scales_name,
+                                                     "' has the wrong shape or dtype"));
+    }
+    t.mxfp4_scales = static_cast<const uint8_t*>(sv.data);
+  }
   if (v.dtype == models::DType::kF8E4M3) {
     ASSIGN_OR_RETURN(models::TensorView sv, w.Get(Fp8ScaleName(name)));
     const models::Fp8BlockShape b{t.rows, t.cols, w.config().fp8.block_rows,
