@@ -29,8 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The CPU backend claiming it has no sliding-window attention, as the CUDA
-// backend does.
+// The CPU backend claiming it has no sliding-window attention, as a backend
+// without those kernels would.
 class NoWindowBackend : public engine::InstrumentedBackend {
  public:
   using InstrumentedBackend::InstrumentedBackend;

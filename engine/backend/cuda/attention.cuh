@@ -27,6 +27,26 @@ __device__ __forceinline__ float OnlineSoftmaxTile(float score, float* m, float*
   return prob;
 }
 
+// The first key position a query at `pos` sees: 0, or pos - window + 1 with a
+// sliding window (AttentionParams::window).
+__device__ __forceinline__ int64_t FirstKey(const AttentionParams& p, int64_t pos) {
+  return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+}
+
+// Query head h's sink logit (AttentionParams::sinks), joined to a finished
+// online softmax (running max *m, denominator *l): returns the factor by
+// which the running output must be scaled, exp(m_old - m_new); *l then
+// includes exp(sink - m_new). Without sinks: 1, nothing changes.
+__device__ __forceinline__ float JoinSink(const AttentionParams& p, int64_t h, float* m, float* l) {
+  if (p.sinks.data == nullptr) return 1.0f;
+  const float sink = LoadWeight(p.sinks.data, p.sinks.dtype, h);
+  const float m_new = fmaxf(*m, sink);
+  const float factor = expf(*m - m_new);
+  *l = *l * factor + expf(sink - m_new);
+  *m = m_new;
+  return factor;
+}
+
 // Head-dimension chunks of 32 lanes a kernel instance is compiled for.
 inline int HeadDimChunks(int64_t head_dim) {
   if (head_dim <= 32) return 1;

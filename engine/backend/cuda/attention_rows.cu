@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(kThreads) AttentionRowsKernel(AttentionParams 
   __syncthreads();
 
   const int64_t n = static_cast<int64_t>(p.pos[t]) + 1;
+  const int64_t first = FirstKey(p, n - 1);  // keys first .. n - 1
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.seq[t]) * p.max_blocks_per_seq;
   const int64_t kv_width = p.kv_heads * D;
   const float* k_base = p.k_cache + g * D;
@@ -68,7 +69,8 @@ __global__ void __launch_bounds__(kThreads) AttentionRowsKernel(AttentionParams 
   }
   float* tile = work + warp * kWarpSize * (kKeyChunk + 1);  // [32 keys][kKeyChunk + 1]
 
-  for (int64_t j0 = static_cast<int64_t>(warp) * kWarpSize; j0 < n; j0 += kWarps * kWarpSize) {
+  for (int64_t j0 = first + static_cast<int64_t>(warp) * kWarpSize; j0 < n;
+       j0 += kWarps * kWarpSize) {
     const int64_t j = j0 + lane;
     const bool valid = j < n;
     const int64_t slot = valid ? KvSlot(table, p.block_size, j) : 0;
@@ -154,6 +156,7 @@ __global__ void __launch_bounds__(kThreads) AttentionRowsKernel(AttentionParams 
       sum += part[kDp + 1] * f;
       o += part[d] * f;
     }
+    o *= JoinSink(p, h0 + i, &mx, &sum);  // the sink adds to the sum only
     out[i * D + d] = o / sum;
   }
 }

@@ -3,7 +3,9 @@
 // of 32 staged in shared memory (K rows padded: no bank conflicts), shared by
 // all 16 queries; each warp owns 4 query rows and keeps their running max,
 // denominator and output in registers (online softmax), so the scores never
-// leave the chip. Causal: a query at position pos sees keys 0..pos.
+// leave the chip. Causal: a query at position pos sees keys first..pos
+// (first = 0, or pos - window + 1 with a sliding window); a sink logit per
+// head (gpt-oss) joins each row's softmax after the keys.
 //
 // A tile of rows may span several sequences (steps batch many chunks): the
 // block handles each run of rows of one sequence in turn, loading that
@@ -44,12 +46,13 @@ __global__ void __launch_bounds__(kThreads) AttentionTiledKernel(AttentionParams
     const int64_t r = idx / kDp, d = idx % kDp;
     q_s[idx] = (r < tile_rows && d < D) ? p.q[(t0 + r) * p.q_stride + h * D + d] : 0.0f;
   }
-  int64_t my_pos[kRowsPerWarp];
+  int64_t my_pos[kRowsPerWarp], my_first[kRowsPerWarp];
   float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][DC];
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int rr = warp * kRowsPerWarp + i;
     my_pos[i] = rr < tile_rows ? p.pos[t0 + rr] : -1;
+    my_first[i] = FirstKey(p, my_pos[i]);
     m[i] = -INFINITY;
     l[i] = 0.0f;
 #pragma unroll
@@ -64,12 +67,14 @@ __global__ void __launch_bounds__(kThreads) AttentionTiledKernel(AttentionParams
     const int32_t seq = p.seq[t0 + seg_begin];
     int seg_end = seg_begin + 1;
     int64_t max_pos = p.pos[t0 + seg_begin];
+    int64_t min_pos = max_pos;
     while (seg_end < tile_rows && p.seq[t0 + seg_end] == seq) {
       max_pos = max(max_pos, static_cast<int64_t>(p.pos[t0 + seg_end]));
+      min_pos = min(min_pos, static_cast<int64_t>(p.pos[t0 + seg_end]));
       ++seg_end;
     }
     const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-    for (int64_t j0 = 0; j0 <= max_pos; j0 += kKeys) {
+    for (int64_t j0 = FirstKey(p, min_pos); j0 <= max_pos; j0 += kKeys) {
       __syncthreads();  // the previous tile is consumed (and q_s written)
       for (int64_t idx = threadIdx.x; idx < kKeys * kDp; idx += kThreads) {
         const int64_t r = idx / kDp, d = idx % kDp;
@@ -87,12 +92,14 @@ __global__ void __launch_bounds__(kThreads) AttentionTiledKernel(AttentionParams
 #pragma unroll
       for (int i = 0; i < kRowsPerWarp; ++i) {
         const int rr = warp * kRowsPerWarp + i;
-        // Uniform per warp: the row is in this run and sees this tile.
-        if (rr < seg_begin || rr >= seg_end || j0 > my_pos[i]) continue;
+        // Uniform per warp: the row is in this run and sees a key of this
+        // tile (OnlineSoftmaxTile needs one).
+        if (rr < seg_begin || rr >= seg_end || j0 > my_pos[i] || j0 + kKeys <= my_first[i])
+          continue;
         float score = 0.0f;
         for (int64_t d = 0; d < D; ++d)
           score = fmaf(q_s[rr * kDp + d], k_s[lane * (kDp + 1) + d], score);
-        const bool valid = j0 + lane <= my_pos[i];
+        const bool valid = j0 + lane <= my_pos[i] && j0 + lane >= my_first[i];
         float correction;
         const float prob =
             OnlineSoftmaxTile(valid ? score * p.scale : -INFINITY, &m[i], &l[i], &correction);
@@ -115,10 +122,11 @@ __global__ void __launch_bounds__(kThreads) AttentionTiledKernel(AttentionParams
     const int rr = warp * kRowsPerWarp + i;
     if (rr >= tile_rows) continue;
     float* out = p.out + (t0 + rr) * p.out_stride + h * D;
+    const float factor = JoinSink(p, h, &m[i], &l[i]);  // the sink adds to l only
 #pragma unroll
     for (int c = 0; c < DC; ++c) {
       const int64_t d = lane + kWarpSize * c;
-      if (d < D) out[d] = acc[i][c] / l[i];
+      if (d < D) out[d] = acc[i][c] * factor / l[i];
     }
   }
 }

@@ -125,6 +125,8 @@ cudaError_t LaunchAttentionWide(const AttentionParams& p, cudaStream_t stream) {
   if (p.kv_heads <= 0 || p.heads % p.kv_heads != 0 || p.head_dim <= 0) {
     return cudaErrorInvalidValue;
   }
+  // No window and no sinks here (no model with heads this wide has them).
+  if (p.window > 0 || p.sinks.data != nullptr) return cudaErrorInvalidValue;
   if (p.rows <= 0) return cudaSuccess;
   if (p.head_dim <= 18 * kWarpSize) return LaunchWide<18>(p, stream);  // MLA: 512 + 64
   if (p.head_dim <= kMaxWideHeadDim) return LaunchWide<32>(p, stream);

@@ -5,8 +5,8 @@
 // <= 128). fp32 throughout: < 1e-5 relative. Plus GPU batch invariance: a
 // row's output is bitwise the same alone or in a batch. The wide kernel
 // (head_dim > 256) against the same twin, in DeepSeek-V3's absorbed MLA decode
-// shape: one shared 576-wide latent cache row as key and value. Skips without
-// a GPU.
+// shape: one shared 576-wide latent cache row as key and value. Sliding
+// windows and sink logits on the rows and tiled kernels. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,6 +44,9 @@ struct Step {
   // The value cache IS the key cache (one pointer for both): the absorbed MLA
   // form, whose cached latent row serves as key and value.
   bool share_cache = false;
+  // AttentionParams::window and ::sinks (one logit per query head; empty: none).
+  int64_t window = 0;
+  std::vector<float> sinks;
 
   Step(int64_t h, int64_t kvh, int64_t hd, int64_t bs, const std::vector<int64_t>& lens,
        const std::vector<int64_t>& query_rows, std::mt19937* rng)
@@ -80,9 +83,11 @@ struct Step {
   int64_t rows() const { return static_cast<int64_t>(seq.size()); }
 
   AttentionParams Params(const float* pq, float* out, const int32_t* pseq, const int32_t* ppos,
-                         const int32_t* ptab, const float* kc, const float* vc,
-                         int64_t nrows) const {
+                         const int32_t* ptab, const float* kc, const float* vc, int64_t nrows,
+                         const float* psinks = nullptr) const {
     AttentionParams p;
+    p.window = window;
+    if (psinks != nullptr) p.sinks = WeightRef{psinks, DType::kF32, 1, heads};
     p.q = pq;
     p.q_stride = heads * head_dim;
     p.out = out;
@@ -105,7 +110,8 @@ struct Step {
   std::vector<float> Cpu() const {
     std::vector<float> out(q.size(), kNaN);
     cpu::Attention(Params(q.data(), out.data(), seq.data(), pos.data(), tables.data(),
-                          k_cache.data(), share_cache ? k_cache.data() : v_cache.data(), rows()),
+                          k_cache.data(), share_cache ? k_cache.data() : v_cache.data(), rows(),
+                          sinks.empty() ? nullptr : sinks.data()),
                    nullptr);
     return out;
   }
@@ -120,8 +126,10 @@ struct Step {
     DeviceArray<int32_t> dpos(std::vector<int32_t>(pos.begin() + first, pos.begin() + first + n));
     DeviceArray<int32_t> dtab(tables);
     DeviceArray<float> dk(k_cache), dv(v_cache), dout(n * width, kNaN);
-    const AttentionParams p = Params(dq.get(), dout.get(), dseq.get(), dpos.get(), dtab.get(),
-                                     dk.get(), share_cache ? dk.get() : dv.get(), n);
+    DeviceArray<float> dsinks(sinks.empty() ? std::vector<float>{0.0f} : sinks);
+    const AttentionParams p =
+        Params(dq.get(), dout.get(), dseq.get(), dpos.get(), dtab.get(), dk.get(),
+               share_cache ? dk.get() : dv.get(), n, sinks.empty() ? nullptr : dsinks.get());
     cudaStream_t stream = SharedBackend()->compute_stream();
     EXPECT_EQ(
         wide ? cuda::LaunchAttentionWide(p, stream) : cuda::LaunchAttention(p, kernel, stream),
@@ -163,6 +171,35 @@ TEST(CudaAttentionTest, TiledKernelHandlesRunsOfSeveralSequencesInOneTile) {
   const std::vector<float> want = step.Cpu();
   EXPECT_LT(RelError(step.Gpu(cuda::AttentionKernel::kTiled, 0, step.rows()), want), 1e-5);
   EXPECT_LT(RelError(step.Gpu(cuda::AttentionKernel::kRows, 0, step.rows()), want), 1e-5);
+  ExpectNoDeviceError();
+}
+
+// Sliding windows (Mixtral, gpt-oss) and sink logits (gpt-oss), alone and
+// together, on both kernels: windows of one key, shorter than a 32-key tile,
+// a tile and a bit, and longer than some sequences; a prefill chunk whose
+// rows' windows start in different tiles, next to decode rows.
+TEST(CudaAttentionTest, WindowAndSinksMatchCpu) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(4);
+  for (Config c : {Config{8, 2, 64, 8}, Config{4, 4, 16, 4}, Config{64, 8, 64, 16}}) {
+    for (int64_t window : {0, 1, 5, 33, 100}) {
+      for (bool with_sinks : {false, true}) {
+        if (window == 0 && !with_sinks) continue;  // the other tests' case
+        Step step(c.heads, c.kv_heads, c.head_dim, c.block_size, {70, 1, 33, 129},
+                  {45, 1, 1, 1}, &rng);
+        step.window = window;
+        if (with_sinks) step.sinks = RandomVector(c.heads, &rng, 3.0f);
+        const std::vector<float> want = step.Cpu();
+        for (auto kernel : {cuda::AttentionKernel::kRows, cuda::AttentionKernel::kTiled}) {
+          const std::vector<float> got = step.Gpu(kernel, 0, step.rows());
+          EXPECT_LT(RelError(got, want), 1e-5)
+              << "heads " << c.heads << "/" << c.kv_heads << " head_dim " << c.head_dim
+              << " window " << window << " sinks " << with_sinks << " kernel "
+              << static_cast<int>(kernel);
+        }
+      }
+    }
+  }
   ExpectNoDeviceError();
 }
 

@@ -352,10 +352,6 @@ void CudaBackend::KvAppend(const KvAppendParams& p) {
   Record(cuda::LaunchKvAppend(p, compute_), "KvAppend");
 }
 void CudaBackend::SwiGlu(const SwiGluParams& p) {
-  if (p.limit > 0.0f) {  // gpt-oss only, which the engine refuses on CUDA first
-    RecordStatus(absl::UnimplementedError("the CUDA backend has no clamped SwiGLU (gpt-oss)"));
-    return;
-  }
   Record(cuda::LaunchSwiGlu(p, compute_), "SwiGlu");
 }
 void CudaBackend::AddRows(const AddRowsParams& p) {
@@ -378,10 +374,11 @@ void CudaBackend::SoftmaxTopK(const SoftmaxTopKParams& p) {
   Record(cuda::LaunchSoftmaxTopK(p, compute_), "SoftmaxTopK");
 }
 void CudaBackend::Attention(const AttentionParams& p) {
-  if (p.window > 0 || !p.sinks.empty()) {
-    // The CUDA kernels read every key 0..pos and have no sink term yet.
+  if ((p.window > 0 || !p.sinks.empty()) && p.head_dim > 256) {
+    // Only the wide kernel (DeepSeek's absorbed MLA) takes head_dim > 256,
+    // and no model with such heads has a window or sinks.
     RecordStatus(absl::UnimplementedError(
-        "the CUDA backend has no sliding-window attention or attention sinks; "
+        "the CUDA backend has no sliding-window attention or attention sinks for head_dim > 256; "
         "serve this model with --backend=cpu"));
     return;
   }

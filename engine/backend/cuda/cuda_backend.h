@@ -115,7 +115,6 @@ class CudaBackend final : public Backend {
   void Rope(const RopeParams& p) override;
   void KvAppend(const KvAppendParams& p) override;
   void Attention(const AttentionParams& p) override;
-  bool HasWindowedAttention() const override { return false; }
   void SoftmaxTopK(const SoftmaxTopKParams& p) override;
   void SwiGlu(const SwiGluParams& p) override;
   void AddRows(const AddRowsParams& p) override;

@@ -178,6 +178,28 @@ TEST(CudaOpsTest, SwiGluMatchesCpuWithStridesAndInPlace) {
   ExpectNoDeviceError();
 }
 
+// gpt-oss' clamped SwiGLU (limit 7, alpha 1.702): gates and ups wide enough
+// that the clamps bite on both sides.
+TEST(CudaOpsTest, ClampedSwiGluMatchesCpu) {
+  EXPERTD_REQUIRE_GPU();
+  std::mt19937 rng(15);
+  const int64_t rows = 6, dim = 257, gs = 260, us = 270;
+  std::vector<float> gate = RandomVector(rows * gs, &rng, 12.0f);
+  std::vector<float> up = RandomVector(rows * us, &rng, 12.0f);
+  std::vector<float> want(rows * dim);
+  SwiGluParams p{gate.data(), gs, up.data(), us, want.data(), dim, rows, dim};
+  p.limit = 7.0f;
+  p.alpha = 1.702f;
+  cpu::SwiGlu(p, nullptr);
+  DeviceArray<float> d_gate(gate), d_up(up), d_out(rows * dim, 0.0f);
+  p.gate = d_gate.get();
+  p.up = d_up.get();
+  p.out = d_out.get();
+  SharedBackend()->SwiGlu(p);
+  EXPECT_LT(RelError(d_out.ToHost(), want), 1e-6);
+  ExpectNoDeviceError();
+}
+
 TEST(CudaOpsTest, AddRowsPlainAndScaledMatchCpu) {
   EXPERTD_REQUIRE_GPU();
   std::mt19937 rng(6);

@@ -26,6 +26,17 @@ __global__ void SwiGluKernel(SwiGluParams p) {
   const float* g = p.gate + r * p.gate_stride;
   const float* u = p.up + r * p.up_stride;
   float* out = p.out + r * p.out_stride;
+  if (p.limit > 0.0f) {
+    // gpt-oss: min(gate, limit) * sigmoid(alpha * that) * (clamp(up, +-limit) + 1),
+    // the CPU twin's (cpu/elementwise.cc) sequence of roundings.
+    for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
+      const float x = fminf(g[i], p.limit);
+      const float y = fminf(fmaxf(u[i], -p.limit), p.limit);
+      const float sig = __fdiv_rn(1.0f, AddRn(1.0f, expf(-MulRn(x, p.alpha))));
+      out[i] = MulRn(MulRn(x, sig), AddRn(y, 1.0f));
+    }
+    return;
+  }
   for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
     const float x = g[i];
     const float silu = __fdiv_rn(x, AddRn(1.0f, expf(-x)));

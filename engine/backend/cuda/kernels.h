@@ -56,12 +56,14 @@ enum class AttentionKernel {
 // Limit: head_dim <= kMaxWideHeadDim. kRows handles head_dim <= 256, kTiled
 // <= 128 (kAuto falls back to kRows); a wider head (DeepSeek-V3's absorbed
 // MLA decode: 512 + 64) always runs LaunchAttentionWide, whatever `kernel`.
+// kRows and kTiled honour AttentionParams::window and ::sinks.
 cudaError_t LaunchAttention(const AttentionParams& p, AttentionKernel kernel, cudaStream_t stream);
 cudaError_t LaunchAttentionRows(const AttentionParams& p, cudaStream_t stream);
 cudaError_t LaunchAttentionTiled(const AttentionParams& p, cudaStream_t stream);
 // ---- attention_wide.cu: one warp per query head, any head_dim up to 1024
 // (used for head_dim > 256; correct for any width). k_cache may equal v_cache
-// (the MLA latent cache serves as both).
+// (the MLA latent cache serves as both). No window or sinks:
+// cudaErrorInvalidValue when either is set.
 constexpr int64_t kMaxWideHeadDim = 1024;
 cudaError_t LaunchAttentionWide(const AttentionParams& p, cudaStream_t stream);
 
