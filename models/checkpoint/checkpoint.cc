@@ -121,9 +121,12 @@ absl::Status Checkpoint::Impl::AddFile(std::unique_ptr<SafetensorsFile> file,
 
 namespace {
 
-// An MXFP4 expert matrix's codes (its scales tensor exists) or its scales.
-bool IsMxfp4ExpertPart(const std::map<std::string, TensorView, std::less<>>& tensors,
+// An MXFP4 expert matrix's codes (its scales tensor exists) or its scales,
+// as SplitGptOssExperts presents gpt-oss' published experts: gpt-oss only.
+bool IsMxfp4ExpertPart(const ModelConfig& config,
+                       const std::map<std::string, TensorView, std::less<>>& tensors,
                        const std::string& name) {
+  if (config.architecture != Architecture::kGptOss) return false;
   auto is_u8 = [&tensors](const std::string& n) {
     auto it = tensors.find(n);
     return it != tensors.end() && it->second.dtype == DType::kU8;
@@ -163,7 +166,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   RETURN_IF_ERROR(SplitGptOssExperts(impl->config, &impl->tensors, &impl->aligned_copies));
   for (const auto& [name, view] : impl->tensors) {
     // dtype.h: no uint8 tensor but gpt-oss' MXFP4 experts gets past here.
-    if (view.dtype == DType::kU8 && !IsMxfp4ExpertPart(impl->tensors, name)) {
+    if (view.dtype == DType::kU8 && !IsMxfp4ExpertPart(impl->config, impl->tensors, name)) {
       return absl::InvalidArgumentError(
           absl::StrCat(view.file, ": tensor '", name,
                        "' is uint8; uint8 tensors are read only as gpt-oss' MXFP4 experts "

@@ -135,8 +135,11 @@ TEST(GptOssExpertsTest, Mxfp4ExpertsArePresentedAsTheirPublishedRows) {
 
 // A copy of fixture `src` whose model.safetensors drops `drop`, gives
 // `reshape` a wrong shape (flattened) and adds a uint8 tensor `extra_u8`.
+// With `u8_scales`, extra_u8 comes with a uint8 "<extra_u8>_scales" beside it
+// (the shape of an MXFP4 expert view).
 std::string BrokenCopy(const std::string& drop, const std::string& reshape,
-                       const std::string& src = kFixture, const std::string& extra_u8 = "") {
+                       const std::string& src = kFixture, const std::string& extra_u8 = "",
+                       bool u8_scales = false) {
   const fs::path dir = fs::path(::testing::TempDir()) /
                        (fs::path(src).filename().string() + drop + reshape + extra_u8);
   fs::create_directories(dir);
@@ -157,6 +160,7 @@ std::string BrokenCopy(const std::string& drop, const std::string& reshape,
   }
   static const uint8_t bytes[4] = {1, 2, 3, 4};
   if (!extra_u8.empty()) tensors.push_back({{extra_u8, DType::kU8, {4}}, bytes});
+  if (u8_scales) tensors.push_back({{Mxfp4ScalesName(extra_u8), DType::kU8, {4}}, bytes});
   EXPECT_TRUE(WriteSafetensors((dir / "model.safetensors").string(), tensors).ok());
   return dir.string();
 }
@@ -198,6 +202,13 @@ TEST(GptOssExpertsTest, PackedTensorsAreCheckedAndUint8GoesNoFurther) {
   EXPECT_EQ(stray.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(stray.status().message().find("'model.layers.0.stray' is uint8"), std::string::npos)
       << stray.status();
+  // A uint8 pair shaped like an MXFP4 expert view is still refused outside gpt-oss.
+  auto pair = Checkpoint::Open(BrokenCopy("", "", "tests/data/fixtures/mixtral",
+                                          "model.layers.0.block_sparse_moe.experts.0.w9.weight",
+                                          /*u8_scales=*/true));
+  ASSERT_FALSE(pair.ok());
+  EXPECT_EQ(pair.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(pair.status().message().find("is uint8"), std::string::npos) << pair.status();
 }
 
 }  // namespace
