@@ -44,18 +44,17 @@ absl::Status ResidentWeights::AttachFp8Scales(const std::string& name, WeightRef
   return absl::OkStatus();
 }
 
-absl::StatusOr<WeightRef> ResidentWeights::LoadMxfp4(const models::TensorView& codes,
-                                                     int64_t rows, int64_t cols) {
+absl::StatusOr<WeightRef> ResidentWeights::LoadMxfp4(const models::TensorView& codes, int64_t rows,
+                                                     int64_t cols) {
   const std::string scales_name = models::Mxfp4ScalesName(codes.name);
   ASSIGN_OR_RETURN(models::TensorView scales, source_->Get(scales_name));
   if (cols % 32 != 0 || codes.shape != std::vector<int64_t>{rows, cols / 2} ||
-      scales.dtype != models::DType::kU8 ||
-      scales.shape != std::vector<int64_t>{rows, cols / 32}) {
+      scales.dtype != models::DType::kU8 || scales.shape != std::vector<int64_t>{rows, cols / 32}) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MXFP4 tensor '", codes.name, "' has codes [", absl::StrJoin(codes.shape, ","),
         "] and scales ", models::DTypeName(scales.dtype), " [", absl::StrJoin(scales.shape, ","),
-        "], expected [", rows, ",", cols / 2, "] and uint8 [", rows, ",", cols / 32,
-        "] for a [", rows, ",", cols, "] matrix"));
+        "], expected [", rows, ",", cols / 2, "] and uint8 [", rows, ",", cols / 32, "] for a [",
+        rows, ",", cols, "] matrix"));
   }
   WeightRef ref;
   ref.dtype = models::DType::kBF16;  // every MXFP4 value is a bf16; the kernels read `quant`
@@ -70,8 +69,7 @@ absl::StatusOr<WeightRef> ResidentWeights::LoadMxfp4(const models::TensorView& c
     return ref;
   }
   ASSIGN_OR_RETURN(WeightRef up_codes, Upload(models::DType::kU8, rows, cols / 2, codes.data));
-  ASSIGN_OR_RETURN(WeightRef up_scales,
-                   Upload(models::DType::kU8, rows, cols / 32, scales.data));
+  ASSIGN_OR_RETURN(WeightRef up_scales, Upload(models::DType::kU8, rows, cols / 32, scales.data));
   ref.data = up_codes.data;
   ref.quant.scales = up_scales.data;
   return ref;

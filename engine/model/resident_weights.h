@@ -49,8 +49,7 @@ class ResidentWeights {
 
  private:
   absl::Status AttachFp8Scales(const std::string& name, WeightRef* ref);
-  absl::StatusOr<WeightRef> LoadMxfp4(const models::TensorView& codes, int64_t rows,
-                                      int64_t cols);
+  absl::StatusOr<WeightRef> LoadMxfp4(const models::TensorView& codes, int64_t rows, int64_t cols);
 
   Backend* backend_;
   const WeightSource* source_;

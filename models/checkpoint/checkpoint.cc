@@ -297,9 +297,8 @@ absl::Status Checkpoint::ValidateAgainstConfig() const {
           sc->second.shape != scales_shape) {
         return absl::InvalidArgumentError(absl::StrCat(
             it->second.file, ": MXFP4 tensor '", t.name, "' is ", ShapeString(it->second.shape),
-            " with scales ",
-            sc == impl_->tensors.end() ? "missing" : ShapeString(sc->second.shape), "; ",
-            ArchitectureName(c.architecture), " config.json implies ",
+            " with scales ", sc == impl_->tensors.end() ? "missing" : ShapeString(sc->second.shape),
+            "; ", ArchitectureName(c.architecture), " config.json implies ",
             ShapeString(codes_shape), " codes and ", ShapeString(scales_shape), " scales"));
       }
       mxfp4_scales.insert(scales);

@@ -114,8 +114,8 @@ absl::StatusOr<const TensorView*> Packed(const Tensors& tensors, const std::stri
 // copied apart, down viewed in place); the packed tensors' names into
 // `consumed`.
 absl::Status SplitMxfp4Layer(const ModelConfig& c, const Tensors& tensors, int64_t layer,
-                         std::vector<std::unique_ptr<uint64_t[]>>* storage,
-                         std::vector<TensorView>* split, std::vector<std::string>* consumed) {
+                             std::vector<std::unique_ptr<uint64_t[]>>* storage,
+                             std::vector<TensorView>* split, std::vector<std::string>* consumed) {
   const int64_t E = c.num_experts, H = c.hidden_size, I = c.moe_intermediate_size;
   if (H % 32 != 0 || I % 32 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("gpt-oss MXFP4 checkpoint: hidden_size ", H,

@@ -185,8 +185,8 @@ TEST(CudaAttentionTest, WindowAndSinksMatchCpu) {
     for (int64_t window : {0, 1, 5, 33, 100}) {
       for (bool with_sinks : {false, true}) {
         if (window == 0 && !with_sinks) continue;  // the other tests' case
-        Step step(c.heads, c.kv_heads, c.head_dim, c.block_size, {70, 1, 33, 129},
-                  {45, 1, 1, 1}, &rng);
+        Step step(c.heads, c.kv_heads, c.head_dim, c.block_size, {70, 1, 33, 129}, {45, 1, 1, 1},
+                  &rng);
         step.window = window;
         if (with_sinks) step.sinks = RandomVector(c.heads, &rng, 3.0f);
         const std::vector<float> want = step.Cpu();

@@ -165,8 +165,7 @@ TEST_P(CudaEngineTest, OffloadedToAQuarterBudgetGivesTheResidentTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest,
                          ::testing::Values("mixtral", "qwen2_moe", "qwen2_moe_mixed", "olmoe",
-                                           "qwen3_moe", "deepseek_v3", "gpt_oss",
-                                           "gpt_oss_mxfp4"));
+                                           "qwen3_moe", "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4"));
 
 }  // namespace
 }  // namespace expertd::engine

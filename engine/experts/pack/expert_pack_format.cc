@@ -212,8 +212,8 @@ absl::StatusOr<PackTensorLayout> TensorLayoutFor(const PackTensorShape& shape,
   }
   // The source's dtype, for the record; FP8 and MXFP4 codes are dequantized to
   // fp32 first (dtype kF8E4M3 marks fp8-block records only).
-  t.dtype = shape.dtype == models::DType::kF8E4M3 || shape.mxfp4 ? models::DType::kF32
-                                                                  : shape.dtype;
+  t.dtype =
+      shape.dtype == models::DType::kF8E4M3 || shape.mxfp4 ? models::DType::kF32 : shape.dtype;
   t.group_size = st.group_size;
   t.block_rows = std::max(1, st.block_rows);
   t.scale_dtype = st.scale_dtype;

@@ -625,8 +625,7 @@ TEST(ExpertStorageTest, WriterKeepsMxfp4ExpertsOrDecodesThemFirst) {
       WeightQuant q8 = up.QuantAt(slot.data());
       std::vector<uint8_t> want(QuantValueBytes(q8.format, 16, 64));
       std::vector<uint8_t> want_scales(QuantScaleBytes(q8, 16, 64));
-      ASSERT_TRUE(
-          QuantizeWeights(exact.data(), 16, 64, q8, want.data(), want_scales.data()).ok());
+      ASSERT_TRUE(QuantizeWeights(exact.data(), 16, 64, q8, want.data(), want_scales.data()).ok());
       EXPECT_EQ(0, std::memcmp(slot.data() + up.offset, want.data(), want.size()));
     }
   }

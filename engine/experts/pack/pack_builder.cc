@@ -57,10 +57,9 @@ absl::StatusOr<PackSourceTensor> TensorOf(const WeightSource& w, const std::stri
     t.cols *= 2;
     const std::string scales_name = models::Mxfp4ScalesName(name);
     ASSIGN_OR_RETURN(models::TensorView sv, w.Get(scales_name));
-    if (sv.dtype != models::DType::kU8 ||
-        sv.shape != std::vector<int64_t>{t.rows, t.cols / 32}) {
-      return absl::InvalidArgumentError(absl::StrCat("expert tensor '", scales_name,
-                                                     "' has the wrong shape or dtype"));
+    if (sv.dtype != models::DType::kU8 || sv.shape != std::vector<int64_t>{t.rows, t.cols / 32}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert tensor '", scales_name, "' has the wrong shape or dtype"));
     }
     t.mxfp4_scales = static_cast<const uint8_t*>(sv.data);
   }
