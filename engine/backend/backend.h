@@ -186,8 +186,7 @@ struct BackendOptions {
   uint64_t device_memory_limit = 0;  // bytes; 0 = unlimited (CPU) / all (GPU)
   // What every Matmul / GroupedMatmul does with its activations (op_params.h).
   // kBF16 and kInt8 are the CPU backend's only; kBF16 needs AVX-512-BF16,
-  // kInt8 also AVX-512-VNNI (CreateBackend fails with FailedPrecondition
-  // otherwise).
+  // kInt8 AVX2 (CreateBackend fails with FailedPrecondition otherwise).
   MatmulActivations matmul_activations = MatmulActivations::kF32;
   // CPU: Matmul takes row maps (HasMatmulRowMaps). False makes the MoE paths
   // gather and scatter their rows as they do on a GPU (tests, A/B benches).
@@ -202,9 +201,9 @@ bool ParseMatmulActivations(const std::string& text, MatmulActivations* out);
 inline constexpr char kMatmulActivationsHelp[] =
     "fp32 | bf16 | int8: bf16 rounds the activations of matmuls with bf16, int8, int4, mxfp4 or "
     "fp8 weights to bf16 and runs the CPU's bf16 dot-product instructions (about 2x faster "
-    "prefill); int8 does the same, but quantizes the activations of int8 / int4 / mxfp4 experts "
-    "to int8 per 32 values for the CPU's integer dot products (VNNI). CPU backend only: bf16 "
-    "needs AVX-512-BF16, int8 also AVX-512-VNNI";
+    "prefill); int8 quantizes the activations of int8 / int4 / mxfp4 experts to int8 per 32 "
+    "values for the CPU's integer dot products (VNNI, or AVX2's), the rest as bf16 where the CPU "
+    "has it, else fp32. CPU backend only: bf16 needs AVX-512-BF16, int8 AVX2";
 
 // CreateBackend(options): engine/backend/backend_factory.h.
 

@@ -33,11 +33,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& req
           "bf16 matmul activations need a CPU with AVX-512-BF16 (vdpbf16ps), and this one has "
           "none (or EXPERTD_CPU_ISA caps it below avx512): use fp32 activations");
     }
-    if (cpu.matmul_activations == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot()) {
+    if (cpu.matmul_activations == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Activations()) {
       return absl::FailedPreconditionError(
-          "int8 matmul activations need a CPU with AVX-512-BF16 and AVX-512-VNNI (vdpbf16ps, "
-          "vpdpbusd), and this one lacks them (or EXPERTD_CPU_ISA caps it below avx512): use "
-          "fp32 or bf16 activations");
+          "int8 matmul activations need AVX2 at least, and EXPERTD_CPU_ISA caps this CPU to "
+          "scalar kernels: use fp32 activations");
     }
     return std::unique_ptr<Backend>(new CpuBackend(cpu));
   }

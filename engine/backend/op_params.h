@@ -83,12 +83,14 @@ struct RmsNormParams {
 //    (matmul_dense.h): twice the arithmetic rate of fp32 FMA, at bf16
 //    precision for x (what PyTorch's bf16 linear does). Other weights ignore
 //    it. Still batch-invariant.
-//  kInt8: as kBF16 for dense bf16 and FP8 weights; int8 / int4 / mxfp4
-//    weights with groups of 32, 64 or 128 take x quantized to int8 per
-//    32-element block (scale max|x| / 127, as llama.cpp's Q8_0 quantizes
-//    activations) and exact integer dot products per block (the CPU's VNNI
-//    instructions), each block's sum scaled into an fp32 accumulator
-//    (quant_matmul_avx512vnni.cc). Other weights as kBF16. Batch-invariant.
+//  kInt8: int8 / int4 / mxfp4 weights with groups of 32, 64 or 128 take x
+//    quantized to int8 per 32-element block (scale max|x| / 127, as
+//    llama.cpp's Q8_0 quantizes activations) and exact integer dot products
+//    per block, each block's sum scaled into an fp32 accumulator: the same
+//    bits from the VNNI kernel (quant_matmul_avx512vnni.cc) and the AVX2 one
+//    (quant_matmul_avx2_int8.cc), so it runs on any AVX2 CPU. Other weights
+//    as kBF16 on a CPU with the bf16 dot product, else as kF32.
+//    Batch-invariant.
 enum class MatmulActivations { kF32, kBF16, kInt8 };
 
 // y[m, n] (+)= x[m, k] . w[n, k]^T + bias[n].

@@ -449,7 +449,7 @@ BENCHMARK(BM_DenseGemm)
 // dot-product instructions.
 bool SkippedWithoutDot(MatmulActivations mode, benchmark::State& state) {
   if ((mode == MatmulActivations::kBF16 && !cpu::CpuSupportsBf16Dot()) ||
-      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Dot())) {
+      (mode == MatmulActivations::kInt8 && !cpu::CpuSupportsInt8Activations())) {
     state.SkipWithError("the CPU lacks the mode's dot-product instructions");
     return true;
   }
@@ -546,7 +546,7 @@ void BM_GroupedDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_GroupedDecode)
     ->ArgsProduct({{0}, {1}, {1, 2}, {32}})
-    ->ArgsProduct({{1, 2, 3}, {2}, {1, 2}, {32}})
+    ->ArgsProduct({{1, 2, 3}, {0, 2}, {1, 2}, {32}})
     ->ArgsProduct({{4}, {0, 1}, {1, 2}, {128}})
     ->UseRealTime();
 

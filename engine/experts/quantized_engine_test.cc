@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedEngineTest,
                          });
 
 // --matmul_activations=int8: the offloaded quantized experts take x
-// quantized to int8 per 32 values (quant_matmul_avx512vnni.cc), so the
+// quantized to int8 per 32 values (matmul_dense.h's int8 kernels), so the
 // logits leave the fp32-activation engine's by that rounding only: the
 // first greedy token is kept and the error is a small fraction of the
 // logits (printed; measured 0.6-0.75% of the largest logit on this zoo
@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedEngineTest,
 // does not depend on the batch, so a prompt run in one prefill and run one
 // token at a time give the same bits.
 TEST(QuantizedActivationsTest, Int8ActivationsStayNearFp32Activations) {
-  if (!cpu::CpuSupportsInt8Dot()) GTEST_SKIP() << "the CPU lacks AVX-512-VNNI / AVX-512-BF16";
+  if (!cpu::CpuSupportsInt8Activations()) GTEST_SKIP() << "EXPERTD_CPU_ISA caps the CPU to scalar";
   auto ckpt = ZooModel();
   // 600 tokens: 150 rows an expert on average, so some experts' GEMMs have
   // more rows than one of the row copies' work chunks (the pool's workers

@@ -20,7 +20,7 @@ namespace expertd::engine {
 struct CpuBackendOptions {
   int threads = 0;                   // 0 = std::thread::hardware_concurrency()
   uint64_t device_memory_limit = 0;  // 0 = unlimited
-  // kBF16 REQUIRES cpu::CpuSupportsBf16Dot(), kInt8 cpu::CpuSupportsInt8Dot()
+  // kBF16 REQUIRES cpu::CpuSupportsBf16Dot(), kInt8 cpu::CpuSupportsInt8Activations()
   // (CreateBackend checks them).
   MatmulActivations matmul_activations = MatmulActivations::kF32;
   bool matmul_row_maps = true;  // BackendOptions::matmul_row_maps

@@ -68,4 +68,9 @@ bool CpuSupportsInt8Dot() {
   return ok;
 }
 
+bool CpuSupportsInt8Activations() {
+  static const bool ok = CpuSupportsInt8Dot() || BestCpuIsa() >= CpuIsa::kAvx2;
+  return ok;
+}
+
 }  // namespace expertd::engine::cpu

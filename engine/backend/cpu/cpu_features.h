@@ -28,9 +28,13 @@ bool CpuSupportsBf16Dot();
 // and AVX512_VBMI (its FP8 decoding looks bytes up in 128-entry tables,
 // vpermi2b; every CPU with AVX512_BF16 has it but Cooper Lake). Cached.
 bool CpuSupportsQuantBf16Dot();
-// Whether the int8-activation matmul can run: the bf16 dot product and
-// AVX512_VNNI (vpdpbusd). Cached.
+// Whether the AVX-512 int8-activation kernel can run: the bf16 dot product
+// and AVX512_VNNI (vpdpbusd). Cached.
 bool CpuSupportsInt8Dot();
+// Whether int8 activations (MatmulActivations::kInt8) can run at all: the
+// VNNI kernel, or its AVX2 twin (vpmaddubsw) when EXPERTD_CPU_ISA does not
+// cap the CPU to scalar. Cached.
+bool CpuSupportsInt8Activations();
 
 }  // namespace expertd::engine::cpu
 

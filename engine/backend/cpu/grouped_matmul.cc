@@ -164,8 +164,8 @@ void GroupedMatmul(const GroupedMatmulParams& p, ThreadPool* pool) {
       m.y_rows = p.y_rows;
       const int64_t c0 = (i % col_chunks) * chunk;
       if (int8_rows) {
-        internal::QuantMatmulUnitAvx512VnniQuantized(m, xr.From(t.r0, p.k), t.r0, t.r1, c0,
-                                                     std::min(p.n, c0 + chunk));
+        internal::QuantMatmulUnitInt8Quantized(m, xr.From(t.r0, p.k), t.r0, t.r1, c0,
+                                               std::min(p.n, c0 + chunk));
         continue;
       }
       MatmulUnit(m, t.r0, t.r1, c0, std::min(p.n, c0 + chunk));

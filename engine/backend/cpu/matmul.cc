@@ -323,6 +323,30 @@ internal::Int8Rows QuantizeAllRowsInt8(const MatmulParams& p, int64_t rows, Thre
 
 namespace internal {
 
+void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out) {
+  if (CpuSupportsInt8Dot()) return QuantizeRowsInt8Avx512Vnni(p, r0, r1, out);
+  QuantizeRowsInt8Avx2(p, r0, r1, out);
+}
+
+void QuantMatmulUnitInt8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
+                                  int64_t r1, int64_t c0, int64_t c1) {
+  if (CpuSupportsInt8Dot()) return QuantMatmulUnitAvx512VnniQuantized(p, xr, r0, r1, c0, c1);
+  QuantMatmulUnitAvx2Int8Quantized(p, xr, r0, r1, c0, c1);
+}
+
+void QuantMatmulUnitInt8(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t k = p.w.cols, blocks = k / 32, rows = r1 - r0;
+  thread_local std::vector<int8_t> codes;
+  thread_local std::vector<float> d;
+  thread_local std::vector<int32_t> corr;
+  codes.resize(static_cast<size_t>(rows * k));
+  d.resize(static_cast<size_t>(rows * blocks));
+  corr.resize(static_cast<size_t>(rows * blocks));
+  const Int8Rows xr{codes.data(), d.data(), corr.data()};
+  QuantizeRowsInt8(p, r0, r1, xr);
+  QuantMatmulUnitInt8Quantized(p, xr, r0, r1, c0, c1);
+}
+
 const float* PermuteBf16Rows(const MatmulParams& p, int64_t r0, int64_t r1, int64_t* stride) {
   const int64_t k = p.w.cols, kp = (k + kBf16Block - 1) / kBf16Block * kBf16Block;
   thread_local std::vector<float> buffer;
@@ -376,12 +400,14 @@ bool Fp8BlocksOf32(const WeightQuant& q, int64_t k) {
 
 bool UsesInt8Dot(const MatmulParams& p) {
   if (p.activations != MatmulActivations::kInt8 || !SmallCodesInGroupsOf32(p.w.quant)) return false;
-  assert(CpuSupportsInt8Dot());  // CreateBackend refuses kInt8 without it
+  assert(CpuSupportsInt8Activations());  // CreateBackend refuses kInt8 without it
   return true;
 }
 
 bool UsesBf16Dot(const MatmulParams& p) {
   if (p.activations == MatmulActivations::kF32 || UsesInt8Dot(p)) return false;
+  // int8 activations on a CPU without a bf16 dot product: the rest run fp32.
+  if (p.activations == MatmulActivations::kInt8 && !CpuSupportsBf16Dot()) return false;
   const WeightQuant& q = p.w.quant;
   if (q.quantized()) {
     if (!SmallCodesInGroupsOf32(q) && !Fp8BlocksOf32(q, p.w.cols)) return false;
@@ -424,7 +450,7 @@ void DenseMatmul(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
 
 void MatmulUnit(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   if (r0 >= r1 || c0 >= c1) return;
-  if (UsesInt8Dot(p)) return internal::QuantMatmulUnitAvx512Vnni(p, r0, r1, c0, c1);
+  if (UsesInt8Dot(p)) return internal::QuantMatmulUnitInt8(p, r0, r1, c0, c1);
   if (UsesBf16Dot(p)) {
     if (p.w.quant.quantized()) return internal::QuantMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
     return internal::DenseMatmulUnitAvx512Bf16(p, r0, r1, c0, c1);
@@ -492,7 +518,7 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
   if (p.m <= 0 || p.w.rows <= 0) return;
   if (HasRowMaps(p) && !KernelTakesRowMaps(p)) return MatmulThroughCopies(p, pool);
   if (UsesInt8Dot(p)) {
-    // x is quantized once for every unit; a unit regroups kVnniTileCols
+    // x is quantized once for every unit; a unit regroups kInt8TileCols
     // columns' codes at a time for all its rows: long row groups. Decode:
     // one column range per thread. A unit prefetches each next tile while it
     // computes one, but its own first tile starts cold (the unit before it
@@ -503,9 +529,9 @@ void Matmul(const MatmulParams& p, ThreadPool* pool) {
     return Run(
         p, pool,
         [&xr](const MatmulParams& q, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-          internal::QuantMatmulUnitAvx512VnniQuantized(q, xr.From(r0, q.w.cols), r0, r1, c0, c1);
+          internal::QuantMatmulUnitInt8Quantized(q, xr.From(r0, q.w.cols), r0, r1, c0, c1);
         },
-        p.m < 4 ? 64 : 256, internal::kVnniTileCols, p.m < 4 ? 1 : 4);
+        p.m < 4 ? 64 : 256, internal::kInt8TileCols, p.m < 4 ? 1 : 4);
   }
   if (p.w.quant.quantized() && UsesBf16Dot(p)) {
     // A unit decodes 6 columns at a time for all its rows: long row groups.

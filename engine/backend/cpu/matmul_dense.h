@@ -63,15 +63,18 @@ inline constexpr int64_t kDenseAvx512MinRows = 4;
 // with 256).
 inline constexpr int64_t kBf16DotRowGroup = 128;
 
-// Whether p runs a bf16-activation sequence: activations kBF16 or kInt8 and
-// dense bf16 weights or FP8 E4M3 blocks of 32, 64 or 128 columns that divide
-// k (fp32 scales), or kBF16 and int8 / int4 / mxfp4 codes with groups of 32,
-// 64 or 128 (quant_matmul_avx512bf16.cc; and CpuSupportsQuantBf16Dot()).
-// REQUIRES then: CpuSupportsBf16Dot().
+// Whether p runs a bf16-activation sequence: activations kBF16 and dense
+// bf16 weights or FP8 E4M3 blocks of 32, 64 or 128 columns that divide k
+// (fp32 scales), or int8 / int4 / mxfp4 codes with groups of 32, 64 or 128
+// (quant_matmul_avx512bf16.cc; and CpuSupportsQuantBf16Dot()); or kInt8,
+// the same dense and FP8 weights, on a CPU with CpuSupportsBf16Dot() (on
+// others they run the fp32 sequence). REQUIRES for kBF16:
+// CpuSupportsBf16Dot().
 bool UsesBf16Dot(const MatmulParams& p);
 // Whether p runs the int8-activation sequence: activations kInt8 and int8 /
-// int4 / mxfp4 codes with groups of 32, 64 or 128
-// (quant_matmul_avx512vnni.cc). REQUIRES then: CpuSupportsInt8Dot().
+// int4 / mxfp4 codes with groups of 32, 64 or 128 (quant_matmul_avx512vnni.cc
+// where CpuSupportsInt8Dot(), else quant_matmul_avx2_int8.cc). REQUIRES
+// then: CpuSupportsInt8Activations().
 bool UsesInt8Dot(const MatmulParams& p);
 // Whether the kernel p runs reads x and writes y through matmul_rows.h (the
 // dense kernels, any activations, and the quantized bf16-dot one); Matmul
@@ -107,16 +110,18 @@ void RoundRowsToBf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t kp, 
 // REQUIRES: UsesBf16Dot(p) and p.w.quant.quantized().
 void QuantMatmulUnitAvx512Bf16(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
                                int64_t c1);
-// Quantized weights with int8 activations (quant_matmul_avx512vnni.cc), a
-// unit's columns kVnniTileCols at a time. REQUIRES: UsesInt8Dot(p).
-inline constexpr int kVnniTileCols = 32;
-void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
-                               int64_t c1);
-// Rows of x quantized for that kernel (reference_ops.h QuantizeInt8Block),
-// in the layout p.w's format needs (4-bit formats: per chunk of 128 values,
-// its even values, then its odd ones): row i's k bytes at codes + i * k,
-// its 32-blocks' scales at d + i * k / 32 and -bias * sum(q) at
-// corr + i * k / 32.
+// Quantized weights with int8 activations: x quantized per 32-block
+// (reference_ops.h QuantizeInt8Block) into Int8Rows, then exact integer
+// products. Two kernels compute the same bits: AVX-512-VNNI
+// (quant_matmul_avx512vnni.cc) where CpuSupportsInt8Dot(), AVX2
+// (quant_matmul_avx2_int8.cc) elsewhere; the functions without an ISA in
+// their name pick it. Units take columns in multiples of kInt8TileCols.
+inline constexpr int kInt8TileCols = 32;
+// Rows of x quantized for those kernels: row i's k bytes at codes + i * k,
+// in the layout the kernel and p.w's format need (int8: as x; 4-bit
+// formats, VNNI: per chunk of 128 values its even values, then its odd
+// ones; AVX2: per 32-block), its 32-blocks' scales at d + i * k / 32 and
+// -bias * sum(q) at corr + i * k / 32 (the bias the kernel adds to codes).
 struct Int8Rows {
   int8_t* codes;
   float* d;
@@ -129,11 +134,21 @@ struct Int8Rows {
 // Rows [r0, r1) of p.x into out (row r at index r - r0). REQUIRES:
 // UsesInt8Dot(p).
 void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out);
-// QuantMatmulUnitAvx512Vnni over rows quantized once by the caller for
-// every unit: xr holds row r0 at index 0 (QuantizeRowsInt8 with p's
-// format: the layout differs between int8 and the 4-bit formats).
+// Rows [r0, r1) x columns [c0, c1) over rows quantized once by the caller
+// for every unit: xr holds row r0 at index 0 (QuantizeRowsInt8 with p's
+// format). REQUIRES: UsesInt8Dot(p).
+void QuantMatmulUnitInt8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
+                                  int64_t r1, int64_t c0, int64_t c1);
+// The same unit quantizing its own rows first.
+void QuantMatmulUnitInt8(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+// The kernels. Avx512Vnni REQUIRES CpuSupportsInt8Dot().
+void QuantizeRowsInt8Avx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1,
+                                const Int8Rows& out);
 void QuantMatmulUnitAvx512VnniQuantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
                                         int64_t r1, int64_t c0, int64_t c1);
+void QuantizeRowsInt8Avx2(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out);
+void QuantMatmulUnitAvx2Int8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
+                                      int64_t r1, int64_t c0, int64_t c1);
 }  // namespace internal
 
 // Rows [0, rows) of p.x quantized by QuantizeRowsInt8 into a buffer of the

@@ -30,7 +30,9 @@
 // from there.
 //
 // x is quantized once per Matmul / GroupedMatmul call (QuantizeAllRowsInt8)
-// and read by every unit; MatmulUnit alone quantizes its own rows.
+// and read by every unit; MatmulUnit alone quantizes its own rows
+// (QuantMatmulUnitInt8). Without VNNI, quant_matmul_avx2_int8.cc computes
+// the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -51,9 +53,8 @@ namespace {
 
 // Per-thread scratch of at least n bytes, 64-byte aligned (baseline code:
 // the std::vector instantiation must not be AVX-512 code).
-uint8_t* Scratch(int which, size_t n) {
-  thread_local std::vector<uint8_t> buffers[4];
-  std::vector<uint8_t>& b = buffers[which];
+uint8_t* Scratch(size_t n) {
+  thread_local std::vector<uint8_t> b;
   if (b.size() < n + 64) b.resize(n + 64);
   const auto addr = reinterpret_cast<uintptr_t>(b.data());
   return reinterpret_cast<uint8_t*>((addr + 63) & ~uintptr_t{63});
@@ -69,7 +70,7 @@ namespace expertd::engine::cpu::internal {
 namespace {
 
 constexpr int kTileRows = 4;
-constexpr int kColBlocks = kVnniTileCols / 16;
+constexpr int kColBlocks = kInt8TileCols / 16;
 constexpr int kSteps = 8;  // vpdpbusd steps per 32-block: 4 codes a lane each
 
 template <WeightFormat F>
@@ -157,7 +158,7 @@ class NextTilePrefetch {
   NextTilePrefetch(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, int64_t steps) {
     steps = std::max<int64_t>(1, steps);
     const int64_t next_cols =
-        std::max<int64_t>(0, std::min<int64_t>(kVnniTileCols, p.w.rows - c - cols));
+        std::max<int64_t>(0, std::min<int64_t>(kInt8TileCols, p.w.rows - c - cols));
     values_ = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
     values_end_ = values_ + next_cols * row_bytes;
     const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
@@ -244,7 +245,7 @@ void BuildScales(const MatmulParams& p, int64_t c, int cols, float* scales, floa
   }
 }
 
-// Columns [c, c + cols) (cols <= kVnniTileCols) regrouped for the tiles:
+// Columns [c, c + cols) (cols <= kInt8TileCols) regrouped for the tiles:
 // column block cb (lane l = column c + 16 cb + l), 32-block b, step s at
 // panel + ((cb * blocks + b) * kSteps + s) * 64, each lane's four codes as
 // unsigned bytes code + bias.
@@ -574,14 +575,14 @@ void Unit(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1, int
           int64_t c1) {
   const int64_t k = p.w.cols, blocks = k / 32, groups = k / p.w.quant.group_size;
   const size_t panel_bytes = static_cast<size_t>(kColBlocks * blocks * kSteps * 64);
-  uint8_t* panel = Scratch(3, panel_bytes + (kColBlocks + 1) * 16 * groups * sizeof(float));
+  uint8_t* panel = Scratch(panel_bytes + (kColBlocks + 1) * 16 * groups * sizeof(float));
   auto* scales = reinterpret_cast<float*>(panel + panel_bytes);
   float* column_scales = scales + kColBlocks * 16 * groups;
-  alignas(64) float bias[kVnniTileCols];
-  for (int64_t c = c0; c < c1; c += kVnniTileCols) {
-    const int cols = static_cast<int>(std::min<int64_t>(kVnniTileCols, c1 - c));
+  alignas(64) float bias[kInt8TileCols];
+  for (int64_t c = c0; c < c1; c += kInt8TileCols) {
+    const int cols = static_cast<int>(std::min<int64_t>(kInt8TileCols, c1 - c));
     if (!p.bias.empty()) {
-      for (int j = 0; j < kVnniTileCols; ++j)
+      for (int j = 0; j < kInt8TileCols; ++j)
         bias[j] = j < cols ? LoadScalar(p.bias.data, p.bias.dtype, c + j) : 0.0f;
     }
     if (r1 - r0 == 1) {
@@ -603,7 +604,8 @@ void Unit(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1, int
 
 }  // namespace
 
-void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out) {
+void QuantizeRowsInt8Avx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1,
+                                const Int8Rows& out) {
   switch (p.w.quant.format) {
     case WeightFormat::kInt8:
       return QuantizeRows<WeightFormat::kInt8>(p, r0, r1, out);
@@ -628,18 +630,6 @@ void QuantMatmulUnitAvx512VnniQuantized(const MatmulParams& p, const Int8Rows& x
     default:  // excluded by UsesInt8Dot
       return;
   }
-}
-
-void QuantMatmulUnitAvx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0,
-                               int64_t c1) {
-  const int64_t k = p.w.cols, blocks = k / 32;
-  const auto rows = static_cast<size_t>(r1 - r0);
-  Int8Rows xr;
-  xr.codes = reinterpret_cast<int8_t*>(Scratch(0, rows * k));
-  xr.d = reinterpret_cast<float*>(Scratch(1, rows * blocks * sizeof(float)));
-  xr.corr = reinterpret_cast<int32_t*>(Scratch(2, rows * blocks * sizeof(int32_t)));
-  QuantizeRowsInt8(p, r0, r1, xr);
-  QuantMatmulUnitAvx512VnniQuantized(p, xr, r0, r1, c0, c1);
 }
 
 }  // namespace expertd::engine::cpu::internal

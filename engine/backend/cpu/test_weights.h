@@ -124,7 +124,7 @@ inline bool IsQuantized(Kind kind) {
 inline std::vector<MatmulActivations> ActivationModes() {
   std::vector<MatmulActivations> modes = {MatmulActivations::kF32};
   if (CpuSupportsBf16Dot()) modes.push_back(MatmulActivations::kBF16);
-  if (CpuSupportsInt8Dot()) modes.push_back(MatmulActivations::kInt8);
+  if (CpuSupportsInt8Activations()) modes.push_back(MatmulActivations::kInt8);
   return modes;
 }
 
