@@ -1,6 +1,7 @@
 // The machine's arithmetic peaks per thread, measured in the same run as the
 // kernels they are compared with (linked into quant_gemv_benchmark): FMA,
-// vdpbf16ps and vpdpbusd chains in registers, and the int8 panel tile's
+// vdpbf16ps and vpdpbusd chains in registers (AVX2's FMA and vpmaddubsw
+// too), and the int8 panel tile's
 // instruction mix without loads (the ceiling of that GEMM's design).
 #include <immintrin.h>
 
@@ -60,6 +61,59 @@ void BM_FmaPeak(benchmark::State& state) {
           2.0 * 16 * 12);
 }
 BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The AVX2 FMA peak per thread (the fp32-activation kernels on a CPU
+// without AVX-512): 12 independent chains, 2 flops x 8 lanes per FMA.
+void Avx2FmaChains(int64_t iters, float* out) {
+  __m256 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(0.001f * j);
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.0001f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+  }
+  __m256 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, acc[j]);
+  _mm256_storeu_ps(out, s);
+}
+
+void BM_Avx2FmaPeak(benchmark::State& state) {
+  RunPeak(state, cpu::CpuSupports(cpu::CpuIsa::kAvx2), "the CPU lacks AVX2", Avx2FmaChains,
+          2.0 * 8 * 12);
+}
+BENCHMARK(BM_Avx2FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The AVX2 int8 dot-product peak per thread, the int8-activation kernel's
+// products without VNNI (quant_matmul_avx2_int8.cc): 6 independent chains
+// of vpmaddubsw (32 u8 x s8 products into s16 pairs; each chain's bytes are
+// its last result, so nothing can be hoisted), vpmaddwd against ones (into
+// s32) and vpaddd: 64 "flops" (2 per product, as BM_GemmActivations counts)
+// per chain step.
+void Avx2Int8DotChains(int64_t iters, float* out) {
+  __m256i x[6], acc[6];
+  for (int j = 0; j < 6; ++j) {
+    x[j] = _mm256_set1_epi8(static_cast<char>(j + 1));
+    acc[j] = _mm256_set1_epi32(j);
+  }
+  const __m256i a = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 6
+    for (int j = 0; j < 6; ++j) {
+      const __m256i pairs = _mm256_maddubs_epi16(a, x[j]);
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(pairs, ones));
+      x[j] = pairs;
+    }
+  }
+  __m256i s = acc[0];
+  for (int j = 1; j < 6; ++j) s = _mm256_add_epi32(s, acc[j]);
+  _mm256_storeu_ps(out, _mm256_cvtepi32_ps(s));
+}
+
+void BM_Avx2Int8DotPeak(benchmark::State& state) {
+  RunPeak(state, cpu::CpuSupports(cpu::CpuIsa::kAvx2), "the CPU lacks AVX2", Avx2Int8DotChains,
+          64.0 * 6);
+}
+BENCHMARK(BM_Avx2Int8DotPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // The bf16 dot-product peak per thread: 12 independent vdpbf16ps chains
 // (16 lanes x 2 products x 2 flops = 64 flops per instruction). Args: {threads}.
