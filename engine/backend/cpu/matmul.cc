@@ -328,8 +328,8 @@ void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8R
   QuantizeRowsInt8Avx2(p, r0, r1, out);
 }
 
-void QuantMatmulUnitInt8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
-                                  int64_t r1, int64_t c0, int64_t c1) {
+void QuantMatmulUnitInt8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1,
+                                  int64_t c0, int64_t c1) {
   if (CpuSupportsInt8Dot()) return QuantMatmulUnitAvx512VnniQuantized(p, xr, r0, r1, c0, c1);
   QuantMatmulUnitAvx2Int8Quantized(p, xr, r0, r1, c0, c1);
 }

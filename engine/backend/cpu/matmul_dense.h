@@ -137,13 +137,12 @@ void QuantizeRowsInt8(const MatmulParams& p, int64_t r0, int64_t r1, const Int8R
 // Rows [r0, r1) x columns [c0, c1) over rows quantized once by the caller
 // for every unit: xr holds row r0 at index 0 (QuantizeRowsInt8 with p's
 // format). REQUIRES: UsesInt8Dot(p).
-void QuantMatmulUnitInt8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
-                                  int64_t r1, int64_t c0, int64_t c1);
+void QuantMatmulUnitInt8Quantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0, int64_t r1,
+                                  int64_t c0, int64_t c1);
 // The same unit quantizing its own rows first.
 void QuantMatmulUnitInt8(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 // The kernels. Avx512Vnni REQUIRES CpuSupportsInt8Dot().
-void QuantizeRowsInt8Avx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1,
-                                const Int8Rows& out);
+void QuantizeRowsInt8Avx512Vnni(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out);
 void QuantMatmulUnitAvx512VnniQuantized(const MatmulParams& p, const Int8Rows& xr, int64_t r0,
                                         int64_t r1, int64_t c0, int64_t c1);
 void QuantizeRowsInt8Avx2(const MatmulParams& p, int64_t r0, int64_t r1, const Int8Rows& out);

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/matmul_dense.h"
+#include "engine/backend/cpu/quant_matmul_tile.h"
 #include "engine/backend/cpu/simd.h"
 #include "engine/backend/weight_format.h"
 #include "engine/backend/weight_quantize.h"
@@ -145,8 +146,8 @@ inline __m256i BlockCodes(const uint8_t* codes, int64_t b, __m256i table) {
   if constexpr (F == WeightFormat::kInt8) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * b));
   } else {
-    const __m256i both =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * b)));
+    const __m256i both = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * b)));
     const __m256i nibbles = _mm256_and_si256(
         _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
     return _mm256_shuffle_epi8(table, nibbles);
@@ -200,19 +201,9 @@ inline __m256i SumEach(const __m256i v[8]) {
                           _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-inline float ScaleF32(const WeightQuant& q, int64_t i) {
-  switch (q.scale_dtype) {
-    case ScaleDType::kF16:
-      return F16ToF32(static_cast<const uint16_t*>(q.scales)[i]);
-    case ScaleDType::kE8M0: {
-      const uint8_t e = static_cast<const uint8_t*>(q.scales)[i];
-      if (e != 0 && e != 255) return models::BitsToFloat(static_cast<uint32_t>(e) << 23);
-      return LoadScaleF32(q.scales, q.scale_dtype, i);
-    }
-    default:
-      return LoadScaleF32(q.scales, q.scale_dtype, i);
-  }
-}
+// TileScale's instantiations are per variant (quant_matmul_tile.h): ours.
+struct Avx2Int8Variant {};
+inline float ScaleF32(const WeightQuant& q, int64_t i) { return TileScale<Avx2Int8Variant>(q, i); }
 
 constexpr int kTileCols = 8;
 
@@ -230,8 +221,8 @@ struct Tile {
 // as its exponent bits (0: 2^-127, 255: NaN, as E8m0ToF32).
 inline __m256 EightScales(const WeightQuant& q, int64_t i) {
   if (q.scale_dtype == ScaleDType::kF16) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(q.scales) + i)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(q.scales) + i)));
   }
   const __m256i e = _mm256_cvtepu8_epi32(
       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(q.scales) + i)));
@@ -288,7 +279,8 @@ void BuildTile(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, f
       _mm256_store_ps(scales + (g + j) * kTileCols, _mm256_mul_ps(v[j], _mm256_set1_ps(factor)));
   }
   for (; g < groups; ++g) {
-    for (int l = 0; l < kTileCols; ++l) scales[g * kTileCols + l] = ScaleF32(q, first[l] + g) * factor;
+    for (int l = 0; l < kTileCols; ++l)
+      scales[g * kTileCols + l] = ScaleF32(q, first[l] + g) * factor;
   }
 }
 
@@ -346,8 +338,8 @@ __m256 RowTile(const MatmulParams& p, const Int8Rows& xr, int64_t i, const Tile&
                NextTile& next) {
   const int64_t k = p.w.cols, blocks = k / 32;
   const int group_shift = __builtin_ctz(static_cast<unsigned>(p.w.quant.group_size / 32));
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(
-      F == WeightFormat::kInt4 ? kInt4Biased : kE2m1Biased)));
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(
+      reinterpret_cast<const __m128i*>(F == WeightFormat::kInt4 ? kInt4Biased : kE2m1Biased)));
   const int8_t* x = xr.codes + i * k;
   __m256 acc = _mm256_setzero_ps();
   auto finish_block = [&](int64_t b, __m256i sum) {
@@ -364,7 +356,8 @@ __m256 RowTile(const MatmulParams& p, const Int8Rows& xr, int64_t i, const Tile&
       const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b));
       const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b + 32));
 #pragma GCC unroll 8
-      for (int l = 0; l < kTileCols; ++l) part[l] = PairProducts(t.rows[l], b, table, x_even, x_odd);
+      for (int l = 0; l < kTileCols; ++l)
+        part[l] = PairProducts(t.rows[l], b, table, x_even, x_odd);
       __m256i first, second;
       SumEachHalf(part, &first, &second);
       finish_block(b, first);

@@ -11,8 +11,8 @@
 #include "engine/experts/pack/crc32c.h"
 #include "engine/experts/pack/expert_pack_format.h"
 #include "engine/experts/pack/expert_pack_writer.h"
-#include "models/dtype/fp8_block.h"
 #include "gtest/gtest.h"
+#include "models/dtype/fp8_block.h"
 
 namespace expertd::engine {
 namespace {
@@ -91,8 +91,7 @@ TEST(ExpertStorageTest, StoredFormatNameResolvesAsLoaded) {
   ASSERT_TRUE(bf16.ok());
   EXPECT_EQ(StoredFormatName(*bf16), "bf16");
   EXPECT_EQ(StoredFormatName(QuantLayout(*ParseExpertStorage("int4", 32))), "int4-g32-f16");
-  EXPECT_EQ(StoredFormatName(QuantLayout(*ParseExpertStorage("fp8", 0))),
-            "fp8-block-g128x128-f32");
+  EXPECT_EQ(StoredFormatName(QuantLayout(*ParseExpertStorage("fp8", 0))), "fp8-block-g128x128-f32");
   const PackTensorShape fp8{DType::kF8E4M3, 16, 64, 8, 32};
   auto as_loaded = MakePackLayout(2, {1}, 2, fp8, fp8, fp8);
   ASSERT_TRUE(as_loaded.ok());
@@ -253,8 +252,7 @@ TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
     AlignedBuffer slot(l->slot_bytes);
     ASSERT_TRUE(FillExpertSlot(*l, {1, 0}, e, slot.data()).ok()) << dtype;
     std::vector<float> back(16 * 64);
-    DequantizeWeights(slot.data() + l->up.offset, l->up.QuantAt(slot.data()), 16, 64,
-                      back.data());
+    DequantizeWeights(slot.data() + l->up.offset, l->up.QuantAt(slot.data()), 16, 64, back.data());
     if (*dtype == '\0') {
       EXPECT_EQ(l->up.format, WeightFormat::kFp8E4m3Block);
       EXPECT_EQ(l->up.block_rows, 8);
@@ -264,11 +262,10 @@ TEST(ExpertStorageTest, WriterStoresFp8ExpertsAsLoadedOrDequantizesThemFirst) {
       ASSERT_TRUE(QuantizeWeights(exact.data(), 16, 64, l->up.QuantAt(slot.data()),
                                   want_values.data(), want_scales.data())
                       .ok());
-      EXPECT_EQ(std::memcmp(slot.data() + l->up.offset, want_values.data(), want_values.size()),
-                0);
-      EXPECT_EQ(std::memcmp(slot.data() + l->up.scales_offset, want_scales.data(),
-                            want_scales.size()),
-                0);
+      EXPECT_EQ(std::memcmp(slot.data() + l->up.offset, want_values.data(), want_values.size()), 0);
+      EXPECT_EQ(
+          std::memcmp(slot.data() + l->up.scales_offset, want_scales.data(), want_scales.size()),
+          0);
     }
   }
   // FP8 codes without their scales: refused, naming the expert.
