@@ -297,11 +297,13 @@ inline void StoreRow(const MatmulParams& p, int64_t r, int64_t c, int cols, __m2
   }
 }
 
-// The next tile's bytes, fetched into L2 while a tile is computed, an even
-// share per step: its scales first (BuildTile reads them before any code:
-// left to the hardware, their 8 short streams stalled BuildTile for half
-// as long as the products took), then its codes (the rows of consecutive
-// columns: one run of memory).
+// The next tile's bytes, fetched into L2 while a tile is computed: its
+// scales at once when the tile starts (BuildTile reads them before any code;
+// left to the hardware, their 8 short streams stalled it for half as long
+// as the products took), its codes (the rows of consecutive columns: one run
+// of memory) an even share per step. Scales at once rather than spread
+// ahead of the codes: int4 / mxfp4 decode 1.2-1.3x faster (BM_GroupedDecode,
+// 3 alternated runs), the step loop no longer choosing between two ranges.
 class NextTile {
  public:
   // No bytes when `fetch` is false (the tile's later rows).
@@ -310,25 +312,21 @@ class NextTile {
     const int64_t next_cols =
         fetch ? std::max<int64_t>(0, std::min<int64_t>(kTileCols, p.w.rows - c - cols)) : 0;
     const uint64_t scale_row_bytes = QuantScaleBytes(p.w.quant, 1, p.w.cols);
-    range_[0] = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
-    end_[0] = range_[0] + next_cols * scale_row_bytes;
-    range_[1] = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
-    end_[1] = range_[1] + next_cols * row_bytes;
-    const int64_t lines = (end_[0] - range_[0] + 63) / 64 + (end_[1] - range_[1] + 63) / 64;
-    lines_per_step_ = (lines + steps - 1) / std::max<int64_t>(1, steps);
+    const char* scales = static_cast<const char*>(p.w.quant.scales) + (c + cols) * scale_row_bytes;
+    for (const char* end = scales + next_cols * scale_row_bytes; scales < end; scales += 64)
+      _mm_prefetch(scales, _MM_HINT_T1);
+    codes_ = static_cast<const char*>(p.w.data) + (c + cols) * row_bytes;
+    end_ = codes_ + next_cols * row_bytes;
+    lines_per_step_ = ((end_ - codes_ + 63) / 64 + steps - 1) / std::max<int64_t>(1, steps);
   }
   void Step() {
-    for (int64_t i = 0; i < lines_per_step_; ++i) {
-      const int r = range_[0] < end_[0] ? 0 : 1;
-      if (range_[r] >= end_[r]) return;
-      _mm_prefetch(range_[r], _MM_HINT_T1);
-      range_[r] += 64;
-    }
+    const char* stop = std::min(end_, codes_ + 64 * lines_per_step_);
+    for (; codes_ < stop; codes_ += 64) _mm_prefetch(codes_, _MM_HINT_T1);
   }
 
  private:
-  const char* range_[2];
-  const char* end_[2];
+  const char* codes_;
+  const char* end_;
   int64_t lines_per_step_;
 };
 
