@@ -193,12 +193,9 @@ inline void SumEachHalf(const __m256i v[8], __m256i* low, __m256i* high) {
 
 // Lane j: the sum of v[j]'s 8 lanes.
 inline __m256i SumEach(const __m256i v[8]) {
-  const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i c = _mm256_hadd_epi32(v[4], v[5]), d = _mm256_hadd_epi32(v[6], v[7]);
-  // Per 128-bit half: v[0..3]'s (v[4..7]'s) sums over that half.
-  const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
-                          _mm256_permute2x128_si256(ab, cd, 0x31));
+  __m256i low, high;
+  SumEachHalf(v, &low, &high);
+  return _mm256_add_epi32(low, high);
 }
 
 // TileScale's instantiations are per variant (quant_matmul_tile.h): ours.
@@ -214,7 +211,6 @@ struct Tile {
   // scales[g * 8 + l]: column l's scale of group g, fp32 (mxfp4's halved,
   // for its doubled codes).
   float* scales;
-  int cols;
 };
 
 // 8 scales of one column (groups [g, g + 8)) as fp32: fp16 by F16C, E8M0
@@ -262,7 +258,6 @@ void BuildTile(const MatmulParams& p, uint64_t row_bytes, int64_t c, int cols, f
   const int64_t groups = p.w.cols / q.group_size;
   const float factor = q.format == WeightFormat::kMxfp4 ? 0.5f : 1.0f;
   const bool vector = q.scale_dtype == ScaleDType::kF16 || q.scale_dtype == ScaleDType::kE8M0;
-  t->cols = cols;
   t->scales = scales;
   int64_t first[kTileCols];
   for (int l = 0; l < kTileCols; ++l) {
