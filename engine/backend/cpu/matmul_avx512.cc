@@ -12,7 +12,7 @@
 // half for (r, c) is exactly lane l of the AVX2 kernel's accumulator for
 // (r, c) (same products, same FMA order), and the halves are reduced with
 // HorizontalSum's additions (a row's twelve at once: row_sums_avx512.h): the
-// result is bitwise matmul.cc's.
+// result is bitwise matmul_avx2.cc's.
 //
 // bf16 weights (the 32-block even / odd sequence). x rows are permuted once
 // per unit (PermuteBf16Rows). m >= 4: panels of kBf16PanelCols columns are
@@ -24,7 +24,7 @@
 // weights directly: one 64-byte load per column and block, a shift gives the
 // even weights and an and the odd ones (exact). Either way lane j of the
 // accumulator sees the products the sequence prescribes, in its order; the
-// halves are added and reduced by HorizontalSum, as matmul.cc's tiles do
+// halves are added and reduced by HorizontalSum, as matmul_avx2.cc's tiles do
 // (row_sums_avx512.h: a row's sums at once).
 //
 // The build's baseline is AVX2, so everything below the pragma is compiled
@@ -235,7 +235,7 @@ inline __m512i LoadBf16Block(const uint16_t* p, int64_t n) {
 }
 
 // Decode: rows [r0, r0 + R) x columns [c0, c0 + C) straight from the weights,
-// prefetching the next tile's rows (matmul.cc's Tile says why).
+// prefetching the next tile's rows (matmul_avx2.cc's Tile says why).
 template <int R, int C>
 void DecodeTileBf16(const MatmulParams& p, const float* xp, int64_t kp, int64_t r0, int64_t c0) {
   const int64_t k = p.w.cols;

@@ -22,7 +22,7 @@
 // per row and call into the same even / odd order (simd.h PermuteBf16X).
 // reference_ops.h has the scalar form of both sequences (the tests' oracle).
 //
-//  - AVX2 (matmul.cc): R x C register tiles read straight from the weights;
+//  - AVX2 (matmul_avx2.cc): R x C register tiles read straight from the weights;
 //    the baseline. For bf16 the 16-lane accumulator is two ymm (lanes 0-7
 //    from weights [kk, kk + 16), lanes 8-15 from [kk + 16, kk + 32)), each
 //    fed the even then the odd products: the same FMAs per lane, in order.
@@ -94,8 +94,8 @@ CpuIsa DenseMatmulIsa(int64_t rows, DType dtype, CpuIsa isa);
 
 namespace internal {
 // Rows [r0, r1) x columns [c0, c1) of the dense product, one thread.
-// Avx512 REQUIRES: CpuSupports(CpuIsa::kAvx512). Defined in matmul.cc and
-// matmul_avx512.cc (the latter compiled for AVX-512).
+// Avx512 REQUIRES: CpuSupports(CpuIsa::kAvx512). Defined in matmul_avx2.cc
+// and matmul_avx512.cc (the latter compiled for AVX-512).
 void DenseMatmulUnitAvx2(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 void DenseMatmulUnitAvx512(const MatmulParams& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 // The bf16-activation sequence (matmul_avx512bf16.cc). REQUIRES:

@@ -35,7 +35,7 @@ void Tile(const MatmulParams& p, int64_t r0, int64_t c0) {
   for (int c = 0; c < C; ++c)
     srow[c] = fs.scale + ((fs.row0 + c0 + c) / fs.block_rows) * fs.scale_cols;
   const int64_t k8 = k / 8 * 8;
-  // Prefetch the next tile's rows at the same offset (see matmul.cc: each
+  // Prefetch the next tile's rows at the same offset (see matmul_avx2.cc: each
   // weight row is its own stream, which hardware prefetchers start cold).
   const uint8_t* next = codes + (c0 + C) * k;
   const bool prefetch = c0 + 2 * C <= p.w.rows;

@@ -57,7 +57,7 @@ inline void QuantTile(const MatmulParams& p, const float* x, int64_t c0, bool pr
     scale_index[c] = ((c0 + c) / q.block_rows) * groups;
   }
   // Each weight row is its own stream: fetch the next tile's rows ahead
-  // (see matmul.cc for why this matters on cold weights).
+  // (see matmul_avx2.cc for why this matters on cold weights).
   const uint8_t* next = base + (c0 + C) * row_bytes;
   V acc[C];
   #pragma GCC unroll 8

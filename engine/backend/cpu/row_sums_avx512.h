@@ -73,7 +73,7 @@ ATTR inline void StoreRowSums(const MatmulParams& p, int64_t r, int64_t c, int n
   StoreRowSums16(p, r, c, n, _mm512_zextps256_ps512(v));
 }
 
-// One element, as matmul.cc's Store finishes it.
+// One element, as matmul_avx2.cc's Store finishes it.
 ATTR inline void StoreOneSum(const MatmulParams& p, int64_t r, int64_t c, float v) {
   StoreElement(p, r, c, v);
 }
