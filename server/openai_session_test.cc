@@ -82,7 +82,10 @@ TEST(SessionTest, ChatTemplatesRenderOnTheTokenizePool) {
   ASSERT_TRUE(session.ok()) << session.status() << " " << error.message;
   EXPECT_EQ((*session)->choices(), 1);
   EXPECT_GT((*session)->prompt_tokens(0), 0);
-  EXPECT_GE(pool.stats().completed, 2);  // the held job and the render
+  // The held job and the render. A job is counted after it returns, so the
+  // render's caller can be back before the count moves: wait for it.
+  EXPECT_TRUE(WaitFor([&] { return pool.stats().completed >= 2; }))
+      << "completed " << pool.stats().completed;
   (*session)->Cancel();
 }
 

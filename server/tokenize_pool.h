@@ -37,7 +37,8 @@ class TokenizePool {
   struct Stats {
     int running = 0;        // jobs on a thread now
     int queued = 0;         // jobs waiting for one
-    int64_t completed = 0;  // jobs that ran
+    int64_t completed = 0;  // jobs that ran (counted after the job returns,
+                            // so after any signal the job itself gave)
     int64_t rejected = 0;   // Submit calls refused: the queue was full
   };
 
